@@ -1,0 +1,44 @@
+# Courier: `make sandbox` (offline bot), `make test` (the suite), `make run` (the real processes).
+# Each target sets up what it needs first: a virtualenv in .venv with the pinned requirements.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+# Tests use real PostgreSQL and Redis (override for another machine).
+TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/courier
+TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
+
+.PHONY: setup sandbox test run lint migrate bench clean
+
+setup: $(STAMP)
+
+$(STAMP): requirements/base.txt requirements/dev.txt requirements/constraints.txt
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/pip install --quiet --disable-pip-version-check -r requirements/dev.txt -c requirements/constraints.txt
+	@touch $@
+
+# Offline: in-memory Telegram, a fresh SQLite file, background jobs in-process. Extra flags: make sandbox ARGS=--json
+sandbox: $(STAMP)
+	@mkdir -p var && rm -f var/sandbox.sqlite3
+	@DEBUG=1 DATABASE_URL=sqlite:///var/sandbox.sqlite3 $(BIN)/python manage.py runbot --sandbox --demo $(ARGS)
+
+test: $(STAMP)
+	@DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) SECRET_KEY=test-only-secret DEBUG=0 \
+		$(BIN)/python -m pytest $(ARGS)
+
+lint: $(STAMP)
+	@$(BIN)/ruff check .
+
+migrate: $(STAMP)
+	@$(BIN)/python manage.py migrate
+
+# The real processes (web, bot, worker, beat) from the Procfile; needs the variables in .env.
+run: $(STAMP)
+	@$(BIN)/python manage.py migrate --noinput
+	@$(BIN)/python manage.py collectstatic --noinput --verbosity 0
+	@PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/honcho start
+
+clean:
+	rm -rf $(VENV) var .pytest_cache staticfiles

@@ -1,0 +1,195 @@
+"""The operator console. Thin: lists, filters and forms; writes go through services."""
+
+from django.contrib import admin
+from django.http import HttpResponseRedirect
+from django.urls import reverse
+from django.utils.html import format_html
+
+from botapp.models import (
+    BotSettings,
+    Broadcast,
+    BroadcastDelivery,
+    ButtonClick,
+    DailyTokenCount,
+    PendingDeletion,
+    StoredFile,
+    TelegramUser,
+    VerificationToken,
+)
+from botapp.services.files import deep_link
+
+admin.site.site_header = "Courier"
+admin.site.site_title = "Courier"
+admin.site.index_title = "Operator console"
+
+
+@admin.register(TelegramUser)
+class TelegramUserAdmin(admin.ModelAdmin):
+    list_display = (
+        "telegram_id",
+        "username",
+        "first_name",
+        "state",
+        "start_payload",
+        "joined_at",
+        "last_seen_at",
+        "verified_until",
+    )
+    list_filter = ("state", "language_code", "joined_at")
+    search_fields = ("=telegram_id", "username", "first_name", "last_name", "start_payload")
+    date_hierarchy = "joined_at"
+    readonly_fields = ("telegram_id", "joined_at", "last_seen_at")
+    list_per_page = 100
+
+
+@admin.register(StoredFile)
+class StoredFileAdmin(admin.ModelAdmin):
+    list_display = (
+        "share_id",
+        "title",
+        "message_count",
+        "delivery_count",
+        "last_delivered_at",
+        "protect_content",
+        "link",
+        "created_at",
+    )
+    list_filter = ("protect_content", "created_at")
+    search_fields = ("=share_id", "title")
+    readonly_fields = ("share_id", "delivery_count", "last_delivered_at", "created_at", "created_by", "link")
+    fields = (
+        "title",
+        "source_chat_id",
+        "message_ids",
+        "protect_content",
+        "share_id",
+        "link",
+        "delivery_count",
+        "last_delivered_at",
+        "created_by",
+        "created_at",
+    )
+
+    def changelist_view(self, request, extra_context=None):
+        self._username = BotSettings.load().bot_username  # one query per page, not one per row
+        return super().changelist_view(request, extra_context)
+
+    @admin.display(description="messages")
+    def message_count(self, obj):
+        return len(obj.message_ids or [])
+
+    @admin.display(description="deep link")
+    def link(self, obj):
+        if not obj.pk:
+            return "—"
+        username = getattr(self, "_username", None) or BotSettings.load().bot_username
+        if not username:
+            return f"start={obj.share_id} (bot username known once runbot has started)"
+        url = deep_link(bot_username=username, payload=obj.share_id)
+        return format_html('<a href="{}" target="_blank" rel="noopener">{}</a>', url, url)
+
+
+@admin.register(VerificationToken)
+class VerificationTokenAdmin(admin.ModelAdmin):
+    list_display = ("short_token", "user", "status", "share_id", "created_at", "expires_at", "used_at")
+    list_filter = ("status", "created_at")
+    search_fields = ("=user__telegram_id", "user__username", "token")
+    list_select_related = ("user",)
+    raw_id_fields = ("user",)
+
+    @admin.display(description="token")
+    def short_token(self, obj):
+        return f"{obj.token[:10]}…"
+
+
+@admin.register(DailyTokenCount)
+class DailyTokenCountAdmin(admin.ModelAdmin):
+    list_display = ("user", "date", "count")
+    list_filter = ("date",)
+    search_fields = ("=user__telegram_id", "user__username")
+    list_select_related = ("user",)
+    raw_id_fields = ("user",)
+
+
+@admin.register(PendingDeletion)
+class PendingDeletionAdmin(admin.ModelAdmin):
+    list_display = ("chat_id", "message_count", "delete_at", "status", "share_id", "created_at")
+    list_filter = ("status", "delete_at")
+    search_fields = ("=chat_id", "=share_id")
+
+    @admin.display(description="messages")
+    def message_count(self, obj):
+        return len(obj.message_ids or [])
+
+
+@admin.register(Broadcast)
+class BroadcastAdmin(admin.ModelAdmin):
+    list_display = (
+        "title",
+        "status",
+        "media_kind",
+        "total",
+        "sent",
+        "blocked",
+        "failed",
+        "delete_after_minutes",
+        "created_at",
+        "finished_at",
+    )
+    list_filter = ("status", "media_kind", "created_at")
+    search_fields = ("title", "text")
+    readonly_fields = ("status", "total", "sent", "failed", "blocked", "created_at", "started_at", "finished_at")
+
+
+@admin.register(BroadcastDelivery)
+class BroadcastDeliveryAdmin(admin.ModelAdmin):
+    list_display = ("broadcast", "user", "status", "message_id", "sent_at", "delete_at", "error")
+    list_filter = ("status", "broadcast")
+    search_fields = ("=user__telegram_id", "user__username", "broadcast__title")
+    list_select_related = ("broadcast", "user")
+    raw_id_fields = ("user", "broadcast")
+
+
+@admin.register(ButtonClick)
+class ButtonClickAdmin(admin.ModelAdmin):
+    list_display = ("user", "button", "clicked_at")
+    list_filter = ("button", "clicked_at")
+    search_fields = ("=user__telegram_id", "user__username", "button")
+    list_select_related = ("user",)
+    raw_id_fields = ("user",)
+
+
+@admin.register(BotSettings)
+class BotSettingsAdmin(admin.ModelAdmin):
+    """One row: the list page opens it directly."""
+
+    fieldsets = (
+        ("Delivery", {"fields": ("bot_username", "auto_delete_minutes", "file_caption", "protect_content")}),
+        (
+            "Token verification",
+            {
+                "fields": (
+                    "verification_enabled",
+                    "verification_hours",
+                    "token_ttl_minutes",
+                    "daily_token_limit",
+                    "bypass_seconds",
+                    "shortener_api_url",
+                    "shortener_api_key",
+                    "how_to_verify_url",
+                )
+            },
+        ),
+        ("Texts", {"fields": ("welcome_text", "help_text", "about_text", "faq_text", "deleted_notice_text")}),
+    )
+    readonly_fields = ("bot_username",)
+
+    def changelist_view(self, request, extra_context=None):
+        obj = BotSettings.load()
+        return HttpResponseRedirect(reverse("admin:botapp_botsettings_change", args=[obj.pk]))
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class BotappConfig(AppConfig):
+    name = "botapp"
+    verbose_name = "Courier bot"

@@ -1,0 +1,94 @@
+"""The bot's configuration from settings (the environment), checked all at once so that an operator
+sees every wrong variable in one go, by name."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+
+BOT_TOKEN_RE = re.compile(r"^\d{5,}:[A-Za-z0-9_-]{30,}$")
+API_HASH_RE = re.compile(r"^[0-9a-fA-F]{32}$")
+
+
+class ConfigError(Exception):
+    def __init__(self, problems: list[str]):
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+@dataclass(frozen=True)
+class BotConfig:
+    bot_token: str
+    api_id: int
+    api_hash: str
+    admin_ids: frozenset[int]
+    storage_channel_id: int | None
+    session_dir: Path
+
+
+def _ids(raw: str, name: str, problems: list[str]) -> frozenset[int]:
+    ids = set()
+    for part in filter(None, (p.strip() for p in raw.replace(";", ",").split(","))):
+        try:
+            ids.add(int(part))
+        except ValueError:
+            problems.append(f"{name} must be comma-separated numeric Telegram ids (got {part!r})")
+    return frozenset(ids)
+
+
+def admin_ids_load() -> frozenset[int]:
+    """ADMIN_IDS, leniently: a bad entry is reported by `bot_config_load`, ignored here."""
+    return _ids(settings.ADMIN_IDS, "ADMIN_IDS", [])
+
+
+def storage_channel_load(problems: list[str] | None = None) -> int | None:
+    raw = settings.STORAGE_CHANNEL_ID.strip()
+    if not raw:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value >= 0:
+        if problems is not None:
+            problems.append(f"STORAGE_CHANNEL_ID must be a channel id like -1001234567890 (got {raw!r})")
+        return None
+    return value
+
+
+def bot_config_load() -> BotConfig:
+    """Everything `runbot` needs to talk to Telegram; raises ConfigError naming every bad variable."""
+    problems: list[str] = []
+    token = settings.BOT_TOKEN.strip()
+    if not token:
+        problems.append("BOT_TOKEN is not set (get one from @BotFather)")
+    elif not BOT_TOKEN_RE.match(token):
+        problems.append("BOT_TOKEN does not look like a bot token (123456:ABC...)")
+    api_id = 0
+    if not settings.API_ID.strip():
+        problems.append("API_ID is not set (get it at my.telegram.org)")
+    else:
+        try:
+            api_id = int(settings.API_ID)
+        except ValueError:
+            problems.append(f"API_ID must be a number (got {settings.API_ID!r})")
+    api_hash = settings.API_HASH.strip()
+    if not api_hash:
+        problems.append("API_HASH is not set (get it at my.telegram.org)")
+    elif not API_HASH_RE.match(api_hash):
+        problems.append("API_HASH must be 32 hexadecimal characters")
+    admin_ids = _ids(settings.ADMIN_IDS, "ADMIN_IDS", problems)
+    storage = storage_channel_load(problems)
+    if problems:
+        raise ConfigError(problems)
+    return BotConfig(
+        bot_token=token,
+        api_id=api_id,
+        api_hash=api_hash,
+        admin_ids=admin_ids,
+        storage_channel_id=storage,
+        session_dir=settings.TELEGRAM_SESSION_DIR,
+    )

@@ -1,0 +1,117 @@
+"""`manage.py runbot`: the Telegram bot. `--sandbox` runs it offline on the in-memory Telegram."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+from django.utils import timezone
+
+from botapp.config import ConfigError, admin_ids_load, bot_config_load, storage_channel_load
+
+log = logging.getLogger("botapp.runbot")
+
+SANDBOX_ADMIN = 1000
+SANDBOX_STORAGE = -1001000000001
+
+
+class Command(BaseCommand):
+    help = "Run the Telegram bot (or, with --sandbox, an offline conversation on the in-memory Telegram)."
+    requires_system_checks = []  # configuration is checked below, naming every bad variable
+
+    def add_arguments(self, parser):
+        parser.add_argument("--sandbox", action="store_true", help="Offline: in-memory Telegram, conversation from stdin.")
+        parser.add_argument("--json", action="store_true", help="With --sandbox: print JSON lines.")
+        parser.add_argument(
+            "--demo", action="store_true", help="With --sandbox: store a demo file and print its deep link first."
+        )
+        parser.add_argument("--threads", type=int, default=8, help="Threads that handle updates (default 8).")
+
+    def handle(self, *args, **options):
+        if options["sandbox"]:
+            return self.sandbox(as_json=options["json"], demo=options["demo"])
+        try:
+            config = bot_config_load()
+        except ConfigError as exc:
+            self.stderr.write("runbot: configuration error:")
+            for problem in exc.problems:
+                self.stderr.write(f"  - {problem}")
+            self.stderr.write("Set these in the environment or in .env (see .env.example).")
+            sys.exit(2)
+        asyncio.run(self.serve(config, threads=options["threads"]))
+
+    async def serve(self, config, *, threads: int) -> None:
+        from botapp.telegram.handlers import UpdatePump
+        from botapp.telegram.pyrogram_gateway import PyrogramGateway, client_build
+        from botapp.telegram.router import Router
+
+        client = client_build(
+            name="bot",
+            api_id=config.api_id,
+            api_hash=config.api_hash,
+            bot_token=config.bot_token,
+            workdir=config.session_dir,
+            no_updates=False,
+        )
+        loop = asyncio.get_running_loop()
+        gateway = PyrogramGateway(client, loop)
+        pump = UpdatePump(Router(gateway, admin_ids=config.admin_ids), threads=threads)
+        pump.register(client)
+
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+
+        await client.start()
+        gateway._username = client.me.username or ""
+        await loop.run_in_executor(pump.executor, _remember_username, gateway.bot_username)
+        log.info("runbot started as @%s; admins=%s", gateway.bot_username, sorted(config.admin_ids))
+        await stop.wait()
+        log.info("runbot stopping: finishing updates in flight")
+        await pump.drain()
+        await client.stop()
+        log.info("runbot stopped")
+
+    def sandbox(self, *, as_json: bool, demo: bool) -> None:
+        from botapp import clock
+        from botapp.sandbox import Sandbox, stdin_is_tty
+        from botapp.telegram.fake import FakeTelegram
+        from botapp.telegram.router import Router
+
+        call_command("migrate", verbosity=0, interactive=False)
+        fake = FakeTelegram(username=_remember_username("CourierBot"))
+        storage = storage_channel_load() or SANDBOX_STORAGE
+        fake.create_channel(storage)
+        admins = admin_ids_load() or frozenset({SANDBOX_ADMIN})
+        router = Router(fake, admin_ids=admins)
+        box = Sandbox(fake=fake, router=router, out=self.stdout._out, as_json=as_json)
+        if demo:
+            from botapp.sandbox import demo_file_create
+
+            stored = demo_file_create(fake, storage_channel_id=storage)
+            box.note(
+                f"demo file stored: send '1001: /start {stored.share_id}' (link t.me/{fake.bot_username}?start={stored.share_id})",
+                share_id=stored.share_id,
+            )
+        interactive = stdin_is_tty()
+        if interactive:
+            box.note(
+                f"sandbox ready at {timezone.localtime(clock.now()):%Y-%m-%d %H:%M %Z}; admins: {sorted(admins)}. Ctrl-D to quit."
+            )
+        failures = box.run(sys.stdin, interactive=interactive)
+        if failures and not interactive:
+            sys.exit(1)
+
+
+def _remember_username(username: str) -> str:
+    from botapp.models import BotSettings
+
+    conf = BotSettings.load()
+    if username and conf.bot_username != username:
+        conf.bot_username = username
+        conf.save(update_fields=["bot_username"])
+    return username

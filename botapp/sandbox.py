@@ -1,0 +1,204 @@
+"""The offline sandbox: the bot's real router and services on the in-memory Telegram.
+
+Reads a conversation (one line each) and prints every bot action:
+
+    1001: /start            a message from user 1001
+    1001 tap Close          user 1001 taps a button (by its text or callback data) on their latest message that has it
+    wait 31m                move the clock forward (s, m, h, d; e.g. 1h30m) and run the background jobs that became due
+    1001 blocks             user 1001 blocks the bot
+
+Output: `-> 1001 #5 send "Welcome…" [Get files again | Close]`, `-> 1001 delete #5 #6`, or JSON lines
+with `--json`. Lines starting with `..` are the sandbox's own notes (clock, jobs), not bot actions.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from datetime import datetime, timedelta
+from typing import TextIO
+from urllib.parse import parse_qs, urlparse
+
+from botapp import clock
+from botapp.telegram.fake import Event, FakeTelegram
+from botapp.telegram.gateway import Button, Media, TgUser
+from botapp.telegram.router import Router
+from scheduler.jobs.registry import job_run, jobs_due_between
+
+MESSAGE_RE = re.compile(r"^(?P<user>\d+)\s*:\s?(?P<text>.*)$")
+TAP_RE = re.compile(r"^(?P<user>\d+)\s+tap\s+(?P<label>.+)$")
+BLOCK_RE = re.compile(r"^(?P<user>\d+)\s+blocks$")
+WAIT_RE = re.compile(r"^wait\s+(?P<span>(\d+\s*[smhd]\s*)+)$")
+SPAN_PART_RE = re.compile(r"(\d+)\s*([smhd])")
+UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+PREVIEW = 60
+
+
+def duration_parse(span: str) -> timedelta:
+    total = timedelta(0)
+    for number, unit in SPAN_PART_RE.findall(span):
+        total += timedelta(**{UNITS[unit]: int(number)})
+    return total
+
+
+class Sandbox:
+    def __init__(self, *, fake: FakeTelegram, router: Router, out: TextIO, as_json: bool = False, links=None):
+        self.fake = fake
+        self.router = router
+        self.out = out
+        self.as_json = as_json
+        self.links = links  # follows a shortlink to where it leads (or returns None)
+        self.users: dict[int, TgUser] = {}
+        fake.listeners.append(self.print_event)
+
+    # --- output -------------------------------------------------------------------------------
+
+    def print_event(self, event: Event) -> None:
+        if self.as_json:
+            row = {
+                "chat": event.chat_id,
+                "action": event.action,
+                "message_ids": event.message_ids,
+                "text": event.text,
+            }
+            if event.media:
+                row["media"] = {"kind": event.media.kind, "file": event.media.file}
+            if event.buttons:
+                row["buttons"] = [[_button_json(b) for b in row_] for row_ in event.buttons]
+            self._write(json.dumps(row, ensure_ascii=False))
+            return
+        ids = " ".join(f"#{i}" for i in event.message_ids)
+        if event.action == "delete":
+            self._write(f"-> {event.chat_id} delete {ids}")
+            return
+        if event.action == "answer":
+            self._write(f"-> {event.chat_id} answer {_quote(event.text)}")
+            return
+        parts = [f"-> {event.chat_id} {ids} {event.action}"]
+        if event.media:
+            parts.append(f"{event.media.kind}")
+        if event.text:
+            parts.append(_quote(event.text))
+        if event.buttons:
+            parts.append(" ".join("[" + " | ".join(b.text for b in row) + "]" for row in event.buttons))
+        self._write(" ".join(parts))
+
+    def note(self, text: str, **data) -> None:
+        if self.as_json:
+            self._write(json.dumps({"note": text, **data}, ensure_ascii=False, default=str))
+        else:
+            self._write(f".. {text}")
+
+    def _write(self, line: str) -> None:
+        self.out.write(line + "\n")
+        self.out.flush()
+
+    # --- input --------------------------------------------------------------------------------
+
+    def user(self, user_id: int) -> TgUser:
+        if user_id not in self.users:
+            self.users[user_id] = TgUser(id=user_id, first_name=f"User{user_id}", username=f"user{user_id}", language_code="en")
+        return self.users[user_id]
+
+    def feed(self, line: str) -> bool:
+        """Act on one input line. Returns False (after saying why) when the line is not understood."""
+        line = line.strip()
+        if not line or line.startswith("#"):
+            return True
+        if m := WAIT_RE.match(line):
+            self.wait(duration_parse(m["span"]))
+        elif m := TAP_RE.match(line):
+            self.tap(int(m["user"]), m["label"].strip())
+        elif m := BLOCK_RE.match(line):
+            self.fake.block(int(m["user"]))
+            self.note(f"user {m['user']} blocked the bot")
+        elif m := MESSAGE_RE.match(line):
+            self.say(int(m["user"]), m["text"])
+        else:
+            self.note(f"not understood: {line!r} (try '1001: /start', '1001 tap Close', 'wait 31m', '1001 blocks')")
+            return False
+        return True
+
+    def say(self, user_id: int, text: str) -> None:
+        self.router.handle_message(self.fake.user_sends(self.user(user_id), text))
+
+    def tap(self, user_id: int, label: str) -> None:
+        found = self.fake.find_button(user_id, label)
+        if found is None:
+            self.note(f"user {user_id} has no message with a button {label!r}")
+            return
+        msg, button = found
+        if button.callback_data is not None:
+            self.router.handle_callback(self.fake.callback_query(self.user(user_id), msg, button.callback_data))
+            return
+        payload = self.deep_link_payload(button.url)
+        if payload is None:
+            self.note(f"user {user_id} opens {button.url} (outside Telegram)")
+            return
+        # Telegram turns an opened t.me/<bot>?start=X link into "/start X" from the user.
+        self.say(user_id, f"/start {payload}".strip())
+
+    def deep_link_payload(self, url: str) -> str | None:
+        if self.links is not None:
+            url = self.links(url) or url
+        parsed = urlparse(url)
+        if (
+            parsed.netloc.lower() not in ("t.me", "telegram.me")
+            or parsed.path.strip("/").lower() != self.fake.bot_username.lower()
+        ):
+            return None
+        return parse_qs(parsed.query).get("start", [""])[0]
+
+    def wait(self, delta: timedelta) -> None:
+        before = clock.now()
+        after = clock.clock_advance(delta)
+        self.note(f"clock {_fmt(before)} -> {_fmt(after)}")
+        for job in jobs_due_between(before, after):
+            outcome = job_run(job.name, trigger="sandbox", gateway=self.fake)
+            self.note(f"job {job.name}: {outcome}")
+
+    def run(self, stream: TextIO, *, interactive: bool = False) -> int:
+        failures = 0
+        while True:
+            if interactive:
+                self.out.write("sandbox> ")
+                self.out.flush()
+            line = stream.readline()
+            if not line:
+                break
+            if line.strip() in ("quit", "exit"):
+                break
+            if not self.feed(line):
+                failures += 1
+        return failures
+
+
+def _button_json(b: Button) -> dict:
+    return {"text": b.text, "url": b.url} if b.url else {"text": b.text, "callback_data": b.callback_data}
+
+
+def _quote(text: str) -> str:
+    flat = " / ".join(line for line in text.splitlines() if line.strip())
+    if len(flat) > PREVIEW:
+        flat = flat[: PREVIEW - 1] + "…"
+    return json.dumps(flat, ensure_ascii=False)
+
+
+def _fmt(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
+def stdin_is_tty() -> bool:
+    return sys.stdin.isatty()
+
+
+def demo_file_create(fake: FakeTelegram, *, storage_channel_id: int):
+    """A two-message batch in the sandbox's storage channel: a document and a note."""
+    from botapp.services.files import file_store
+
+    ids = [
+        fake.post(storage_channel_id, "Courier handbook", media=Media("document", "demo-handbook.pdf")),
+        fake.post(storage_channel_id, "Thanks for trying Courier!"),
+    ]
+    return file_store(source_chat_id=storage_channel_id, message_ids=ids, title="Demo: Courier handbook")

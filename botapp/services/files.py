@@ -1,0 +1,38 @@
+"""Stored files: messages in the storage channel behind one deep link."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from django.core.exceptions import ValidationError
+
+from botapp.models import StoredFile
+
+MAX_BATCH = 200  # messages behind one link; a user receives them in one go
+
+
+def file_store(
+    *,
+    source_chat_id: int,
+    message_ids: Sequence[int],
+    title: str = "",
+    created_by: int | None = None,
+    protect_content: bool = False,
+) -> StoredFile:
+    """Create the deep link for these storage-channel messages (in the order given)."""
+    ids = [int(i) for i in message_ids]
+    if not ids:
+        raise ValidationError("A file needs at least one message.")
+    if len(ids) > MAX_BATCH:
+        raise ValidationError(f"A batch holds at most {MAX_BATCH} messages (got {len(ids)}).")
+    return StoredFile.objects.create(
+        source_chat_id=source_chat_id,
+        message_ids=ids,
+        title=title[:255],
+        created_by=created_by,
+        protect_content=protect_content,
+    )
+
+
+def deep_link(*, bot_username: str, payload: str) -> str:
+    return f"https://t.me/{bot_username}?start={payload}"

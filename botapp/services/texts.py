@@ -1,0 +1,34 @@
+"""Operator-written texts, filled in safely for one user."""
+
+from __future__ import annotations
+
+import html
+import string
+
+from botapp.telegram.gateway import TgUser
+
+
+class _Fields(dict):
+    def __missing__(self, key):  # an unknown {placeholder} stays as written
+        return "{" + key + "}"
+
+
+def text_render(template: str, *, tg: TgUser | None = None, **extra) -> str:
+    """Fill {first_name}, {last_name}, {username}, {mention} and any `extra` fields.
+
+    Names are HTML-escaped (messages are sent as HTML). A malformed template is sent as written
+    rather than failing the reply.
+    """
+    fields = _Fields(extra)
+    if tg is not None:
+        first = html.escape(tg.first_name or "there")
+        fields.update(
+            first_name=first,
+            last_name=html.escape(tg.last_name or ""),
+            username=html.escape(tg.username or ""),
+            mention=f'<a href="tg://user?id={tg.id}">{first}</a>',
+        )
+    try:
+        return string.Formatter().vformat(template, (), fields)
+    except (ValueError, IndexError, AttributeError, KeyError):
+        return template

@@ -1,0 +1,76 @@
+"""Telegram users: who they are, whether we may message them."""
+
+from __future__ import annotations
+
+from django.db.models import Count
+
+from botapp import clock
+from botapp.models import TelegramUser
+from botapp.telegram.gateway import TgUser
+
+State = TelegramUser.State
+
+
+def user_seen(*, tg: TgUser, start_payload: str = "") -> tuple[TelegramUser, bool]:
+    """Record that `tg` wrote to the bot; returns (user, created).
+
+    A new user keeps the start payload that brought them. Writing to the bot means they can be
+    reached again, so a user marked blocked becomes active; a user who sent /stop stays stopped
+    until they send /start.
+    """
+    now = clock.now()
+    fields = {
+        "username": (tg.username or "")[:64],
+        "first_name": (tg.first_name or "")[:128],
+        "last_name": (tg.last_name or "")[:128],
+        "language_code": (tg.language_code or "")[:16],
+        "last_seen_at": now,
+    }
+    user, created = TelegramUser.objects.get_or_create(
+        telegram_id=tg.id,
+        defaults={**fields, "start_payload": start_payload[:64], "joined_at": now},
+    )
+    if not created:
+        changed = [name for name, value in fields.items() if getattr(user, name) != value]
+        for name in changed:
+            setattr(user, name, fields[name])
+        if user.state in (State.BLOCKED, State.DEACTIVATED):
+            user.state = State.ACTIVE
+            changed.append("state")
+        if changed:
+            user.save(update_fields=changed)
+    return user, created
+
+
+def user_resume(*, user: TelegramUser) -> bool:
+    """/start after /stop: the user wants messages again. Returns True if they had stopped."""
+    if user.state == State.ACTIVE:
+        return False
+    user.state = State.ACTIVE
+    user.save(update_fields=["state"])
+    return True
+
+
+def user_stop(*, user: TelegramUser) -> bool:
+    """/stop: no more broadcasts or follow-ups. Returns False if they had already stopped."""
+    if user.state == State.STOPPED:
+        return False
+    user.state = State.STOPPED
+    user.save(update_fields=["state"])
+    return True
+
+
+def user_mark_unreachable(*, telegram_id: int, state: str) -> int:
+    """Telegram told us the user blocked the bot or deleted the account: stop sending to them."""
+    return TelegramUser.objects.filter(telegram_id=telegram_id).exclude(state=state).update(state=state)
+
+
+def user_counts() -> dict:
+    """Users by state and how many joined today (operator's time zone)."""
+    rows = TelegramUser.objects.values("state").annotate(n=Count("id")).order_by()
+    by_state = {row["state"]: row["n"] for row in rows}
+    return {
+        "total": sum(by_state.values()),
+        "by_state": {s: by_state.get(s, 0) for s in State.values},
+        "new_today": TelegramUser.objects.filter(joined_at__gte=clock.today_start()).count(),
+    }

@@ -1,0 +1,184 @@
+"""The one interface through which Courier talks to Telegram, and the errors it raises.
+
+Services receive a `Gateway` and never import pyrogram. Two implementations:
+`pyrogram_gateway.PyrogramGateway` (the real one) and `fake.FakeTelegram` (in memory, for tests and
+the offline sandbox). Every method is synchronous and thread-safe, so sweeps can send from a
+thread pool and bot handlers from their worker threads.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+# Telegram refuses more ids than this in one delete call.
+DELETE_CHUNK = 100
+
+
+# --- What we send -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Button:
+    """An inline button: either a link (`url`) or a callback (`callback_data`, at most 64 bytes)."""
+
+    text: str
+    url: str | None = None
+    callback_data: str | None = None
+
+    def __post_init__(self):
+        if (self.url is None) == (self.callback_data is None):
+            raise ValueError("a button has exactly one of url or callback_data")
+        if self.callback_data is not None and len(self.callback_data.encode()) > 64:
+            raise ValueError("callback_data is at most 64 bytes")
+
+
+Keyboard = Sequence[Sequence[Button]]
+
+
+@dataclass(frozen=True)
+class Media:
+    kind: str  # photo | video | document | animation | audio
+    file: str  # a Telegram file_id or an https:// URL
+
+    KINDS = ("photo", "video", "document", "animation", "audio")
+
+    def __post_init__(self):
+        if self.kind not in self.KINDS:
+            raise ValueError(f"unknown media kind {self.kind!r}")
+
+
+@dataclass(frozen=True)
+class Sent:
+    chat_id: int
+    message_id: int
+
+
+# --- What we receive ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TgUser:
+    id: int
+    first_name: str = ""
+    last_name: str = ""
+    username: str = ""
+    language_code: str = ""
+
+
+@dataclass(frozen=True)
+class IncomingMessage:
+    """A message a user sent to the bot in a private chat."""
+
+    chat_id: int
+    message_id: int
+    user: TgUser
+    text: str = ""  # text or caption
+    has_media: bool = False
+    # Set when the message was forwarded from a channel (used by /batch).
+    forward_from_chat_id: int | None = None
+    forward_from_message_id: int | None = None
+
+
+@dataclass(frozen=True)
+class CallbackQuery:
+    id: str
+    user: TgUser
+    chat_id: int
+    message_id: int
+    data: str
+
+
+# --- Errors -------------------------------------------------------------------------------
+
+
+class TelegramError(Exception):
+    """Anything Telegram refused. Subclasses are the cases callers act on."""
+
+
+@dataclass
+class FloodWait(TelegramError):
+    """Telegram asks us to wait `seconds` before sending again."""
+
+    seconds: int
+
+    def __str__(self) -> str:
+        return f"FloodWait: wait {self.seconds}s"
+
+
+class UserBlocked(TelegramError):
+    """The user blocked the bot: never retry."""
+
+
+class UserDeactivated(TelegramError):
+    """The user's account is deleted: never retry."""
+
+
+class ChatNotFound(TelegramError):
+    """Unknown chat, or one the bot cannot reach (not a member of the channel)."""
+
+
+class MessageNotFound(TelegramError):
+    """The message does not exist (any more)."""
+
+
+class MessageTooOld(TelegramError):
+    """The message is outside the window in which a bot may delete or edit it."""
+
+
+class TransientError(TelegramError):
+    """A server-side or network problem: safe to retry with back-off."""
+
+
+# --- The interface ------------------------------------------------------------------------
+
+
+@dataclass
+class DeleteResult:
+    requested: int
+    deleted: int
+    calls: int = 0
+    skipped: list[int] = field(default_factory=list)
+
+
+class Gateway(abc.ABC):
+    """What services may ask of Telegram."""
+
+    @property
+    @abc.abstractmethod
+    def bot_username(self) -> str: ...
+
+    @abc.abstractmethod
+    def send_text(self, chat_id: int, text: str, *, buttons: Keyboard | None = None, protect: bool = False) -> Sent: ...
+
+    @abc.abstractmethod
+    def send_media(
+        self, chat_id: int, media: Media, *, caption: str = "", buttons: Keyboard | None = None, protect: bool = False
+    ) -> Sent: ...
+
+    @abc.abstractmethod
+    def copy_messages(
+        self, chat_id: int, from_chat_id: int, message_ids: Sequence[int], *, caption: str | None = None, protect: bool = False
+    ) -> list[Sent]:
+        """Copy messages without the "forwarded from" header, in order. `caption` replaces captions."""
+
+    @abc.abstractmethod
+    def delete_messages(self, chat_id: int, message_ids: Iterable[int]) -> int:
+        """Delete messages, at most DELETE_CHUNK ids per call. Returns how many Telegram deleted;
+        ids that are gone or too old are skipped silently (the count shows it)."""
+
+    @abc.abstractmethod
+    def edit_text(self, chat_id: int, message_id: int, text: str, *, buttons: Keyboard | None = None) -> None: ...
+
+    @abc.abstractmethod
+    def answer_callback(self, callback_id: str, text: str = "", *, alert: bool = False) -> None: ...
+
+    @abc.abstractmethod
+    def is_member(self, chat_id: int, user_id: int) -> bool:
+        """Whether the user is a member of the channel/group (joined, admin or owner)."""
+
+
+def chunked(ids: Sequence[int], size: int = DELETE_CHUNK) -> Iterable[list[int]]:
+    for start in range(0, len(ids), size):
+        yield list(ids[start : start + size])

@@ -1,0 +1,87 @@
+"""Pyrogram updates -> domain updates -> the Router, on a worker thread (services are sync Django)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from concurrent.futures import ThreadPoolExecutor
+
+from django.db import close_old_connections
+from pyrogram import Client, filters
+from pyrogram import types as ptypes
+from pyrogram.handlers import CallbackQueryHandler, MessageHandler
+
+from botapp.telegram.gateway import CallbackQuery, IncomingMessage, TgUser
+from botapp.telegram.router import Router
+
+log = logging.getLogger(__name__)
+
+
+def user_from(u: ptypes.User) -> TgUser:
+    return TgUser(
+        id=u.id,
+        first_name=u.first_name or "",
+        last_name=u.last_name or "",
+        username=u.username or "",
+        language_code=u.language_code or "",
+    )
+
+
+def message_from(m: ptypes.Message) -> IncomingMessage:
+    origin = getattr(m, "forward_origin", None)
+    origin_chat = getattr(origin, "chat", None) if origin else None
+    return IncomingMessage(
+        chat_id=m.chat.id,
+        message_id=m.id,
+        user=user_from(m.from_user),
+        text=m.text or m.caption or "",
+        has_media=m.media is not None,
+        forward_from_chat_id=origin_chat.id if origin_chat else None,
+        forward_from_message_id=getattr(origin, "message_id", None) if origin_chat else None,
+    )
+
+
+def callback_from(q: ptypes.CallbackQuery) -> CallbackQuery | None:
+    if q.message is None or not isinstance(q.data, str):
+        return None  # inline-mode or game queries: not ours
+    return CallbackQuery(id=q.id, user=user_from(q.from_user), chat_id=q.message.chat.id, message_id=q.message.id, data=q.data)
+
+
+class UpdatePump:
+    """Hands each update to the router on a bounded thread pool; refuses new ones once draining."""
+
+    def __init__(self, router: Router, *, threads: int = 8):
+        self.router = router
+        self.executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="update")
+        self.accepting = True
+
+    def register(self, client: Client) -> None:
+        client.add_handler(MessageHandler(self._on_message, filters.private & filters.incoming & ~filters.service))
+        client.add_handler(CallbackQueryHandler(self._on_callback))
+
+    async def _on_message(self, client: Client, message: ptypes.Message) -> None:
+        if not self.accepting or message.from_user is None:
+            return
+        await asyncio.get_running_loop().run_in_executor(
+            self.executor, _with_db, self.router.handle_message, message_from(message)
+        )
+
+    async def _on_callback(self, client: Client, query: ptypes.CallbackQuery) -> None:
+        update = callback_from(query)
+        if not self.accepting or update is None:
+            return
+        await asyncio.get_running_loop().run_in_executor(self.executor, _with_db, self.router.handle_callback, update)
+
+    async def drain(self) -> None:
+        """Stop taking updates and wait for the ones in flight (their replies still need the loop)."""
+        self.accepting = False
+        await asyncio.get_running_loop().run_in_executor(None, self.executor.shutdown, True)
+
+
+def _with_db(handle, update) -> None:
+    """Like a Django request: drop broken or expired connections before and after."""
+    close_old_connections()
+    try:
+        handle(update)
+    finally:
+        close_old_connections()

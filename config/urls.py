@@ -1,0 +1,9 @@
+from django.contrib import admin
+from django.urls import path
+
+from botapp import views
+
+urlpatterns = [
+    path("health/", views.health, name="health"),
+    path("", admin.site.urls),
+]

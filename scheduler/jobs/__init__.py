@@ -1,0 +1,3 @@
+"""Background jobs. Importing this package registers every job in `registry.JOBS`."""
+
+from scheduler.jobs import tokens  # noqa: F401

@@ -1,0 +1,121 @@
+"""Every background job: its code, its default schedule, and one way to run it that records a JobRun.
+
+Celery tasks (scheduler/tasks.py), management commands and the sandbox all call `job_run`, so a
+job behaves the same whoever starts it.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from celery.schedules import crontab
+from django.utils import timezone
+
+from botapp import clock
+from scheduler.models import JobRun
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Outcome:
+    processed: int = 0
+    failed: int = 0
+    detail: str = ""
+
+    def __str__(self) -> str:
+        text = f"{self.processed} processed, {self.failed} failed"
+        return f"{text} ({self.detail})" if self.detail else text
+
+
+@dataclass(frozen=True)
+class Job:
+    name: str  # also the management command and the Celery task suffix
+    func: Callable[..., Outcome]  # func(*, gateway, dry_run) -> Outcome
+    cron: dict[str, str]  # crontab fields, in TIME_ZONE: minute, hour, day_of_week, day_of_month, month_of_year
+    summary: str
+    needs_gateway: bool = False
+    supports_dry_run: bool = True
+    task_kwargs: dict = field(default_factory=dict)
+
+    @property
+    def task_name(self) -> str:
+        return f"scheduler.{self.name}"
+
+    def crontab(self) -> crontab:
+        return crontab(**self.cron)
+
+    def cron_text(self) -> str:
+        c = {"minute": "*", "hour": "*", "day_of_week": "*", "day_of_month": "*", "month_of_year": "*"} | self.cron
+        return f"{c['minute']} {c['hour']} {c['day_of_month']} {c['month_of_year']} {c['day_of_week']}"
+
+
+JOBS: dict[str, Job] = {}
+
+
+def job_register(job: Job) -> Job:
+    JOBS[job.name] = job
+    return job
+
+
+def job_run(name: str, *, trigger: str, gateway=None, dry_run: bool = False) -> Outcome:
+    """Run a job now and record the run (dry runs are not recorded). Re-raises the job's error
+    after recording it, so Celery and commands report failure."""
+    job = JOBS[name]
+    if job.needs_gateway and gateway is None:
+        from scheduler.sender import worker_gateway
+
+        gateway = worker_gateway()
+    if dry_run:
+        return job.func(gateway=gateway, dry_run=True)
+    run = JobRun.objects.create(job=name, trigger=trigger)
+    try:
+        outcome = job.func(gateway=gateway, dry_run=False)
+    except Exception as exc:
+        JobRun.objects.filter(pk=run.pk).update(
+            status=JobRun.Status.FAILED,
+            finished_at=clock.now(),
+            error=f"{type(exc).__name__}: {exc}\n\n{traceback.format_exc()}"[:10000],
+        )
+        log.exception("job failed job=%s run=%s", name, run.pk)
+        raise
+    JobRun.objects.filter(pk=run.pk).update(
+        status=JobRun.Status.OK,
+        finished_at=clock.now(),
+        processed=outcome.processed,
+        failed=outcome.failed,
+        detail=outcome.detail[:255],
+    )
+    log.info("job done job=%s run=%s %s", name, run.pk, outcome)
+    return outcome
+
+
+def cron_matches(c: crontab, moment: datetime) -> bool:
+    """Whether crontab `c` fires at `moment` (a minute, in the operator's time zone)."""
+    local = timezone.localtime(moment)
+    return (
+        local.minute in c.minute
+        and local.hour in c.hour
+        and local.day in c.day_of_month
+        and local.month in c.month_of_year
+        and local.isoweekday() % 7 in c.day_of_week
+    )
+
+
+def jobs_due_between(start: datetime, end: datetime) -> list[Job]:
+    """Jobs whose schedule fires at least once in (start, end], in registry order."""
+    first_minute = (start + timedelta(minutes=1)).replace(second=0, microsecond=0)
+    due = []
+    for job in JOBS.values():
+        c = job.crontab()
+        moment = first_minute
+        while moment <= end:
+            if cron_matches(c, moment):
+                due.append(job)
+                break
+            moment += timedelta(minutes=1)
+    return due

@@ -1,0 +1,76 @@
+"""Every model has a working admin list with search and filters."""
+
+import pytest
+from django.apps import apps
+from django.contrib import admin
+from django.urls import reverse
+
+from botapp.models import BotSettings
+from tests.factories import StoredFileFactory, TelegramUserFactory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def operator(client, django_user_model, settings):
+    settings.SECURE_SSL_REDIRECT = False
+    user = django_user_model.objects.create_superuser("op", "op@example.com", "pw")
+    client.force_login(user)
+    return client
+
+
+def our_models():
+    return [m for m in apps.get_app_config("botapp").get_models()] + list(apps.get_app_config("scheduler").get_models())
+
+
+def test_every_model_is_registered():
+    missing = [m.__name__ for m in our_models() if m not in admin.site._registry]
+    assert missing == []
+
+
+def test_every_changelist_renders_with_search(operator):
+    TelegramUserFactory(username="findme")
+    StoredFileFactory()
+    for model in our_models():
+        if model is BotSettings:
+            continue
+        url = reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist")
+        response = operator.get(url, {"q": "findme"})
+        assert response.status_code == 200, url
+        model_admin = admin.site._registry[model]
+        assert model_admin.search_fields and model_admin.list_filter, model.__name__
+
+
+def test_user_search_finds_by_username(operator):
+    TelegramUserFactory(username="findme", telegram_id=777)
+    TelegramUserFactory(username="other")
+    response = operator.get(reverse("admin:botapp_telegramuser_changelist"), {"q": "findme"})
+    assert b"findme" in response.content
+    assert b"other" not in response.content
+
+
+def test_settings_list_opens_the_single_row(operator):
+    response = operator.get(reverse("admin:botapp_botsettings_changelist"))
+    assert response.status_code == 302
+    assert response.url == reverse("admin:botapp_botsettings_change", args=[1])
+    assert operator.get(response.url).status_code == 200
+
+
+def test_settings_reject_auto_delete_beyond_telegram_window(operator):
+    url = reverse("admin:botapp_botsettings_change", args=[BotSettings.load().pk])
+    form = operator.get(url).context["adminform"].form
+    data = {k: ("on" if v is True else "" if v in (False, None) else v) for k, v in form.initial.items()}
+    data["auto_delete_minutes"] = 2881
+    response = operator.post(url, data)
+    assert response.status_code == 200
+    assert "auto_delete_minutes" in response.context["adminform"].form.errors
+    assert BotSettings.load().auto_delete_minutes == 30
+
+
+def test_stored_file_shows_its_deep_link(operator):
+    conf = BotSettings.load()
+    conf.bot_username = "CourierBot"
+    conf.save()
+    stored = StoredFileFactory()
+    response = operator.get(reverse("admin:botapp_storedfile_changelist"))
+    assert f"https://t.me/CourierBot?start={stored.share_id}".encode() in response.content
