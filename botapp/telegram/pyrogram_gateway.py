@@ -104,6 +104,7 @@ class PyrogramGateway(Gateway):
     def __init__(self, client: Client, loop: asyncio.AbstractEventLoop, *, username: str = ""):
         self.client = client
         self.loop = loop
+        client.loop = loop  # the client schedules its own tasks on client.loop: it must be this one
         self._username = username
         self._thread: threading.Thread | None = None
 

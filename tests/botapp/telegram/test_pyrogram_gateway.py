@@ -109,6 +109,8 @@ def default_answer(query, n):
             users=[],
             topics=[],
         )
+    if isinstance(query, raw.functions.messages.SetBotCallbackAnswer):
+        return True
     raise NotImplementedError(type(query).__name__)
 
 
