@@ -10,7 +10,11 @@ from botapp.models import (
     Broadcast,
     BroadcastDelivery,
     ButtonClick,
+    ChannelJoinRequest,
+    DailyStat,
     DailyTokenCount,
+    ForceSubChannel,
+    PendingBatch,
     PendingDeletion,
     StoredFile,
     TelegramUser,
@@ -193,3 +197,33 @@ class BotSettingsAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+@admin.register(ForceSubChannel)
+class ForceSubChannelAdmin(admin.ModelAdmin):
+    list_display = ("title", "chat_id", "invite_link", "join_request", "enabled", "position")
+    list_editable = ("enabled", "position")
+    list_filter = ("enabled", "join_request")
+    search_fields = ("title", "=chat_id")
+
+
+@admin.register(ChannelJoinRequest)
+class ChannelJoinRequestAdmin(admin.ModelAdmin):
+    list_display = ("user_id", "channel_id", "requested_at")
+    list_filter = ("channel_id", "requested_at")
+    search_fields = ("=user_id", "=channel_id")
+
+
+@admin.register(DailyStat)
+class DailyStatAdmin(admin.ModelAdmin):
+    list_display = ("date", "deliveries", "verifications", "bypasses")
+    list_filter = ("date",)
+    search_fields = ("date",)
+    date_hierarchy = "date"
+
+
+@admin.register(PendingBatch)
+class PendingBatchAdmin(admin.ModelAdmin):
+    list_display = ("admin_id", "first_message_id", "started_at")
+    list_filter = ("started_at",)
+    search_fields = ("=admin_id",)

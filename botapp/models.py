@@ -36,8 +36,9 @@ class TelegramUser(models.Model):
     joined_at = models.DateTimeField(default=clock.now)
     last_seen_at = models.DateTimeField(default=clock.now)
     verified_until = models.DateTimeField(null=True, blank=True)
+    verification_count = models.PositiveIntegerField(default=0)
     bypass_count = models.PositiveIntegerField(default=0)
-    banned_until = models.DateTimeField(null=True, blank=True)
+    banned_until = models.DateTimeField(null=True, blank=True, help_text="Temporarily banned for bypassing verification.")
 
     class Meta:
         verbose_name = "Telegram user"
@@ -87,6 +88,7 @@ class VerificationToken(models.Model):
     user = models.ForeignKey(TelegramUser, on_delete=models.CASCADE, related_name="tokens")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     share_id = models.CharField(max_length=32, blank=True, help_text="The file the user asked for; delivered once verified.")
+    short_url = models.CharField(max_length=512, blank=True, help_text="The shortlink the user was given.")
     created_at = models.DateTimeField(default=clock.now)
     expires_at = models.DateTimeField()
     used_at = models.DateTimeField(null=True, blank=True)
@@ -115,6 +117,64 @@ class DailyTokenCount(models.Model):
         return f"{self.user_id} {self.date}: {self.count}"
 
 
+class DailyStat(models.Model):
+    """Day totals for /stats (kept after tokens are cleaned up)."""
+
+    date = models.DateField(unique=True)
+    deliveries = models.PositiveIntegerField(default=0)
+    verifications = models.PositiveIntegerField(default=0)
+    bypasses = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-date"]
+
+    def __str__(self) -> str:
+        return f"{self.date}: {self.deliveries} deliveries"
+
+
+class ForceSubChannel(models.Model):
+    """A channel users must join before they get files."""
+
+    chat_id = models.BigIntegerField(unique=True, help_text="Channel id, like -1001234567890. The bot must be an admin there.")
+    title = models.CharField(max_length=128, help_text="Shown on the join button.")
+    invite_link = models.URLField(help_text="https://t.me/+... (a join-request link in join-request mode).")
+    join_request = models.BooleanField(
+        default=False, help_text="Join-request mode: a user who has asked to join counts as subscribed."
+    )
+    enabled = models.BooleanField(default=True)
+    position = models.PositiveSmallIntegerField(default=0)
+
+    class Meta:
+        ordering = ["position", "id"]
+        verbose_name = "force-subscribe channel"
+
+    def __str__(self) -> str:
+        return self.title
+
+
+class ChannelJoinRequest(models.Model):
+    channel_id = models.BigIntegerField()
+    user_id = models.BigIntegerField()
+    requested_at = models.DateTimeField(default=clock.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["channel_id", "user_id"], name="joinrequest_channel_user")]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} asked to join {self.channel_id}"
+
+
+class PendingBatch(models.Model):
+    """An admin in the middle of /batch: the first message is known, the last is awaited."""
+
+    admin_id = models.BigIntegerField(unique=True)
+    first_message_id = models.BigIntegerField(null=True, blank=True)
+    started_at = models.DateTimeField(default=clock.now)
+
+    def __str__(self) -> str:
+        return f"/batch by {self.admin_id}"
+
+
 class ClaimStatus(models.TextChoices):
     PENDING = "pending", "Pending"
     CLAIMED = "claimed", "Claimed by a sweep"
@@ -129,6 +189,7 @@ class PendingDeletion(models.Model):
     share_id = models.CharField(max_length=32, blank=True, help_text='Deep link for the "Get files again" button.')
     status = models.CharField(max_length=16, choices=ClaimStatus.choices, default=ClaimStatus.PENDING)
     lease_until = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0, help_text="Failed tries so far; given up after a few.")
     created_at = models.DateTimeField(default=clock.now)
 
     class Meta:

@@ -193,12 +193,23 @@ def stdin_is_tty() -> bool:
     return sys.stdin.isatty()
 
 
-def demo_file_create(fake: FakeTelegram, *, storage_channel_id: int):
-    """A two-message batch in the sandbox's storage channel: a document and a note."""
+def demo_setup(fake: FakeTelegram, *, storage_channel_id: int):
+    """Demo data: verification on (through the in-memory shortener), 30-minute auto-delete, and a
+    two-message batch in the sandbox's storage channel (a document and a note). Returns the file."""
+    from botapp.models import BotSettings
     from botapp.services.files import file_store
+
+    conf = BotSettings.load()
+    conf.verification_enabled = True
+    conf.how_to_verify_url = "https://example.com/how-to-verify"
+    conf.auto_delete_minutes = 30
+    conf.save()
 
     ids = [
         fake.post(storage_channel_id, "Courier handbook", media=Media("document", "demo-handbook.pdf")),
         fake.post(storage_channel_id, "Thanks for trying Courier!"),
     ]
-    return file_store(source_chat_id=storage_channel_id, message_ids=ids, title="Demo: Courier handbook")
+    stored = file_store(source_chat_id=storage_channel_id, message_ids=ids, title="Demo: Courier handbook")
+    stored.share_id = "demo"  # a fixed id, so that scripted conversations can name it
+    stored.save(update_fields=["share_id"])
+    return stored

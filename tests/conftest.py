@@ -43,3 +43,60 @@ def say(fake, router):
         return fake.events[before:]
 
     return send
+
+
+@pytest.fixture
+def shortener():
+    from botapp.services.shortener import MemoryShortener
+
+    return MemoryShortener()
+
+
+@pytest.fixture
+def bot(fake, db, shortener):
+    """The router as runbot builds it: admins, a storage channel, a shortener."""
+    return Router(fake, admin_ids=frozenset({ADMIN}), storage_channel_id=STORAGE, shortener=shortener)
+
+
+@pytest.fixture
+def conf(db):
+    from botapp.models import BotSettings
+
+    settings = BotSettings.load()
+    settings.bot_username = "CourierBot"
+    settings.save()
+    return settings
+
+
+@pytest.fixture
+def stored(fake, db):
+    """A two-message file in the storage channel: a document and a note."""
+    from botapp.services.files import file_store
+    from botapp.telegram.gateway import Media
+
+    ids = [fake.post(STORAGE, "Report", media=Media("document", "report.pdf")), fake.post(STORAGE, "Read me")]
+    return file_store(source_chat_id=STORAGE, message_ids=ids, title="Report")
+
+
+@pytest.fixture
+def chat(fake, bot):
+    """chat(user, text) sends as the user through `bot`; chat.tap(user, label) taps a button.
+    Both return the events (bot actions) that followed."""
+
+    class Chat:
+        def __call__(self, user, text):
+            before = len(fake.events)
+            bot.handle_message(fake.user_sends(user, text))
+            return fake.events[before:]
+
+        def tap(self, user, label):
+            before = len(fake.events)
+            msg, button = fake.find_button(user.id, label)
+            if button.callback_data:
+                bot.handle_callback(fake.callback_query(user, msg, button.callback_data))
+            else:
+                url = bot.shortener.follow(button.url) or button.url
+                self(user, "/start " + url.split("start=", 1)[1])
+            return fake.events[before:]
+
+    return Chat()

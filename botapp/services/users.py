@@ -74,3 +74,9 @@ def user_counts() -> dict:
         "by_state": {s: by_state.get(s, 0) for s in State.values},
         "new_today": TelegramUser.objects.filter(joined_at__gte=clock.today_start()).count(),
     }
+
+
+def join_request_record(*, channel_id: int, user_id: int) -> None:
+    from botapp.models import ChannelJoinRequest
+
+    ChannelJoinRequest.objects.get_or_create(channel_id=channel_id, user_id=user_id)

@@ -95,6 +95,7 @@ class FakeTelegram(Gateway):
         self._send_times: collections.deque[float] = collections.deque()
         self._chat_send_times: dict[int, collections.deque[float]] = collections.defaultdict(collections.deque)
         self._callback_ids = itertools.count(1)
+        self._callback_users: dict[str, int] = {}
         self.calls: list[str] = []
         self.events: list[Event] = []
         self.callback_answers: list[tuple[str, str, bool]] = []
@@ -164,19 +165,24 @@ class FakeTelegram(Gateway):
         )
 
     def find_button(self, chat_id: int, label: str) -> tuple[FakeMessage, Button] | None:
-        """The newest live bot message in the chat with a button whose text or callback data is `label`."""
+        """The newest live bot message in the chat with a button whose text, callback data or URL is
+        `label` (text also matches without its emoji and case: "get files again")."""
+        wanted = _plain(label)
         with self._lock:
             for msg in sorted(self._chats.get(chat_id, {}).values(), key=lambda m: m.id, reverse=True):
                 if msg.deleted or not msg.from_bot:
                     continue
                 for row in msg.buttons:
                     for button in row:
-                        if label in (button.text, button.callback_data, button.url):
+                        if label in (button.text, button.callback_data, button.url) or _plain(button.text) == wanted:
                             return msg, button
         return None
 
     def callback_query(self, user: TgUser, msg: FakeMessage, data: str) -> CallbackQuery:
-        return CallbackQuery(id=str(next(self._callback_ids)), user=user, chat_id=msg.chat_id, message_id=msg.id, data=data)
+        """A user taps a callback button; the bot gets this update."""
+        query_id = str(next(self._callback_ids))
+        self._callback_users[query_id] = user.id
+        return CallbackQuery(id=query_id, user=user, chat_id=msg.chat_id, message_id=msg.id, data=data)
 
     def messages(self, chat_id: int, *, include_deleted: bool = False) -> list[FakeMessage]:
         with self._lock:
@@ -264,8 +270,8 @@ class FakeTelegram(Gateway):
     def answer_callback(self, callback_id: str, text: str = "", *, alert: bool = False) -> None:
         with self._call("answer_callback"):
             self.callback_answers.append((callback_id, text, alert))
-            if text:
-                self._emit(Event("answer", 0, [], text=text))
+            if text:  # a toast or alert the user sees
+                self._emit(Event("answer", self._callback_users.get(callback_id, 0), [], text=text))
 
     def is_member(self, chat_id: int, user_id: int) -> bool:
         with self._call("is_member"):
@@ -351,6 +357,10 @@ class _Call:
     def __exit__(self, *exc):
         self.fake._lock.release()
         return False
+
+
+def _plain(text: str) -> str:
+    return " ".join("".join(ch for ch in text if ch.isalnum() or ch.isspace()).split()).casefold()
 
 
 def _freeze(buttons: Keyboard | None) -> tuple[tuple[Button, ...], ...]:

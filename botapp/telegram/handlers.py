@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from django.db import close_old_connections
 from pyrogram import Client, filters
 from pyrogram import types as ptypes
-from pyrogram.handlers import CallbackQueryHandler, MessageHandler
+from pyrogram.handlers import CallbackQueryHandler, ChatJoinRequestHandler, MessageHandler
 
 from botapp.telegram.gateway import CallbackQuery, IncomingMessage, TgUser
 from botapp.telegram.router import Router
@@ -58,6 +58,7 @@ class UpdatePump:
     def register(self, client: Client) -> None:
         client.add_handler(MessageHandler(self._on_message, filters.private & filters.incoming & ~filters.service))
         client.add_handler(CallbackQueryHandler(self._on_callback))
+        client.add_handler(ChatJoinRequestHandler(self._on_join_request))
 
     async def _on_message(self, client: Client, message: ptypes.Message) -> None:
         if not self.accepting or message.from_user is None:
@@ -71,6 +72,16 @@ class UpdatePump:
         if not self.accepting or update is None:
             return
         await asyncio.get_running_loop().run_in_executor(self.executor, _with_db, self.router.handle_callback, update)
+
+    async def _on_join_request(self, client: Client, request: ptypes.ChatJoinRequest) -> None:
+        if not self.accepting:
+            return
+        await asyncio.get_running_loop().run_in_executor(
+            self.executor,
+            _with_db,
+            lambda _: self.router.handle_join_request(channel_id=request.chat.id, user_id=request.from_user.id),
+            None,
+        )
 
     async def drain(self) -> None:
         """Stop taking updates and wait for the ones in flight (their replies still need the loop)."""

@@ -10,9 +10,13 @@ import logging
 from collections.abc import Callable
 
 from botapp.models import BotSettings, TelegramUser
-from botapp.services import users
+from botapp.services import batches, users
+from botapp.services.delivery import Delivery, channels_missing
+from botapp.services.shortener import shortener_for
+from botapp.services.stats import stat_today
 from botapp.services.texts import text_render
 from botapp.telegram.gateway import (
+    Button,
     CallbackQuery,
     Gateway,
     IncomingMessage,
@@ -28,9 +32,11 @@ UNKNOWN = "I did not understand that. Send /help to see what I can do."
 
 
 class Router:
-    def __init__(self, gateway: Gateway, *, admin_ids: frozenset[int]):
+    def __init__(self, gateway: Gateway, *, admin_ids: frozenset[int], storage_channel_id: int | None = None, shortener=None):
         self.gateway = gateway
         self.admin_ids = admin_ids
+        self.storage_channel_id = storage_channel_id
+        self.shortener = shortener  # None: the one configured in Bot settings, per request
         self.commands: dict[str, Callable[[IncomingMessage, str], None]] = {
             "start": self.cmd_start,
             "help": self.cmd_text("help_text"),
@@ -38,9 +44,12 @@ class Router:
             "faq": self.cmd_text("faq_text"),
             "stop": self.cmd_stop,
             "stats": self.cmd_stats,
+            "batch": self.cmd_batch,
+            "cancel": self.cmd_cancel,
         }
         self.callbacks: dict[str, Callable[[CallbackQuery, str], None]] = {
             "close": self.cb_close,
+            "retry": self.cb_retry,
         }
 
     # --- entry points: never raise ------------------------------------------------------------
@@ -73,8 +82,15 @@ class Router:
             except TelegramError:
                 pass
 
+    def handle_join_request(self, *, channel_id: int, user_id: int) -> None:
+        """A user asked to join a join-request-mode channel: that counts as subscribed."""
+        users.join_request_record(channel_id=channel_id, user_id=user_id)
+
     def _dispatch_message(self, msg: IncomingMessage) -> None:
         text = msg.text.strip()
+        if msg.user.id in self.admin_ids and (msg.has_media or msg.forward_from_chat_id is not None) and not text.startswith("/"):
+            self.admin_store(msg)
+            return
         if text.startswith("/"):
             command, _, arg = text[1:].partition(" ")
             command = command.split("@", 1)[0].lower()  # /start@CourierBot
@@ -92,7 +108,20 @@ class Router:
         if not created:
             users.user_resume(user=user)
         conf = BotSettings.load()
-        self.gateway.send_text(msg.chat_id, text_render(conf.welcome_text, tg=msg.user))
+        if payload:
+            self.delivery(user, msg.chat_id, conf).request(payload)
+        else:
+            self.gateway.send_text(msg.chat_id, text_render(conf.welcome_text, tg=msg.user))
+
+    def delivery(self, user: TelegramUser, chat_id: int, conf: BotSettings) -> Delivery:
+        return Delivery(
+            gateway=self.gateway,
+            user=user,
+            chat_id=chat_id,
+            conf=conf,
+            shortener=self.shortener or shortener_for(conf.shortener_api_url, conf.shortener_api_key),
+            is_admin=user.telegram_id in self.admin_ids,
+        )
 
     def cmd_text(self, field: str) -> Callable[[IncomingMessage, str], None]:
         def handler(msg: IncomingMessage, arg: str) -> None:
@@ -115,12 +144,57 @@ class Router:
             self.gateway.send_text(msg.chat_id, UNKNOWN)
             return
         counts = users.user_counts()
+        today = stat_today()
         lines = [f"<b>Users</b>: {counts['total']} (new today: {counts['new_today']})"]
         lines += [f"• {label}: {counts['by_state'][state]}" for state, label in TelegramUser.State.choices]
+        lines.append(
+            f"<b>Today</b>: {today['deliveries']} deliveries, {today['verifications']} verifications, {today['bypasses']} bypasses"
+        )
         self.gateway.send_text(msg.chat_id, "\n".join(lines))
+
+    # --- admins: storing files ----------------------------------------------------------------------
+
+    def _admin_only(self, msg: IncomingMessage) -> bool:
+        users.user_seen(tg=msg.user)
+        if msg.user.id not in self.admin_ids:
+            self.gateway.send_text(msg.chat_id, UNKNOWN)
+            return False
+        if self.storage_channel_id is None:
+            self.gateway.send_text(msg.chat_id, "Files cannot be stored: STORAGE_CHANNEL_ID is not set.")
+            return False
+        return True
+
+    def cmd_batch(self, msg: IncomingMessage, arg: str) -> None:
+        if self._admin_only(msg):
+            batches.batch_start(admin_id=msg.user.id)
+            self.gateway.send_text(msg.chat_id, batches.ASK_FIRST)
+
+    def cmd_cancel(self, msg: IncomingMessage, arg: str) -> None:
+        if self._admin_only(msg):
+            cancelled = batches.batch_cancel(admin_id=msg.user.id)
+            self.gateway.send_text(msg.chat_id, "Batch cancelled." if cancelled else "Nothing to cancel.")
+
+    def admin_store(self, msg: IncomingMessage) -> None:
+        if not self._admin_only(msg):
+            return
+        reply = batches.admin_message_store(gateway=self.gateway, msg=msg, storage_channel_id=self.storage_channel_id)
+        buttons = [[Button("🔗 Open link", url=reply.link)]] if reply.link else None
+        self.gateway.send_text(msg.chat_id, reply.text, buttons=buttons)
 
     # --- callbacks ------------------------------------------------------------------------------
 
     def cb_close(self, cq: CallbackQuery, arg: str) -> None:
         self.gateway.delete_messages(cq.chat_id, [cq.message_id])
         self.gateway.answer_callback(cq.id)
+
+    def cb_retry(self, cq: CallbackQuery, share_id: str) -> None:
+        """ "Try again" under a join prompt: check membership for real, then finish the request."""
+        user, _ = users.user_seen(tg=cq.user)
+        missing = channels_missing(self.gateway, user.telegram_id)
+        if missing:
+            names = ", ".join(c.title for c in missing)
+            self.gateway.answer_callback(cq.id, f"You have not joined {names} yet.", alert=True)
+            return
+        self.gateway.answer_callback(cq.id)
+        self.gateway.delete_messages(cq.chat_id, [cq.message_id])
+        self.delivery(user, cq.chat_id, BotSettings.load()).request(share_id)

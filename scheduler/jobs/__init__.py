@@ -1,3 +1,3 @@
 """Background jobs. Importing this package registers every job in `registry.JOBS`."""
 
-from scheduler.jobs import tokens  # noqa: F401
+from scheduler.jobs import deletions, tokens  # noqa: F401

@@ -33,6 +33,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         if options["sandbox"]:
+            self._verbosity = options["verbosity"]
             return self.sandbox(as_json=options["json"], demo=options["demo"])
         try:
             config = bot_config_load()
@@ -57,9 +58,17 @@ class Command(BaseCommand):
             workdir=config.session_dir,
             no_updates=False,
         )
+        from django.conf import settings
+
+        from botapp.telegram.limited import LimitedGateway
+        from scheduler.ratelimit import RedisLimiter
+
         loop = asyncio.get_running_loop()
         gateway = PyrogramGateway(client, loop)
-        pump = UpdatePump(Router(gateway, admin_ids=config.admin_ids), threads=threads)
+        # runbot shares the global send limiter with every worker.
+        limited = LimitedGateway(gateway, RedisLimiter.from_settings(), max_flood_wait=settings.TELEGRAM_MAX_FLOOD_WAIT)
+        router = Router(limited, admin_ids=config.admin_ids, storage_channel_id=config.storage_channel_id)
+        pump = UpdatePump(router, threads=threads)
         pump.register(client)
 
         stop = asyncio.Event()
@@ -79,20 +88,25 @@ class Command(BaseCommand):
     def sandbox(self, *, as_json: bool, demo: bool) -> None:
         from botapp import clock
         from botapp.sandbox import Sandbox, stdin_is_tty
+        from botapp.services.shortener import MemoryShortener
         from botapp.telegram.fake import FakeTelegram
         from botapp.telegram.router import Router
 
+        if self._verbosity < 2:
+            # Job and service logs would drown the conversation; --verbosity 2 shows them.
+            logging.getLogger().setLevel(logging.WARNING)
         call_command("migrate", verbosity=0, interactive=False)
         fake = FakeTelegram(username=_remember_username("CourierBot"))
         storage = storage_channel_load() or SANDBOX_STORAGE
         fake.create_channel(storage)
         admins = admin_ids_load() or frozenset({SANDBOX_ADMIN})
-        router = Router(fake, admin_ids=admins)
-        box = Sandbox(fake=fake, router=router, out=self.stdout._out, as_json=as_json)
+        shortener = MemoryShortener()  # verification links go "through" an in-memory shortener
+        router = Router(fake, admin_ids=admins, storage_channel_id=storage, shortener=shortener)
+        box = Sandbox(fake=fake, router=router, out=self.stdout._out, as_json=as_json, links=shortener.follow)
         if demo:
-            from botapp.sandbox import demo_file_create
+            from botapp.sandbox import demo_setup
 
-            stored = demo_file_create(fake, storage_channel_id=storage)
+            stored = demo_setup(fake, storage_channel_id=storage)
             box.note(
                 f"demo file stored: send '1001: /start {stored.share_id}' (link t.me/{fake.bot_username}?start={stored.share_id})",
                 share_id=stored.share_id,

@@ -83,7 +83,7 @@ def test_start_through_the_real_dispatcher(running, transactional_db):
 
     (request,) = client.requests
     assert isinstance(request, raw.functions.messages.SendMessage)
-    assert request.message.startswith("Hello Alice!")
+    assert request.message == "This link does not exist or its files were removed."  # ref42 is no file
     user = TelegramUser.objects.get(telegram_id=USER)
     assert (user.username, user.language_code, user.start_payload) == ("alice", "en", "ref42")
 

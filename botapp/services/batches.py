@@ -1,0 +1,69 @@
+"""Admins storing files from Telegram: media sent to the bot, storage-channel posts forwarded to it,
+and /batch ranges (forward the first and the last message of a range)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from botapp.models import PendingBatch
+from botapp.services.files import MAX_BATCH, deep_link, file_store
+from botapp.telegram.gateway import Gateway, IncomingMessage
+
+ASK_FIRST = "Batch: forward me the <b>first</b> message of the range from the storage channel. /cancel to stop."
+ASK_LAST = "Now forward the <b>last</b> message of the range."
+WRONG_CHAT = "Forward messages from the storage channel, please (or send the file itself)."
+
+
+@dataclass
+class StoreReply:
+    text: str
+    link: str = ""
+
+
+def batch_start(*, admin_id: int) -> None:
+    PendingBatch.objects.update_or_create(admin_id=admin_id, defaults={"first_message_id": None})
+
+
+def batch_cancel(*, admin_id: int) -> bool:
+    deleted, _ = PendingBatch.objects.filter(admin_id=admin_id).delete()
+    return bool(deleted)
+
+
+def admin_message_store(*, gateway: Gateway, msg: IncomingMessage, storage_channel_id: int) -> StoreReply:
+    """What an admin's media or forwarded post becomes: a stored file, or the next /batch step."""
+    pending = PendingBatch.objects.filter(admin_id=msg.user.id).first()
+    from_storage = msg.forward_from_chat_id == storage_channel_id and msg.forward_from_message_id
+    if pending is not None:
+        if not from_storage:
+            return StoreReply(WRONG_CHAT)
+        if pending.first_message_id is None:
+            pending.first_message_id = msg.forward_from_message_id
+            pending.save(update_fields=["first_message_id"])
+            return StoreReply(ASK_LAST)
+        first, last = sorted((pending.first_message_id, msg.forward_from_message_id))
+        if last - first + 1 > MAX_BATCH:
+            return StoreReply(
+                f"That range has {last - first + 1} messages; a batch holds at most {MAX_BATCH}. Forward an earlier last message."
+            )
+        pending.delete()
+        stored = file_store(
+            source_chat_id=storage_channel_id,
+            message_ids=list(range(first, last + 1)),
+            title=f"Batch {first}–{last}",
+            created_by=msg.user.id,
+        )
+        link = deep_link(bot_username=gateway.bot_username, payload=stored.share_id)
+        return StoreReply(f"Batch of {last - first + 1} messages stored.\n{link}", link)
+    if from_storage:
+        message_id = msg.forward_from_message_id
+    elif msg.has_media:
+        # Keep our own copy in the storage channel: the admin's chat is not a safe place.
+        (copy,) = gateway.copy_messages(storage_channel_id, msg.chat_id, [msg.message_id])
+        message_id = copy.message_id
+    else:
+        return StoreReply(WRONG_CHAT)
+    stored = file_store(
+        source_chat_id=storage_channel_id, message_ids=[message_id], title=(msg.text or "File")[:100], created_by=msg.user.id
+    )
+    link = deep_link(bot_username=gateway.bot_username, payload=stored.share_id)
+    return StoreReply(f"Stored.\n{link}", link)

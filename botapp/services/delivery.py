@@ -1,0 +1,212 @@
+"""From a deep link to files in the user's chat: gates, delivery, auto-delete.
+
+`file_request` is the whole journey of `/start <payload>`; every outcome sends the user a reply
+(a friendly one when the link is bad), and nothing here raises for user input.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from datetime import timedelta
+
+from django.db.models import F
+
+from botapp import clock
+from botapp.models import BotSettings, ChannelJoinRequest, ForceSubChannel, PendingDeletion, StoredFile, TelegramUser
+from botapp.services.files import deep_link
+from botapp.services.shortener import shortlink_create
+from botapp.services.stats import stat_increment
+from botapp.services.verification import (
+    TOKEN_PREFIX,
+    LimitReached,
+    Redeem,
+    token_issue,
+    token_redeem,
+    user_ban_remaining,
+    user_is_verified,
+)
+from botapp.telegram.gateway import Button, ChatNotFound, Gateway, MessageNotFound, Sent
+
+log = logging.getLogger(__name__)
+
+SHARE_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
+MAX_PAYLOAD = 64  # Telegram's limit for a deep-link payload
+
+BAD_LINK = "This link is not valid. Please check that you copied all of it."
+NO_FILE = "This link does not exist or its files were removed."
+FILE_GONE = "Sorry, these files are no longer available."
+JOIN_FIRST = "Please join our channel first, then tap <b>Try again</b>."
+JOIN_FIRST_MANY = "Please join our channels first, then tap <b>Try again</b>."
+VERIFY = "Verify once to get your files: tap <b>Verify</b>, pass the page, and come back. Verification lasts {hours}."
+VERIFIED = "✅ You are verified for {hours}."
+BYPASSED = "⚠️ You came back faster than the verification page allows. Nothing was unlocked."
+BYPASS_BANNED = "⚠️ You came back faster than the verification page allows. You are blocked for {ban}."
+BANNED = "You are blocked for {remaining} for skipping verification."
+LIMIT = "You have used all {limit} verification links for today. New ones from midnight, in {remaining}."
+TOKEN_EMPTY = "This verification link is incomplete. Open the file link again to get a new one."
+TOKEN_UNKNOWN = "This verification link is not valid. Open the file link again to get a new one."
+TOKEN_NOT_YOURS = "This verification link belongs to someone else. Open the file link yourself to get your own."
+TOKEN_USED = "This verification link was already used."
+TOKEN_EXPIRED = "This verification link has expired. Here is a new one:"
+WILL_DELETE = "⏳ These files will be deleted in {minutes}. Save them somewhere else if you want to keep them."
+
+
+def human_span(delta: timedelta) -> str:
+    minutes = max(1, round(delta.total_seconds() / 60))
+    days, rem = divmod(minutes, 24 * 60)
+    hours, mins = divmod(rem, 60)
+    parts = [f"{days} day{'s' * (days != 1)}" if days else "", f"{hours} h" if hours else "", f"{mins} min" if mins else ""]
+    return " ".join(p for p in parts if p)
+
+
+class Delivery:
+    """The file journey for one update; holds what every step needs."""
+
+    def __init__(self, *, gateway: Gateway, user: TelegramUser, chat_id: int, conf: BotSettings, shortener, is_admin: bool):
+        self.gateway = gateway
+        self.user = user
+        self.chat_id = chat_id
+        self.conf = conf
+        self.shortener = shortener
+        self.is_admin = is_admin
+
+    def say(self, text: str, buttons=None) -> Sent:
+        return self.gateway.send_text(self.chat_id, text, buttons=buttons)
+
+    # --- entry -----------------------------------------------------------------------------------
+
+    def request(self, payload: str) -> None:
+        """`/start <payload>`: a file link or a verification link."""
+        if len(payload) > MAX_PAYLOAD:
+            self.say(BAD_LINK)
+        elif payload.startswith(TOKEN_PREFIX):
+            self.verify_return(payload[len(TOKEN_PREFIX) :])
+        elif not SHARE_ID_RE.match(payload):
+            self.say(BAD_LINK)
+        else:
+            self.file(payload)
+
+    def file(self, share_id: str) -> None:
+        stored = StoredFile.objects.filter(share_id=share_id).first()
+        if stored is None:
+            self.say(NO_FILE)
+            return
+        if not self.is_admin:
+            remaining = user_ban_remaining(self.user)
+            if remaining:
+                self.say(BANNED.format(remaining=human_span(remaining)))
+                return
+            missing = channels_missing(self.gateway, self.user.telegram_id)
+            if missing:
+                self.join_prompt(missing, share_id)
+                return
+            if self.conf.verification_enabled and not user_is_verified(self.user):
+                self.verify_prompt(share_id)
+                return
+        file_deliver(gateway=self.gateway, chat_id=self.chat_id, stored=stored, conf=self.conf)
+
+    # --- gates -----------------------------------------------------------------------------------
+
+    def join_prompt(self, missing: list[ForceSubChannel], share_id: str) -> None:
+        rows = [[Button(f"Join {c.title}", url=c.invite_link)] for c in missing]
+        rows.append([Button("🔄 Try again", callback_data=f"retry:{share_id}")])
+        self.say(JOIN_FIRST if len(missing) == 1 else JOIN_FIRST_MANY, rows)
+
+    def verify_prompt(self, share_id: str, *, intro: str | None = None) -> None:
+        issued = token_issue(user=self.user, share_id=share_id, conf=self.conf)
+        if isinstance(issued, LimitReached):
+            self.say(LIMIT.format(limit=self.conf.daily_token_limit, remaining=human_span(issued.resets_at - clock.now())))
+            return
+        if not issued.short_url:
+            link = deep_link(bot_username=self.gateway.bot_username, payload=f"{TOKEN_PREFIX}{issued.token}")
+            issued.short_url = shortlink_create(self.shortener, link)
+            type(issued).objects.filter(pk=issued.pk).update(short_url=issued.short_url)
+        rows = [[Button("✅ Verify", url=issued.short_url)]]
+        if self.conf.how_to_verify_url:
+            rows.append([Button("ℹ️ How to verify", url=self.conf.how_to_verify_url)])
+        text = VERIFY.format(hours=human_span(timedelta(hours=self.conf.verification_hours)))
+        self.say(f"{intro}\n\n{text}" if intro else text, rows)
+
+    def verify_return(self, token: str) -> None:
+        outcome = token_redeem(user=self.user, token=token, conf=self.conf)
+        hours = human_span(timedelta(hours=self.conf.verification_hours))
+        if outcome.result is Redeem.VERIFIED:
+            self.say(VERIFIED.format(hours=hours))
+            if outcome.token.share_id:
+                self.file(outcome.token.share_id)
+        elif outcome.result is Redeem.BYPASSED:
+            self.say(BYPASS_BANNED.format(ban=human_span(outcome.ban)) if outcome.ban else BYPASSED)
+        elif outcome.result is Redeem.EXPIRED:
+            self.verify_prompt(outcome.token.share_id, intro=TOKEN_EXPIRED)
+        elif outcome.result is Redeem.USED:
+            extra = (
+                f" You are verified for {human_span(self.user.verified_until - clock.now())} more."
+                if user_is_verified(self.user)
+                else ""
+            )
+            self.say(TOKEN_USED + extra)
+        else:
+            self.say(
+                {Redeem.EMPTY: TOKEN_EMPTY, Redeem.UNKNOWN: TOKEN_UNKNOWN, Redeem.NOT_YOURS: TOKEN_NOT_YOURS}[outcome.result]
+            )
+
+
+def channels_missing(gateway: Gateway, user_id: int) -> list[ForceSubChannel]:
+    """Enabled force-subscribe channels the user has not joined (or, in join-request mode, asked to join)."""
+    channels = list(ForceSubChannel.objects.filter(enabled=True))
+    missing = []
+    for channel in channels:
+        try:
+            if gateway.is_member(channel.chat_id, user_id):
+                continue
+        except ChatNotFound:
+            # The bot was removed from the channel: a misconfiguration must not lock every user out.
+            log.error("force-subscribe channel %s unreachable: is the bot an admin there?", channel.chat_id)
+            continue
+        missing.append(channel)
+    asked = [c.chat_id for c in missing if c.join_request]
+    if asked:
+        requested = set(
+            ChannelJoinRequest.objects.filter(user_id=user_id, channel_id__in=asked).values_list("channel_id", flat=True)
+        )
+        missing = [c for c in missing if c.chat_id not in requested]
+    return missing
+
+
+def file_deliver(*, gateway: Gateway, chat_id: int, stored: StoredFile, conf: BotSettings) -> list[Sent]:
+    """Copy the file's messages to the chat; with auto-delete on, tell the user and record the
+    deletion (a durable row: it survives restarts)."""
+    try:
+        sent = gateway.copy_messages(
+            chat_id,
+            stored.source_chat_id,
+            stored.message_ids,
+            caption=conf.file_caption or None,
+            protect=conf.protect_content or stored.protect_content,
+        )
+    except (MessageNotFound, ChatNotFound) as exc:
+        log.error("stored file unavailable share=%s: %s", stored.share_id, exc)
+        gateway.send_text(chat_id, FILE_GONE)
+        return []
+    now = clock.now()
+    if conf.auto_delete_minutes:
+        warning = gateway.send_text(chat_id, WILL_DELETE.format(minutes=human_span(timedelta(minutes=conf.auto_delete_minutes))))
+        PendingDeletion.objects.create(
+            chat_id=chat_id,
+            message_ids=[s.message_id for s in sent] + [warning.message_id],
+            delete_at=now + timedelta(minutes=conf.auto_delete_minutes),
+            share_id=stored.share_id,
+        )
+    StoredFile.objects.filter(pk=stored.pk).update(delivery_count=F("delivery_count") + 1, last_delivered_at=now)
+    stat_increment("deliveries")
+    return sent
+
+
+def deleted_notice_send(gateway: Gateway, *, chat_id: int, share_id: str, text: str) -> Sent:
+    """After an auto-delete: say so, with a button to get the same files again."""
+    buttons = [[Button("❌ Close", callback_data="close")]]
+    if share_id:
+        again = Button("♻️ Get files again", url=deep_link(bot_username=gateway.bot_username, payload=share_id))
+        buttons = [[again, buttons[0][0]]]
+    return gateway.send_text(chat_id, text, buttons=buttons)

@@ -1,0 +1,71 @@
+"""The Telegram sender of a worker process: created lazily, once per process, on first use.
+
+Each worker process gets its own persistent session file, `worker-<n>.session`, where n is the first
+slot whose lock file no other process holds: sessions survive restarts (no new login each time)
+and are never shared by two live processes.
+"""
+
+from __future__ import annotations
+
+import atexit
+import fcntl
+import logging
+import threading
+
+from django.conf import settings
+
+from botapp.telegram.gateway import Gateway
+
+log = logging.getLogger(__name__)
+
+_lock = threading.Lock()
+_gateway: Gateway | None = None
+_slot_file = None
+
+
+def worker_gateway() -> Gateway:
+    global _gateway
+    with _lock:
+        if _gateway is None:
+            _gateway = _build()
+        return _gateway
+
+
+def _session_slot() -> str:
+    """Hold an exclusive lock on the first free worker-<n>.lock for the life of this process."""
+    global _slot_file
+    directory = settings.TELEGRAM_SESSION_DIR
+    directory.mkdir(parents=True, exist_ok=True)
+    n = 1
+    while True:
+        handle = open(directory / f"worker-{n}.lock", "w")  # noqa: SIM115 - held open on purpose
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            n += 1
+            continue
+        _slot_file = handle
+        return f"worker-{n}"
+
+
+def _build() -> Gateway:
+    from botapp.config import bot_config_load
+    from botapp.telegram.limited import LimitedGateway
+    from botapp.telegram.pyrogram_gateway import PyrogramGateway, client_build
+    from scheduler.ratelimit import RedisLimiter
+
+    config = bot_config_load()
+    name = _session_slot()
+    client = client_build(
+        name=name,
+        api_id=config.api_id,
+        api_hash=config.api_hash,
+        bot_token=config.bot_token,
+        workdir=config.session_dir,
+        no_updates=True,
+    )
+    inner = PyrogramGateway.start_in_thread(client)
+    atexit.register(inner.stop)
+    log.info("worker sender ready: session=%s bot=@%s", name, inner.bot_username)
+    return LimitedGateway(inner, RedisLimiter.from_settings(), max_flood_wait=settings.TELEGRAM_MAX_FLOOD_WAIT)

@@ -1,0 +1,150 @@
+"""File delivery by deep link, as the Telegram user experiences it."""
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from botapp import clock
+from botapp.models import DailyStat, PendingDeletion, StoredFile, TelegramUser
+from botapp.services.files import file_store
+from botapp.telegram.gateway import Media, TgUser
+from botapp.telegram.router import SORRY
+from tests.conftest import STORAGE
+
+pytestmark = pytest.mark.django_db
+
+
+def copies(events):
+    return [e for e in events if e.action == "copy"]
+
+
+def test_single_file_is_copied_with_a_deletion_warning_and_a_durable_deletion(chat, alice, conf, fake):
+    doc = fake.post(STORAGE, "Only this", media=Media("video", "clip.mp4"))
+    single = file_store(source_chat_id=STORAGE, message_ids=[doc])
+
+    events = chat(alice, f"/start {single.share_id}")
+
+    assert [(e.action, e.media, e.text) for e in events] == [
+        ("copy", Media("video", "clip.mp4"), "Only this"),
+        ("send", None, "⏳ These files will be deleted in 30 min. Save them somewhere else if you want to keep them."),
+    ]
+    row = PendingDeletion.objects.get()
+    assert row.chat_id == alice.id
+    assert row.message_ids == [events[0].message_ids[0], events[1].message_ids[0]]
+    assert row.share_id == single.share_id
+    assert abs((row.delete_at - clock.now()) - timedelta(minutes=30)) < timedelta(seconds=5)
+    single.refresh_from_db()
+    assert single.delivery_count == 1 and single.last_delivered_at is not None
+    assert DailyStat.objects.get().deliveries == 1
+
+
+def test_batch_is_delivered_in_order(chat, alice, conf, stored):
+    events = copies(chat(alice, f"/start {stored.share_id}"))
+    assert [e.text for e in events] == ["Report", "Read me"]
+    assert events[0].media == Media("document", "report.pdf")
+
+
+def test_caption_and_protection_come_from_settings(chat, alice, conf, stored, fake):
+    conf.file_caption = "From Courier"
+    conf.protect_content = True
+    conf.auto_delete_minutes = 0
+    conf.save()
+
+    events = chat(alice, f"/start {stored.share_id}")
+
+    assert [e.text for e in events] == ["From Courier", "Read me"]  # a text message has no caption to replace
+    assert all(fake.message(alice.id, e.message_ids[0]).protect for e in events)
+    assert not PendingDeletion.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "payload,reply",
+    [
+        ("nosuchfile", "This link does not exist or its files were removed."),
+        ("bad$chars!", "This link is not valid. Please check that you copied all of it."),
+        ("x" * 65, "This link is not valid. Please check that you copied all of it."),
+        ("a b c", "This link is not valid. Please check that you copied all of it."),
+    ],
+)
+def test_bad_links_get_a_friendly_reply(chat, alice, conf, payload, reply):
+    events = chat(alice, f"/start {payload}")
+    assert [e.text for e in events] == [reply]
+
+
+def test_a_file_whose_storage_message_is_gone(chat, alice, conf):
+    gone = file_store(source_chat_id=STORAGE, message_ids=[999])
+    assert [e.text for e in chat(alice, f"/start {gone.share_id}")] == ["Sorry, these files are no longer available."]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(payload=st.text(max_size=120))
+def test_fuzzed_start_payloads_always_get_a_reply_and_never_fail(chat, conf, payload):
+    user = TgUser(id=4242, first_name="Fuzz")
+    events = chat(user, f"/start {payload}")
+    assert events, "no reply"
+    assert all(e.text != SORRY for e in events), "the handler raised"
+
+
+def test_get_files_again_after_auto_delete(chat, alice, conf, stored, fake, bot):
+    chat(alice, f"/start {stored.share_id}")
+    clock.clock_advance(timedelta(minutes=31))
+    from scheduler.jobs.registry import job_run
+
+    job_run("delete_due_messages", trigger="test", gateway=fake)
+    notice = fake.bot_messages(alice.id)[-1]
+    assert notice.text == "Previous message was deleted."
+    assert [[b.text for b in row] for row in notice.buttons] == [["♻️ Get files again", "❌ Close"]]
+
+    events = chat.tap(alice, "♻️ Get files again")
+    assert [e.text for e in copies(events)] == ["Report", "Read me"]
+    assert StoredFile.objects.get(pk=stored.pk).delivery_count == 2
+
+    chat.tap(alice, "❌ Close")
+    assert fake.message(alice.id, notice.id).deleted
+
+
+def test_verified_user_start_runs_a_constant_number_of_queries(chat, conf, fake):
+    conf.verification_enabled = True
+    conf.save()
+    user = TgUser(id=3030, first_name="Vera")
+    chat(user, "/start")
+    TelegramUser.objects.filter(telegram_id=user.id).update(verified_until=clock.now() + timedelta(hours=5))
+    one = file_store(source_chat_id=STORAGE, message_ids=[fake.post(STORAGE, "1")])
+    many = file_store(source_chat_id=STORAGE, message_ids=[fake.post(STORAGE, str(i)) for i in range(20)])
+
+    chat(user, f"/start {one.share_id}")  # the day's first delivery also creates the day's stats row
+
+    counts = []
+    for stored in (one, many, one):
+        with CaptureQueriesContext(connection) as ctx:
+            events = chat(user, f"/start {stored.share_id}")
+        assert copies(events)
+        counts.append(len(ctx.captured_queries))
+    assert counts[0] == counts[1] == counts[2], counts
+    assert counts[0] <= 8, "\n".join(q["sql"] for q in ctx.captured_queries)
+
+
+def test_auto_delete_survives_a_restart(alice, conf, stored, fake, shortener):
+    """Deliver in one 'process', delete from a fresh one: only the database row carries over."""
+    from botapp.telegram.router import Router
+    from scheduler.jobs.deletions import DeletionSweep
+    from scheduler.jobs.sweep import Sweep
+
+    first = Router(fake, admin_ids=frozenset(), storage_channel_id=STORAGE, shortener=shortener)
+    first.handle_message(fake.user_sends(alice, f"/start {stored.share_id}"))
+    delivered = [m.id for m in fake.bot_messages(alice.id)]
+    del first
+
+    clock.clock_advance(timedelta(minutes=29))
+    job = DeletionSweep(fake)
+    assert Sweep(job.claim, job.work, job.record).run() == (0, 0, 0)  # not due yet
+
+    clock.clock_advance(timedelta(minutes=2))
+    job = DeletionSweep(fake)  # "after the restart": new objects, same database, same Telegram
+    assert Sweep(job.claim, job.work, job.record).run() == (1, 0, 1)
+    assert all(fake.message(alice.id, i).deleted for i in delivered)
+    assert not PendingDeletion.objects.exists()

@@ -1,0 +1,196 @@
+"""Access gates: forced subscription and token verification."""
+
+from datetime import timedelta
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+from botapp import clock
+from botapp.models import ChannelJoinRequest, DailyStat, DailyTokenCount, ForceSubChannel, TelegramUser, VerificationToken
+from botapp.telegram.gateway import TgUser
+
+pytestmark = pytest.mark.django_db
+
+CHANNEL = -1002000000001
+BOB = TgUser(id=2002, first_name="Bob")
+
+
+@pytest.fixture
+def channel(fake, db):
+    fake.create_channel(CHANNEL)
+    return ForceSubChannel.objects.create(chat_id=CHANNEL, title="News", invite_link="https://t.me/+news")
+
+
+@pytest.fixture
+def verify_on(conf):
+    conf.verification_enabled = True
+    conf.how_to_verify_url = "https://example.com/how"
+    conf.save()
+    return conf
+
+
+def files_in(events):
+    return [e.text for e in events if e.action == "copy"]
+
+
+def token_from(fake, shortener, user_id):
+    _, button = fake.find_button(user_id, "✅ Verify")
+    link = shortener.follow(button.url)
+    return parse_qs(urlparse(link).query)["start"][0].removeprefix("verify-")
+
+
+# --- force-subscribe ----------------------------------------------------------------------------
+
+
+def test_non_member_gets_join_buttons_and_try_again_rechecks_for_real(chat, alice, conf, stored, channel, fake):
+    (prompt,) = chat(alice, f"/start {stored.share_id}")
+    assert prompt.text.startswith("Please join our channel first")
+    assert [[(b.text, b.url or b.callback_data) for b in row] for row in prompt.buttons] == [
+        [("Join News", "https://t.me/+news")],
+        [("🔄 Try again", f"retry:{stored.share_id}")],
+    ]
+
+    events = chat.tap(alice, "🔄 Try again")  # still not a member: an alert, no message
+    assert [(e.action, e.chat_id, e.text) for e in events] == [("answer", alice.id, "You have not joined News yet.")]
+    assert fake.callback_answers[-1][2] is True
+
+    fake.join(CHANNEL, alice.id)
+    events = chat.tap(alice, "🔄 Try again")
+    assert events[0].action == "delete" and events[0].message_ids == prompt.message_ids
+    assert files_in(events) == ["Report", "Read me"]
+
+
+def test_member_goes_straight_through(chat, alice, conf, stored, channel, fake):
+    fake.join(CHANNEL, alice.id)
+    assert files_in(chat(alice, f"/start {stored.share_id}")) == ["Report", "Read me"]
+
+
+def test_join_request_counts_in_join_request_mode(chat, alice, conf, stored, channel, bot):
+    channel.join_request = True
+    channel.save()
+    assert "join" in chat(alice, f"/start {stored.share_id}")[0].text
+
+    bot.handle_join_request(channel_id=CHANNEL, user_id=alice.id)
+
+    assert ChannelJoinRequest.objects.filter(user_id=alice.id).exists()
+    assert files_in(chat(alice, f"/start {stored.share_id}")) == ["Report", "Read me"]
+
+
+def test_disabled_or_unreachable_channels_do_not_lock_users_out(chat, alice, conf, stored, channel):
+    ForceSubChannel.objects.create(chat_id=-1009999, title="Gone", invite_link="https://t.me/+gone")  # bot not in it
+    channel.enabled = False
+    channel.save()
+    assert files_in(chat(alice, f"/start {stored.share_id}")) == ["Report", "Read me"]
+
+
+# --- verification --------------------------------------------------------------------------------
+
+
+def test_full_verification_journey(chat, alice, verify_on, stored, fake, shortener):
+    (prompt,) = chat(alice, f"/start {stored.share_id}")
+    assert prompt.text.startswith("Verify once to get your files")
+    assert [b.text for row in prompt.buttons for b in row] == ["✅ Verify", "ℹ️ How to verify"]
+    verify_url = prompt.buttons[0][0].url
+    assert verify_url.startswith("https://short.example/")
+    target = shortener.follow(verify_url)
+    assert target.startswith("https://t.me/CourierBot?start=verify-")
+    token = VerificationToken.objects.get()
+    assert target.endswith(token.token) and len(token.token) >= 32  # >= 128 bits of randomness, url-safe
+    assert token.share_id == stored.share_id and token.status == "pending"
+
+    clock.clock_advance(timedelta(seconds=30))
+    events = chat.tap(alice, "✅ Verify")
+
+    assert events[0].text == "✅ You are verified for 1 day."
+    assert files_in(events) == ["Report", "Read me"]
+    token.refresh_from_db()
+    assert token.status == "verified" and token.used_at is not None
+    user = TelegramUser.objects.get(telegram_id=alice.id)
+    assert abs(user.verified_until - clock.now() - timedelta(hours=24)) < timedelta(seconds=5)
+    assert user.verification_count == 1 and DailyStat.objects.get().verifications == 1
+
+    # Verified: the next file comes without asking again.
+    assert files_in(chat(alice, f"/start {stored.share_id}")) == ["Report", "Read me"]
+    # ...until the verification runs out.
+    clock.clock_advance(timedelta(hours=24, minutes=1))
+    assert chat(alice, f"/start {stored.share_id}")[0].text.startswith("Verify once")
+
+
+def test_coming_back_too_fast_is_a_bypass_and_repeats_escalate_to_bans(chat, alice, verify_on, stored, fake, shortener):
+    chat(alice, f"/start {stored.share_id}")
+    clock.clock_advance(timedelta(seconds=5))
+    events = chat.tap(alice, "✅ Verify")
+
+    assert events[0].text.startswith("⚠️ You came back faster")
+    assert files_in(events) == []
+    assert VerificationToken.objects.get().status == "bypassed"
+    user = TelegramUser.objects.get(telegram_id=alice.id)
+    assert user.bypass_count == 1 and user.banned_until is None and user.verified_until is None
+    assert DailyStat.objects.get().bypasses == 1
+
+    chat(alice, f"/start {stored.share_id}")  # a new token
+    events = chat.tap(alice, "✅ Verify")
+    assert events[0].text.endswith("You are blocked for 1 h.")
+    assert chat(alice, f"/start {stored.share_id}")[0].text.startswith("You are blocked for")
+
+    clock.clock_advance(timedelta(hours=1, minutes=1))
+    assert chat(alice, f"/start {stored.share_id}")[0].text.startswith("Verify once")
+
+
+def test_token_refusals(chat, alice, verify_on, stored, fake, shortener):
+    assert chat(alice, "/start verify-")[0].text.startswith("This verification link is incomplete")
+    assert chat(alice, "/start verify-nonexistenttoken")[0].text.startswith("This verification link is not valid")
+
+    chat(BOB, f"/start {stored.share_id}")
+    bobs = token_from(fake, shortener, BOB.id)
+    clock.clock_advance(timedelta(seconds=30))
+    assert chat(alice, f"/start verify-{bobs}")[0].text.startswith("This verification link belongs to someone else")
+    assert VerificationToken.objects.get(token=bobs).status == "pending"  # still Bob's to use
+
+    chat(BOB, f"/start verify-{bobs}")
+    assert chat(BOB, f"/start verify-{bobs}")[0].text.startswith("This verification link was already used. You are verified for")
+
+
+def test_expired_unused_token_offers_a_new_one(chat, alice, verify_on, stored, fake, shortener):
+    chat(alice, f"/start {stored.share_id}")
+    old = token_from(fake, shortener, alice.id)
+    clock.clock_advance(timedelta(minutes=61))
+
+    (reply,) = chat(alice, f"/start verify-{old}")
+
+    assert reply.text.startswith("This verification link has expired. Here is a new one:")
+    new = token_from(fake, shortener, alice.id)
+    assert new != old
+    clock.clock_advance(timedelta(seconds=30))
+    assert files_in(chat(alice, f"/start verify-{new}")) == ["Report", "Read me"]
+
+
+def test_a_pending_token_is_reused_not_counted_again(chat, alice, verify_on, stored, fake, shortener):
+    chat(alice, f"/start {stored.share_id}")
+    first = token_from(fake, shortener, alice.id)
+    chat(alice, f"/start {stored.share_id}")
+    assert token_from(fake, shortener, alice.id) == first
+    assert DailyTokenCount.objects.get().count == 1
+
+
+def test_daily_token_limit_and_its_reset(chat, alice, verify_on, stored, fake, settings):
+    verify_on.daily_token_limit = 2
+    verify_on.save()
+    for _ in range(2):
+        chat(alice, f"/start {stored.share_id}")
+        clock.clock_advance(timedelta(minutes=61))  # the token expires unused
+
+    (reply,) = chat(alice, f"/start {stored.share_id}")
+    assert reply.text.startswith("You have used all 2 verification links for today. New ones from midnight, in ")
+    assert VerificationToken.objects.count() == 2
+
+    midnight = clock.today_start() + timedelta(days=1)
+    clock.clock_advance(midnight - clock.now() + timedelta(minutes=1))
+    assert chat(alice, f"/start {stored.share_id}")[0].text.startswith("Verify once")
+    assert VerificationToken.objects.count() == 3
+
+
+def test_admins_skip_the_gates(chat, verify_on, stored, channel):
+    from tests.conftest import ADMIN
+
+    assert files_in(chat(TgUser(id=ADMIN, first_name="Op"), f"/start {stored.share_id}")) == ["Report", "Read me"]
