@@ -1,10 +1,12 @@
 """The operator console. Thin: lists, filters and forms; writes go through services."""
 
+from django import forms
 from django.contrib import admin
 from django.http import HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html
 
+from botapp.config import storage_channel_load
 from botapp.models import (
     BotSettings,
     Broadcast,
@@ -20,7 +22,7 @@ from botapp.models import (
     TelegramUser,
     VerificationToken,
 )
-from botapp.services.files import deep_link
+from botapp.services.files import MAX_BATCH, deep_link
 
 admin.site.site_header = "Courier"
 admin.site.site_title = "Courier"
@@ -46,8 +48,46 @@ class TelegramUserAdmin(admin.ModelAdmin):
     list_per_page = 100
 
 
+class MessageIdsField(forms.CharField):
+    """Storage-channel message ids as an operator types them: "12", "12, 15" or "10-20"."""
+
+    def prepare_value(self, value):
+        if isinstance(value, list):
+            return ", ".join(str(i) for i in value)
+        return value
+
+    def to_python(self, value):
+        text = (super().to_python(value) or "").strip()
+        if text.startswith("["):  # the JSON form, as stored
+            text = text.strip("[]")
+        ids: list[int] = []
+        for part in filter(None, (p.strip() for p in text.replace(";", ",").split(","))):
+            first, sep, last = part.partition("-")
+            try:
+                start, end = int(first), int(last) if sep else int(first)
+            except ValueError:
+                raise forms.ValidationError(f"{part!r} is not a message id or a range like 10-20.") from None
+            if start <= 0 or end < start:
+                raise forms.ValidationError(f"{part!r}: ids are positive and ranges go upwards.")
+            ids.extend(range(start, end + 1))
+        if not ids:
+            raise forms.ValidationError("Give at least one message id.")
+        if len(ids) > MAX_BATCH:
+            raise forms.ValidationError(f"A link holds at most {MAX_BATCH} messages (got {len(ids)}).")
+        return ids
+
+
+class StoredFileForm(forms.ModelForm):
+    message_ids = MessageIdsField(help_text='Message ids in the storage channel: "12", "12, 15" or a range "10-20".')
+
+    class Meta:
+        model = StoredFile
+        fields = ("title", "source_chat_id", "message_ids", "protect_content")
+
+
 @admin.register(StoredFile)
 class StoredFileAdmin(admin.ModelAdmin):
+    form = StoredFileForm
     list_display = (
         "share_id",
         "title",
@@ -77,6 +117,9 @@ class StoredFileAdmin(admin.ModelAdmin):
     def changelist_view(self, request, extra_context=None):
         self._username = BotSettings.load().bot_username  # one query per page, not one per row
         return super().changelist_view(request, extra_context)
+
+    def get_changeform_initial_data(self, request):
+        return {"source_chat_id": storage_channel_load(), **super().get_changeform_initial_data(request)}
 
     @admin.display(description="messages")
     def message_count(self, obj):

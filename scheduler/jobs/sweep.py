@@ -39,7 +39,7 @@ class Sweep(Generic[Row, Result]):
                 rows = self.claim(self.batch_size)
                 if not rows:
                     break
-                results = list(executor.map(self._work, rows)) if executor else [self._work(r) for r in rows]
+                results = list(executor.map(self._work_in_pool, rows)) if executor else [self.work(r) for r in rows]
                 done, bad = self.record(results)
                 processed += done
                 failed += bad
@@ -51,10 +51,10 @@ class Sweep(Generic[Row, Result]):
                 executor.shutdown(wait=True)
         return processed, failed, batches
 
-    def _work(self, row: Row) -> Result:
+    def _work_in_pool(self, row: Row) -> Result:
         try:
             return self.work(row)
         finally:
-            # Threads of the pool may have touched the database (e.g. a user's state): like a request,
-            # drop what is broken or too old.
+            # A pool thread that touched the database keeps its own connection: like a request,
+            # drop it when broken or too old.
             close_old_connections()

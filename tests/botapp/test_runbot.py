@@ -91,3 +91,47 @@ def test_make_sandbox_from_a_pipe(tmp_path):
     lines = result.stdout.splitlines()
     assert lines[0].startswith(".. demo file stored: send '1001: /start ")
     assert any(line.startswith('-> 1001 #2 send "Hello User1001!') for line in lines)
+
+
+JOURNEY = """\
+1001: /start demo
+wait 30s
+1001 tap Verify
+wait 31m
+1001 tap Get files again
+"""
+
+
+@pytest.mark.django_db
+def test_sandbox_whole_journey(monkeypatch):
+    """/start <id> -> Verify (through the shortener) -> files -> auto-delete and notice -> files again."""
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stdin", io.StringIO(JOURNEY))
+    call_command("runbot", "--sandbox", "--demo", "--json", stdout=out)
+    rows = [json.loads(line) for line in out.getvalue().splitlines()]
+    actions = [(r.get("action"), r.get("text", "")[:30]) for r in rows if "action" in r]
+
+    verify = rows[1]
+    assert verify["buttons"][0][0]["text"] == "✅ Verify"
+    assert verify["buttons"][0][0]["url"].startswith("https://short.example/")
+    assert actions == [
+        ("send", "Verify once to get your files:"),
+        ("send", "✅ You are verified for 1 day."),
+        ("copy", "Courier handbook"),
+        ("copy", "Thanks for trying Courier!"),
+        ("send", "⏳ These files will be deleted "),
+        ("delete", ""),
+        ("send", "Previous message was deleted."),
+        ("copy", "Courier handbook"),
+        ("copy", "Thanks for trying Courier!"),
+        ("send", "⏳ These files will be deleted "),
+    ]
+    deleted = next(r for r in rows if r.get("action") == "delete")
+    assert deleted["message_ids"] == [5, 6, 7]
+    notice = next(r for r in rows if r.get("text") == "Previous message was deleted.")
+    assert notice["buttons"] == [
+        [
+            {"text": "♻️ Get files again", "url": "https://t.me/CourierBot?start=demo"},
+            {"text": "❌ Close", "callback_data": "close"},
+        ]
+    ]

@@ -1,0 +1,130 @@
+"""Admins store files from Telegram; operators register them in the admin."""
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+from django.urls import reverse
+
+from botapp.models import StoredFile
+from botapp.services.shortener import HttpShortener, ShortenerError, shortener_for, shortlink_create
+from botapp.telegram.gateway import Media, TgUser
+from tests.conftest import ADMIN, STORAGE
+
+pytestmark = pytest.mark.django_db
+OP = TgUser(id=ADMIN, first_name="Op")
+
+
+def test_admin_sends_a_file_and_gets_its_link(fake, bot, conf):
+    bot.handle_message(fake.user_sends(OP, "Price list", media=Media("document", "prices.pdf")))
+
+    stored = StoredFile.objects.get()
+    copy = fake.message(STORAGE, stored.message_ids[0])
+    assert (copy.media, copy.text) == (Media("document", "prices.pdf"), "Price list")  # kept in the storage channel
+    reply = fake.bot_messages(ADMIN)[-1]
+    link = f"https://t.me/CourierBot?start={stored.share_id}"
+    assert link in reply.text and reply.buttons[0][0].url == link
+    assert stored.created_by == ADMIN and stored.title == "Price list"
+
+
+def test_admin_forwards_a_storage_post(fake, bot, conf):
+    post = fake.post(STORAGE, "Already here")
+    bot.handle_message(fake.user_sends(OP, "Already here", forward_from=(STORAGE, post)))
+    assert StoredFile.objects.get().message_ids == [post]
+
+
+def test_batch_from_first_and_last_forwarded_message(fake, bot, conf):
+    posts = [fake.post(STORAGE, f"part {i}") for i in range(5)]
+    bot.handle_message(fake.user_sends(OP, "/batch"))
+    assert "first" in fake.bot_messages(ADMIN)[-1].text
+    bot.handle_message(fake.user_sends(OP, "", forward_from=(STORAGE, posts[3])))
+    assert "last" in fake.bot_messages(ADMIN)[-1].text
+    bot.handle_message(fake.user_sends(OP, "", forward_from=(STORAGE, posts[1])))
+
+    stored = StoredFile.objects.get()
+    assert stored.message_ids == posts[1:4]
+    assert "Batch of 3 messages stored." in fake.bot_messages(ADMIN)[-1].text
+
+
+def test_batch_refuses_other_chats_and_can_be_cancelled(fake, bot, conf):
+    bot.handle_message(fake.user_sends(OP, "/batch"))
+    bot.handle_message(fake.user_sends(OP, "", forward_from=(-100777, 5)))
+    assert fake.bot_messages(ADMIN)[-1].text.startswith("Forward messages from the storage channel")
+    bot.handle_message(fake.user_sends(OP, "/cancel"))
+    assert fake.bot_messages(ADMIN)[-1].text == "Batch cancelled."
+    assert not StoredFile.objects.exists()
+
+
+def test_media_from_a_non_admin_is_not_stored(fake, bot, alice):
+    bot.handle_message(fake.user_sends(alice, "", media=Media("photo", "cat.jpg")))
+    assert not StoredFile.objects.exists()
+    assert fake.bot_messages(alice.id)[-1].text.startswith("I did not understand")
+
+
+def test_operator_registers_a_batch_in_the_admin(admin_client, settings):
+    settings.SECURE_SSL_REDIRECT = False
+    response = admin_client.post(
+        reverse("admin:botapp_storedfile_add"),
+        {"title": "Season 1", "source_chat_id": STORAGE, "message_ids": "10-12, 15", "protect_content": ""},
+    )
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert StoredFile.objects.get().message_ids == [10, 11, 12, 15]
+
+
+def test_admin_form_explains_bad_message_ids(admin_client, settings):
+    settings.SECURE_SSL_REDIRECT = False
+    response = admin_client.post(
+        reverse("admin:botapp_storedfile_add"), {"title": "x", "source_chat_id": STORAGE, "message_ids": "ten"}
+    )
+    assert response.status_code == 200
+    assert "message_ids" in response.context["adminform"].form.errors
+    assert not StoredFile.objects.exists()
+
+
+# --- the shortener, over real HTTP on 127.0.0.1 ---------------------------------------------------
+
+
+class ShortenerStub(BaseHTTPRequestHandler):
+    answer = b""
+    seen = []
+
+    def do_GET(self):
+        ShortenerStub.seen.append(parse_qs(urlparse(self.path).query))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(ShortenerStub.answer)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def stub_server():
+    server = HTTPServer(("127.0.0.1", 0), ShortenerStub)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    ShortenerStub.seen = []
+    yield f"http://127.0.0.1:{server.server_port}/api"
+    server.shutdown()
+
+
+def test_http_shortener_speaks_the_common_api(stub_server):
+    ShortenerStub.answer = json.dumps({"status": "success", "shortenedUrl": "https://sho.rt/abc"}).encode()
+    assert HttpShortener(stub_server, "KEY").shorten("https://t.me/CourierBot?start=verify-x") == "https://sho.rt/abc"
+    assert ShortenerStub.seen == [{"api": ["KEY"], "url": ["https://t.me/CourierBot?start=verify-x"]}]
+
+
+def test_a_broken_shortener_falls_back_to_the_direct_link(stub_server):
+    ShortenerStub.answer = b'{"status": "error", "message": "bad key"}'
+    with pytest.raises(ShortenerError):
+        HttpShortener(stub_server, "KEY").shorten("https://t.me/x")
+    assert shortlink_create(HttpShortener(stub_server, "KEY"), "https://t.me/x") == "https://t.me/x"
+    assert shortlink_create(HttpShortener("http://127.0.0.1:9/nothing", "K"), "https://t.me/y") == "https://t.me/y"
+
+
+def test_none_means_direct_links():
+    assert shortener_for("none", "").shorten("https://t.me/x") == "https://t.me/x"
+    assert shortener_for("", "").shorten("https://t.me/x") == "https://t.me/x"
