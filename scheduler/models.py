@@ -31,3 +31,12 @@ class JobRun(models.Model):
     @property
     def duration(self):
         return self.finished_at - self.started_at if self.finished_at else None
+
+
+class BackgroundJob(JobRun):
+    """The jobs dashboard's place in the admin (no table of its own)."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "background job"
+        verbose_name_plural = "background jobs"

@@ -66,14 +66,14 @@ def job_run(name: str, *, trigger: str, gateway=None, dry_run: bool = False) -> 
     """Run a job now and record the run (dry runs are not recorded). Re-raises the job's error
     after recording it, so Celery and commands report failure."""
     job = JOBS[name]
-    if job.needs_gateway and gateway is None:
-        from scheduler.sender import worker_gateway
-
-        gateway = worker_gateway()
     if dry_run:
-        return job.func(gateway=gateway, dry_run=True)
+        return job.func(gateway=gateway, dry_run=True)  # dry runs only count rows: no Telegram needed
     run = JobRun.objects.create(job=name, trigger=trigger)
     try:
+        if job.needs_gateway and gateway is None:
+            from scheduler.sender import worker_gateway
+
+            gateway = worker_gateway()
         outcome = job.func(gateway=gateway, dry_run=False)
     except Exception as exc:
         JobRun.objects.filter(pk=run.pk).update(
@@ -81,7 +81,7 @@ def job_run(name: str, *, trigger: str, gateway=None, dry_run: bool = False) -> 
             finished_at=clock.now(),
             error=f"{type(exc).__name__}: {exc}\n\n{traceback.format_exc()}"[:10000],
         )
-        log.exception("job failed job=%s run=%s", name, run.pk)
+        log.error("job failed job=%s run=%s: %s: %s", name, run.pk, type(exc).__name__, exc)
         raise
     JobRun.objects.filter(pk=run.pk).update(
         status=JobRun.Status.OK,

@@ -1,0 +1,83 @@
+"""The broadcast deleter: removes broadcast messages from every chat once their lifetime is over
+(Broadcast.delete_after_minutes). Sweeps BroadcastDelivery rows like the message deleter does."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.db import transaction
+
+from botapp import clock
+from botapp.models import BroadcastDelivery
+from botapp.telegram.gateway import FloodWait, Gateway, TelegramError, TransientError
+from scheduler.jobs.registry import Job, Outcome, job_register
+from scheduler.jobs.sweep import Sweep
+
+log = logging.getLogger(__name__)
+
+Status = BroadcastDelivery.Status
+RETRY_AFTER = timedelta(minutes=10)
+
+
+@dataclass
+class BroadcastDeletionSweep:
+    gateway: Gateway
+
+    def claim(self, n: int) -> list[tuple[int, int, int]]:
+        now = clock.now()
+        with transaction.atomic():
+            rows = list(
+                BroadcastDelivery.objects.select_for_update(skip_locked=True, of=("self",))
+                .filter(status=Status.SENT, delete_at__isnull=False, delete_at__lte=now)
+                .order_by("delete_at")
+                .values_list("id", "chat_id", "message_id")[:n]
+            )
+            # Pushing delete_at forward is the lease: a dead sweeper's rows come due again later.
+            if rows:
+                BroadcastDelivery.objects.filter(id__in=[r[0] for r in rows]).update(delete_at=now + RETRY_AFTER)
+        return rows
+
+    def work(self, row: tuple[int, int, int]) -> tuple[int, str]:
+        delivery_id, chat_id, message_id = row
+        try:
+            self.gateway.delete_messages(chat_id, [message_id])
+        except (FloodWait, TransientError) as exc:
+            log.info("broadcast delete retry delivery=%s: %s", delivery_id, exc)
+            return delivery_id, "retry"
+        except TelegramError as exc:
+            log.warning("broadcast delete failed delivery=%s chat=%s: %s", delivery_id, chat_id, exc)
+            return delivery_id, "failed"
+        return delivery_id, "deleted"
+
+    def record(self, results: list[tuple[int, str]]) -> tuple[int, int]:
+        deleted = [i for i, outcome in results if outcome == "deleted"]
+        failed = [i for i, outcome in results if outcome == "failed"]
+        if deleted:
+            BroadcastDelivery.objects.filter(id__in=deleted).update(status=Status.DELETED, delete_at=None)
+        if failed:  # Telegram refused for good (too old, chat gone): stop trying, keep it visible
+            BroadcastDelivery.objects.filter(id__in=failed).update(delete_at=None, error="could not delete")
+        return sum(o == "deleted" for _, o in results), sum(o != "deleted" for _, o in results)
+
+
+def delete_expired_broadcasts(
+    *, gateway: Gateway, dry_run: bool = False, batch_size: int = 500, time_budget: float = 300.0
+) -> Outcome:
+    if dry_run:
+        due = BroadcastDelivery.objects.filter(status=Status.SENT, delete_at__lte=clock.now()).count()
+        return Outcome(due, detail="broadcast messages due for deletion")
+    job = BroadcastDeletionSweep(gateway)
+    processed, failed, batches = Sweep(job.claim, job.work, job.record, batch_size=batch_size, time_budget=time_budget).run()
+    return Outcome(processed, failed, detail=f"{batches} batch(es)")
+
+
+job_register(
+    Job(
+        "delete_expired_broadcasts",
+        delete_expired_broadcasts,
+        {"minute": "0"},
+        "Delete broadcast messages past their lifetime",
+        needs_gateway=True,
+    )
+)

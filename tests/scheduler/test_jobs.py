@@ -1,0 +1,249 @@
+"""Each job's effect, its command, its Celery task, the default schedule and the dashboard."""
+
+from datetime import timedelta
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.urls import reverse
+from django_celery_beat.models import CrontabSchedule, PeriodicTask
+
+from botapp import clock
+from botapp.models import BroadcastDelivery, ClaimStatus, DailyTokenCount, PendingDeletion, VerificationToken
+from scheduler.jobs.registry import JOBS, job_run, jobs_due_between
+from scheduler.models import JobRun
+from scheduler.schedules import schedules_install
+from tests.factories import TelegramUserFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def token(user, status, expired_for):
+    now = clock.now()
+    return VerificationToken.objects.create(
+        token=f"t{VerificationToken.objects.count()}-{status}", user=user, status=status, expires_at=now - expired_for
+    )
+
+
+def test_cleanup_tokens_keeps_unused_ones_for_the_retention(settings):
+    settings.TOKEN_RETENTION_DAYS = 7
+    user = TelegramUserFactory()
+    used_expired = [token(user, "verified", timedelta(minutes=1)), token(user, "bypassed", timedelta(days=1))]
+    used_valid = token(user, "verified", timedelta(minutes=-30))
+    unused_recent = token(user, "pending", timedelta(days=6))
+    unused_old = token(user, "pending", timedelta(days=8))
+
+    outcome = job_run("cleanup_tokens", trigger="test")
+
+    assert outcome.processed == 3
+    left = set(VerificationToken.objects.values_list("id", flat=True))
+    assert left == {used_valid.id, unused_recent.id}
+    assert not {t.id for t in used_expired} & left and unused_old.id not in left
+
+
+def test_reset_token_counts_deletes_earlier_days_only():
+    user = TelegramUserFactory()
+    today = clock.today()
+    DailyTokenCount.objects.create(user=user, date=today, count=3)
+    DailyTokenCount.objects.create(user=user, date=today - timedelta(days=1), count=5)
+
+    assert job_run("reset_token_counts", trigger="test").processed == 1
+    assert list(DailyTokenCount.objects.values_list("date", "count")) == [(today, 3)]
+
+
+def test_reaper_requeues_deletions_and_interrupts_sends():
+    from botapp.models import Broadcast
+
+    now = clock.now()
+    stale = PendingDeletion.objects.create(
+        chat_id=1, message_ids=[1], delete_at=now, status=ClaimStatus.CLAIMED, lease_until=now - timedelta(seconds=1)
+    )
+    live = PendingDeletion.objects.create(
+        chat_id=2, message_ids=[1], delete_at=now, status=ClaimStatus.CLAIMED, lease_until=now + timedelta(minutes=1)
+    )
+    broadcast = Broadcast.objects.create(title="b", text="hi")
+    user = TelegramUserFactory()
+    sending = BroadcastDelivery.objects.create(
+        broadcast=broadcast, user=user, chat_id=user.telegram_id, status="sending", lease_until=now - timedelta(seconds=1)
+    )
+
+    assert job_run("reap_expired_claims", trigger="test").processed == 2
+    stale.refresh_from_db(), live.refresh_from_db(), sending.refresh_from_db()
+    assert (stale.status, live.status, sending.status) == ("pending", "claimed", "interrupted")
+
+
+def test_broadcast_deleter(fake):
+    from botapp.models import Broadcast
+
+    broadcast = Broadcast.objects.create(title="b", text="hi", delete_after_minutes=60)
+    rows = []
+    for i, minutes in enumerate([-5, 30]):
+        user = TelegramUserFactory()
+        sent = fake.send_text(user.telegram_id, "hi")
+        rows.append(
+            BroadcastDelivery.objects.create(
+                broadcast=broadcast,
+                user=user,
+                chat_id=user.telegram_id,
+                status="sent",
+                message_id=sent.message_id,
+                delete_at=clock.now() + timedelta(minutes=minutes),
+            )
+        )
+
+    assert job_run("delete_expired_broadcasts", trigger="test", gateway=fake).processed == 1
+    due, later = (BroadcastDelivery.objects.get(pk=r.pk) for r in rows)
+    assert due.status == "deleted" and fake.message(due.chat_id, due.message_id).deleted
+    assert later.status == "sent" and not fake.message(later.chat_id, later.message_id).deleted
+
+
+# --- commands ---------------------------------------------------------------------------------------
+
+
+def test_commands_say_what_they_did():
+    out = StringIO()
+    call_command("reset_token_counts", stdout=out)
+    assert out.getvalue().strip() == "reset_token_counts: 0 processed, 0 failed (deleted 0 counters of earlier days)"
+    assert JobRun.objects.get().trigger == "command"
+
+
+def test_command_dry_run_changes_nothing():
+    DailyTokenCount.objects.create(user=TelegramUserFactory(), date=clock.today() - timedelta(days=2), count=1)
+    out = StringIO()
+    call_command("reset_token_counts", "--dry-run", stdout=out)
+    assert "dry run: 1 processed" in out.getvalue()
+    assert DailyTokenCount.objects.count() == 1
+
+
+def test_a_failing_command_exits_non_zero_with_one_line(monkeypatch):
+    def broken(**kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setitem(
+        JOBS, "cleanup_tokens", JOBS["cleanup_tokens"].__class__(**{**JOBS["cleanup_tokens"].__dict__, "func": broken})
+    )
+    err = StringIO()
+    with pytest.raises(SystemExit) as exited:
+        call_command("cleanup_tokens", stderr=err)
+    assert exited.value.code == 1
+    assert err.getvalue().strip() == "cleanup_tokens: failed: RuntimeError: disk full"
+    run = JobRun.objects.get()
+    assert run.status == "failed" and run.error.startswith("RuntimeError: disk full")
+
+
+def test_telegram_jobs_without_credentials_exit_2_naming_them(settings):
+    settings.BOT_TOKEN = ""
+    err = StringIO()
+    with pytest.raises(SystemExit) as exited:
+        call_command("delete_due_messages", stderr=err)
+    assert exited.value.code == 2
+    assert "BOT_TOKEN is not set" in err.getvalue()
+    assert JobRun.objects.get().status == "failed"
+
+
+# --- schedules ------------------------------------------------------------------------------------
+
+
+def test_migrate_installed_the_default_schedule_once():
+    tasks = {t.task: t for t in PeriodicTask.objects.all()}
+    assert set(tasks) == {f"scheduler.{name}" for name in JOBS}
+    c = tasks["scheduler.cleanup_tokens"].crontab
+    assert (c.minute, c.hour) == ("0", "0,12")
+    assert (
+        tasks["scheduler.delete_due_messages"].crontab.minute,
+        tasks["scheduler.delete_expired_broadcasts"].crontab.minute,
+    ) == ("*", "0")
+
+    assert schedules_install() == []  # idempotent
+    assert PeriodicTask.objects.count() == len(JOBS)
+
+
+def test_operator_edits_survive_migrate():
+    task = PeriodicTask.objects.get(task="scheduler.cleanup_tokens")
+    task.crontab = CrontabSchedule.objects.create(minute="30", hour="3")
+    task.enabled = False
+    task.save()
+
+    call_command("migrate", verbosity=0)
+
+    task.refresh_from_db()
+    assert (task.crontab.minute, task.crontab.hour, task.enabled) == ("30", "3", False)
+    assert PeriodicTask.objects.filter(task="scheduler.cleanup_tokens").count() == 1
+
+
+def test_crontabs_fire_in_the_operator_time_zone(settings):
+    settings.TIME_ZONE = "Asia/Kolkata"  # UTC+05:30
+    from django.utils import timezone
+
+    timezone.activate("Asia/Kolkata")
+    try:
+        from datetime import datetime
+
+        utc = datetime(
+            2026, 1, 1, 18, 29, tzinfo=timezone.UTC if hasattr(timezone, "UTC") else __import__("datetime").timezone.utc
+        )
+        due = {j.name for j in jobs_due_between(utc, utc + timedelta(minutes=2))}  # 23:59 -> 00:01 in Kolkata
+    finally:
+        timezone.deactivate()
+    assert {"reset_token_counts", "cleanup_tokens"} <= due
+
+
+# --- tasks and the dashboard --------------------------------------------------------------------------
+
+
+def test_celery_tasks_run_the_jobs():
+    from scheduler.tasks import TASKS
+
+    assert set(TASKS) == set(JOBS)
+    assert TASKS["reset_token_counts"].name == "scheduler.reset_token_counts"
+    assert TASKS["reset_token_counts"].apply(kwargs={"trigger": "beat"}).get().startswith("0 processed")
+    assert JobRun.objects.get().trigger == "beat"
+
+
+@pytest.fixture
+def operator(admin_client, settings):
+    settings.SECURE_SSL_REDIRECT = False
+    return admin_client
+
+
+def test_dashboard_lists_jobs_with_last_and_next_run_and_flags_failures(operator):
+    JobRun.objects.create(job="cleanup_tokens", status="ok", processed=4, finished_at=clock.now())
+    JobRun.objects.create(job="delete_due_messages", status="failed", error="ConfigError: BOT_TOKEN is not set\n\ntrace")
+
+    response = operator.get(reverse("admin:scheduler_backgroundjob_changelist"))
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    for name in JOBS:
+        assert name in html
+    assert "1 job failed on the last run." in html
+    assert 'class="failing"' in html and "ConfigError: BOT_TOKEN is not set" in html
+    assert "4 processed" in html
+    rows = {r.job.name: r for r in response.context["rows"]}
+    assert rows["delete_due_messages"].failing and not rows["cleanup_tokens"].failing
+    assert rows["delete_due_messages"].next_run - clock.now() <= timedelta(minutes=1)
+    assert rows["cleanup_tokens"].schedule_text.startswith("0 0,12 * * *")
+
+
+def test_run_now_queues_the_task(operator, monkeypatch):
+    from scheduler.tasks import TASKS
+
+    queued = []
+    monkeypatch.setattr(TASKS["cleanup_tokens"], "apply_async", lambda **kw: queued.append(kw))
+    url = reverse("admin:scheduler_backgroundjob_changelist")
+    response = operator.post(url, {"job": "cleanup_tokens"})
+    assert response.status_code == 302
+    assert queued == [{"kwargs": {"trigger": "admin"}, "retry": False}]
+    assert "Queued cleanup_tokens: a worker runs it" in operator.get(url).content.decode()
+
+
+def test_run_now_with_the_broker_down_says_so(operator, settings):
+    from config.celery import app
+
+    app.conf.broker_url = "redis://127.0.0.1:1/0"  # nothing listens there
+    try:
+        url = reverse("admin:scheduler_backgroundjob_changelist")
+        operator.post(url, {"job": "cleanup_tokens"})
+        assert "Could not queue cleanup_tokens: the task queue is unreachable" in operator.get(url).content.decode()
+    finally:
+        app.conf.broker_url = settings.CELERY_BROKER_URL
