@@ -77,7 +77,7 @@ def test_broadcast_deleter(fake):
 
     broadcast = Broadcast.objects.create(title="b", text="hi", delete_after_minutes=60)
     rows = []
-    for i, minutes in enumerate([-5, 30]):
+    for minutes in [-5, 30]:
         user = TelegramUserFactory()
         sent = fake.send_text(user.telegram_id, "hi")
         rows.append(

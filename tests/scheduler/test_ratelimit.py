@@ -1,0 +1,160 @@
+"""The global send limiter, against real Redis, across real processes."""
+
+import multiprocessing
+import time
+
+import pytest
+import redis
+from django.conf import settings
+
+from botapp.telegram.gateway import FloodWait, TransientError, UserBlocked
+from botapp.telegram.limited import LimitedGateway
+from scheduler.ratelimit import RedisLimiter
+
+
+@pytest.fixture
+def prefix(request):
+    """A key prefix of this test's own, removed afterwards."""
+    name = f"courier:test:{request.node.name}:{time.time_ns()}"
+    yield name
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    for key in client.scan_iter(f"{name}*"):
+        client.delete(key)
+
+
+def limiter(prefix, rate):
+    return RedisLimiter(redis.Redis.from_url(settings.REDIS_URL), rate=rate, prefix=prefix)
+
+
+def _sender(redis_url, prefix, rate, count, chat_base, out):
+    lim = RedisLimiter(redis.Redis.from_url(redis_url), rate=rate, prefix=prefix)
+    stamps = []
+    for i in range(count):
+        lim.acquire(chat_base + i)  # a different private chat each time: only the global rate binds
+        stamps.append(time.time())
+    out.put(stamps)
+
+
+def max_in_window(stamps, window):
+    stamps = sorted(stamps)
+    best, j = 0, 0
+    for i, t in enumerate(stamps):
+        while stamps[j] <= t - window:
+            j += 1
+        best = max(best, i - j + 1)
+    return best
+
+
+def test_two_processes_together_never_exceed_the_rate(prefix):
+    rate, per_process = 30, 45
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    procs = [
+        ctx.Process(target=_sender, args=(settings.REDIS_URL, prefix, rate, per_process, 10_000 * (n + 1), out)) for n in range(2)
+    ]
+    started = time.time()
+    for p in procs:
+        p.start()
+    stamps = out.get(timeout=30) + out.get(timeout=30)
+    for p in procs:
+        p.join(10)
+    elapsed = max(stamps) - started
+
+    # 90 sends at 30/s take at least 3 s; one second never holds more than 30 (+1 for sleep jitter).
+    assert elapsed >= (2 * per_process - 1) / rate - 0.05
+    assert max_in_window(stamps, 1.0) <= rate + 1
+    assert max_in_window(stamps, 2.0) <= 2 * rate + 1
+
+
+def test_one_private_chat_gets_at_most_one_call_per_second(prefix):
+    lim = limiter(prefix, rate=1000)
+    start = time.monotonic()
+    for _ in range(3):
+        lim.acquire(555)
+    assert time.monotonic() - start >= 1.95
+
+
+def test_a_flood_wait_seen_by_one_sender_pauses_every_sender(prefix):
+    first, second = limiter(prefix, 1000), limiter(prefix, 1000)
+    first.pause(1.5)
+    start = time.monotonic()
+    second.acquire()
+    assert time.monotonic() - start >= 1.4
+    assert second.paused_for() <= 0
+
+
+def test_a_pause_never_shortens_a_longer_one(prefix):
+    lim = limiter(prefix, 30)
+    lim.pause(5)
+    assert lim.pause(1) > 4
+
+
+class Scripted:
+    """A gateway whose send_text fails as scripted, then succeeds."""
+
+    bot_username = "CourierBot"
+
+    def __init__(self, *errors):
+        self.errors = list(errors)
+        self.calls = 0
+
+    def send_text(self, chat_id, text, **kwargs):
+        self.calls += 1
+        if self.errors:
+            raise self.errors.pop(0)
+        return "sent"
+
+
+class Recorder:
+    def __init__(self):
+        self.acquired, self.paused = [], []
+
+    def acquire(self, chat_id=None):
+        self.acquired.append(chat_id)
+        return 0.0
+
+    def pause(self, seconds):
+        self.paused.append(seconds)
+        return seconds
+
+
+def test_limited_gateway_pauses_everyone_and_retries_a_short_flood_wait():
+    lim, sleeps = Recorder(), []
+    gateway = LimitedGateway(Scripted(FloodWait(seconds=3)), lim, max_flood_wait=60, sleep=sleeps.append)
+    assert gateway.send_text(7, "hi") == "sent"
+    assert lim.paused == [3] and lim.acquired == [7, 7]
+
+
+def test_limited_gateway_reports_a_long_flood_wait():
+    lim = Recorder()
+    gateway = LimitedGateway(Scripted(FloodWait(seconds=600)), lim, max_flood_wait=60)
+    with pytest.raises(FloodWait):
+        gateway.send_text(7, "hi")
+    assert lim.paused == [600]
+
+
+def test_transient_errors_back_off_exponentially_three_attempts_at_most():
+    sleeps = []
+    inner = Scripted(TransientError("500"), TransientError("500"), TransientError("500"))
+    gateway = LimitedGateway(inner, Recorder(), sleep=sleeps.append)
+    with pytest.raises(TransientError):
+        gateway.send_text(7, "hi")
+    assert inner.calls == 3 and sleeps == [0.5, 1.0]
+
+    inner = Scripted(TransientError("500"))
+    assert LimitedGateway(inner, Recorder(), sleep=sleeps.append).send_text(7, "hi") == "sent"
+
+
+def test_blocked_users_are_never_retried():
+    inner = Scripted(UserBlocked(7))
+    with pytest.raises(UserBlocked):
+        LimitedGateway(inner, Recorder()).send_text(7, "hi")
+    assert inner.calls == 1
+
+
+def test_limited_gateway_over_the_fake_sends_deletes_in_chunks(fake):
+    lim = Recorder()
+    gateway = LimitedGateway(fake, lim)
+    ids = [fake.send_text(1, str(i)).message_id for i in range(250)]
+    assert gateway.delete_messages(1, ids) == 250
+    assert lim.acquired == [None, None, None]  # one slot per Telegram call
