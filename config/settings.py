@@ -109,6 +109,8 @@ API_HASH = env("API_HASH", default="")
 ADMIN_IDS = env("ADMIN_IDS", default="")
 STORAGE_CHANNEL_ID = env("STORAGE_CHANNEL_ID", default="")
 TELEGRAM_SESSION_DIR = Path(env("TELEGRAM_SESSION_DIR", default=str(VAR_DIR / "sessions")))
+# Workers use the in-memory Telegram instead (to watch the job pipeline without a bot). Never in production.
+TELEGRAM_OFFLINE = env.bool("TELEGRAM_OFFLINE", default=False)
 
 # --- Celery: JSON only; schedules live in the database (django-celery-beat). ---
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL)

@@ -50,6 +50,8 @@ def _session_slot() -> str:
 
 
 def _build() -> Gateway:
+    if settings.TELEGRAM_OFFLINE:
+        return _build_offline()
     from botapp.config import bot_config_load
     from botapp.telegram.limited import LimitedGateway
     from botapp.telegram.pyrogram_gateway import PyrogramGateway, client_build
@@ -69,3 +71,18 @@ def _build() -> Gateway:
     atexit.register(inner.stop)
     log.info("worker sender ready: session=%s bot=@%s", name, inner.bot_username)
     return LimitedGateway(inner, RedisLimiter.from_settings(), max_flood_wait=settings.TELEGRAM_MAX_FLOOD_WAIT)
+
+
+def _build_offline() -> Gateway:
+    """TELEGRAM_OFFLINE=1: the in-memory Telegram, for trying the worker pipeline without a bot.
+    Every action is logged; messages "deleted" there were never really sent."""
+    from botapp.telegram.fake import FakeTelegram
+    from botapp.telegram.limited import LimitedGateway
+    from scheduler.ratelimit import RedisLimiter
+
+    fake = FakeTelegram(username="CourierOffline")
+    fake.listeners.append(
+        lambda e: log.info("offline telegram: %s chat=%s ids=%s %s", e.action, e.chat_id, e.message_ids, e.text[:60])
+    )
+    log.warning("TELEGRAM_OFFLINE is set: this worker talks to an in-memory Telegram, not to Telegram")
+    return LimitedGateway(fake, RedisLimiter.from_settings(), max_flood_wait=settings.TELEGRAM_MAX_FLOOD_WAIT)
