@@ -22,7 +22,7 @@ from botapp.models import (
     TelegramUser,
     VerificationToken,
 )
-from botapp.services.files import MAX_BATCH, deep_link
+from botapp.services.files import MAX_BATCH, bot_username_cached, deep_link
 
 admin.site.site_header = "Courier"
 admin.site.site_title = "Courier"
@@ -114,10 +114,6 @@ class StoredFileAdmin(admin.ModelAdmin):
         "created_at",
     )
 
-    def changelist_view(self, request, extra_context=None):
-        self._username = BotSettings.load().bot_username  # one query per page, not one per row
-        return super().changelist_view(request, extra_context)
-
     def get_changeform_initial_data(self, request):
         return {"source_chat_id": storage_channel_load(), **super().get_changeform_initial_data(request)}
 
@@ -129,7 +125,7 @@ class StoredFileAdmin(admin.ModelAdmin):
     def link(self, obj):
         if not obj.pk:
             return "—"
-        username = getattr(self, "_username", None) or BotSettings.load().bot_username
+        username = bot_username_cached()
         if not username:
             return f"start={obj.share_id} (bot username known once runbot has started)"
         url = deep_link(bot_username=username, payload=obj.share_id)

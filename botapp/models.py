@@ -339,8 +339,11 @@ class BotSettings(models.Model):
         return "Bot settings"
 
     def save(self, *args, **kwargs):
+        from django.core.cache import cache
+
         self.pk = 1
         super().save(*args, **kwargs)
+        cache.delete("courier:bot_username")  # see services.files.bot_username_cached
 
     @classmethod
     def load(cls) -> "BotSettings":

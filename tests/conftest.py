@@ -10,8 +10,11 @@ STORAGE = -1001000000001
 
 
 @pytest.fixture(autouse=True)
-def _clock():
+def _clock_and_cache():
+    from django.core.cache import cache
+
     clock.clock_reset()
+    cache.clear()
     yield
     clock.clock_reset()
 

@@ -13,7 +13,15 @@ from datetime import timedelta
 from django.db.models import F
 
 from botapp import clock
-from botapp.models import BotSettings, ChannelJoinRequest, ForceSubChannel, PendingDeletion, StoredFile, TelegramUser
+from botapp.models import (
+    BotSettings,
+    ChannelJoinRequest,
+    ForceSubChannel,
+    PendingDeletion,
+    StoredFile,
+    TelegramUser,
+    VerificationToken,
+)
 from botapp.services.files import deep_link
 from botapp.services.shortener import shortlink_create
 from botapp.services.stats import stat_increment
@@ -121,7 +129,7 @@ class Delivery:
         if not issued.short_url:
             link = deep_link(bot_username=self.gateway.bot_username, payload=f"{TOKEN_PREFIX}{issued.token}")
             issued.short_url = shortlink_create(self.shortener, link)
-            type(issued).objects.filter(pk=issued.pk).update(short_url=issued.short_url)
+            VerificationToken.objects.filter(pk=issued.pk).update(short_url=issued.short_url)
         rows = [[Button("✅ Verify", url=issued.short_url)]]
         if self.conf.how_to_verify_url:
             rows.append([Button("ℹ️ How to verify", url=self.conf.how_to_verify_url)])

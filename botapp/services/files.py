@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from django.core.cache import cache
 from django.core.exceptions import ValidationError
 
 from botapp.models import StoredFile
@@ -32,6 +33,13 @@ def file_store(
         created_by=created_by,
         protect_content=protect_content,
     )
+
+
+def bot_username_cached() -> str:
+    """The bot's username as runbot last saw it; cached briefly so that a list of links costs one query."""
+    from botapp.models import BotSettings
+
+    return cache.get_or_set("courier:bot_username", lambda: BotSettings.load().bot_username, timeout=60)
 
 
 def deep_link(*, bot_username: str, payload: str) -> str:

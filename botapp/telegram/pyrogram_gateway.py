@@ -116,13 +116,8 @@ class PyrogramGateway(Gateway):
         thread.start()
         gateway = cls(client, loop)
         gateway._thread = thread
-        me = gateway._call(gateway._start)
-        gateway._username = me.username or ""
+        gateway._call(client.start)
         return gateway
-
-    async def _start(self):
-        await self.client.start()
-        return self.client.me
 
     def stop(self) -> None:
         if self._thread is None:
@@ -167,7 +162,8 @@ class PyrogramGateway(Gateway):
 
     @property
     def bot_username(self) -> str:
-        return self._username
+        me = self.client.me  # known once the client has started
+        return self._username or (me.username if me is not None and me.username else "")
 
     def send_text(self, chat_id: int, text: str, *, buttons: Keyboard | None = None, protect: bool = False) -> Sent:
         message = self._call(

@@ -13,7 +13,7 @@ from botapp import clock
 from botapp.models import BroadcastDelivery
 from botapp.telegram.gateway import FloodWait, Gateway, TelegramError, TransientError
 from scheduler.jobs.registry import Job, Outcome, job_register
-from scheduler.jobs.sweep import Sweep
+from scheduler.jobs.sweep import sweep_outcome
 
 log = logging.getLogger(__name__)
 
@@ -67,9 +67,7 @@ def delete_expired_broadcasts(
     if dry_run:
         due = BroadcastDelivery.objects.filter(status=Status.SENT, delete_at__lte=clock.now()).count()
         return Outcome(due, detail="broadcast messages due for deletion")
-    job = BroadcastDeletionSweep(gateway)
-    processed, failed, batches = Sweep(job.claim, job.work, job.record, batch_size=batch_size, time_budget=time_budget).run()
-    return Outcome(processed, failed, detail=f"{batches} batch(es)")
+    return sweep_outcome(BroadcastDeletionSweep(gateway), batch_size=batch_size, time_budget=time_budget)
 
 
 job_register(

@@ -16,7 +16,7 @@ from botapp.models import BotSettings, ClaimStatus, PendingDeletion, TelegramUse
 from botapp.services.delivery import deleted_notice_send
 from botapp.telegram.gateway import FloodWait, Gateway, TelegramError, TransientError, UserBlocked, UserDeactivated
 from scheduler.jobs.registry import Job, Outcome, job_register
-from scheduler.jobs.sweep import Sweep
+from scheduler.jobs.sweep import sweep_outcome
 
 log = logging.getLogger(__name__)
 
@@ -106,9 +106,7 @@ def delete_due_messages(*, gateway: Gateway, dry_run: bool = False, batch_size: 
     if dry_run:
         due = PendingDeletion.objects.filter(status=ClaimStatus.PENDING, delete_at__lte=clock.now()).count()
         return Outcome(due, detail="deletions due")
-    job = DeletionSweep(gateway)
-    processed, failed, batches = Sweep(job.claim, job.work, job.record, batch_size=batch_size, time_budget=time_budget).run()
-    return Outcome(processed, failed, detail=f"{batches} batch(es)")
+    return sweep_outcome(DeletionSweep(gateway), batch_size=batch_size, time_budget=time_budget)
 
 
 job_register(

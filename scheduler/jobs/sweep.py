@@ -14,6 +14,8 @@ from typing import Generic, TypeVar
 
 from django.db import close_old_connections
 
+from scheduler.jobs.registry import Outcome
+
 log = logging.getLogger(__name__)
 
 Row = TypeVar("Row")
@@ -58,3 +60,11 @@ class Sweep(Generic[Row, Result]):
             # A pool thread that touched the database keeps its own connection: like a request,
             # drop it when broken or too old.
             close_old_connections()
+
+
+def sweep_outcome(job, *, batch_size: int, time_budget: float, concurrency: int = 8) -> Outcome:
+    """Run a sweep over `job` (an object with claim, work and record) and say what it did."""
+    processed, failed, batches = Sweep(
+        job.claim, job.work, job.record, batch_size=batch_size, time_budget=time_budget, concurrency=concurrency
+    ).run()
+    return Outcome(processed, failed, detail=f"{batches} batch(es)")

@@ -76,7 +76,6 @@ class Command(BaseCommand):
             loop.add_signal_handler(sig, stop.set)
 
         await client.start()
-        gateway._username = client.me.username or ""
         await loop.run_in_executor(pump.executor, _remember_username, gateway.bot_username)
         log.info("runbot started as @%s; admins=%s", gateway.bot_username, sorted(config.admin_ids))
         await stop.wait()
