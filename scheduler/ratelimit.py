@@ -7,7 +7,7 @@ then every sender must wait, not just the one that was told.
 How: each send reserves a slot. The global slot is a "theoretical arrival time" (GCRA) in Redis,
 advanced by 1/rate per reservation in a Lua script, so reservations from any number of processes
 are spaced exactly 1/rate apart; a sender sleeps until its slot. A per-chat slot works the same
-way with that chat's interval. A FloodWait sets a pause-until time that every reservation starts
+way with that chat's interval, allowing a burst of CHAT_BURST calls. A FloodWait sets a pause-until time that every reservation starts
 after, and a sender re-checks it after sleeping, so nobody sends into a pause.
 """
 
@@ -23,10 +23,12 @@ RESERVE = """
 local now_parts = redis.call('TIME')
 local now = tonumber(now_parts[1]) + tonumber(now_parts[2]) / 1000000
 local interval = tonumber(ARGV[1])
+local burst = tonumber(ARGV[2])
 local pause = tonumber(redis.call('GET', KEYS[2]) or '0')
-local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
-local slot = math.max(tat, now, pause)
-redis.call('SET', KEYS[1], string.format('%.6f', slot + interval), 'PX', math.ceil((slot + interval - now) * 1000) + 1000)
+local tat = math.max(tonumber(redis.call('GET', KEYS[1]) or '0'), now, pause)
+local new_tat = tat + interval
+local slot = math.max(new_tat - burst * interval, now, pause)
+redis.call('SET', KEYS[1], string.format('%.6f', new_tat), 'PX', math.ceil((new_tat - now) * 1000) + 1000)
 return string.format('%.6f', slot - now)
 """
 
@@ -41,8 +43,11 @@ end
 return string.format('%.6f', math.max(until_, current) - now)
 """
 
-PRIVATE_CHAT_INTERVAL = 1.0  # seconds between calls to one private chat
+PRIVATE_CHAT_INTERVAL = 1.0  # seconds between calls to one private chat, sustained
 GROUP_CHAT_INTERVAL = 3.0  # 20 per minute
+# A reply of a few messages (files, then "deleted in 30 min") may go at once; the rate above holds
+# over time. The global rate has no burst: sends are spaced evenly.
+CHAT_BURST = 3
 
 
 def global_rate() -> float:
@@ -72,16 +77,16 @@ class RedisLimiter:
         """Block until this process may make one call to Telegram (to `chat_id`). Returns seconds waited."""
         waited = 0.0
         if chat_id is not None:
-            waited += self._wait(f"{self.prefix}:chat:{chat_id}", chat_interval(chat_id))
+            waited += self._wait(f"{self.prefix}:chat:{chat_id}", chat_interval(chat_id), CHAT_BURST)
         while True:
-            waited += self._wait(self.global_key, self.interval)
+            waited += self._wait(self.global_key, self.interval, 1)
             paused_for = self.paused_for()
             if paused_for <= 0:
                 return waited
             # A FloodWait arrived while we slept: take a new slot after the pause.
 
-    def _wait(self, key: str, interval: float) -> float:
-        delay = float(self._reserve(keys=[key, self.pause_key], args=[interval]))
+    def _wait(self, key: str, interval: float, burst: int) -> float:
+        delay = float(self._reserve(keys=[key, self.pause_key], args=[interval, burst]))
         if delay > 0:
             self.sleep(delay)
         return max(delay, 0.0)
