@@ -54,6 +54,18 @@ def client_build(*, name: str, api_id: int, api_hash: str, bot_token: str, workd
     )
 
 
+async def client_start(client: Client) -> None:
+    """Start the client; credentials Telegram refuses become a ConfigError naming the variable."""
+    from botapp.config import ConfigError
+
+    try:
+        await client.start()
+    except (errors.AccessTokenInvalid, errors.AccessTokenExpired) as exc:
+        raise ConfigError([f"BOT_TOKEN was refused by Telegram ({exc.ID}): copy it again from @BotFather"]) from exc
+    except errors.ApiIdInvalid as exc:
+        raise ConfigError([f"API_ID / API_HASH were refused by Telegram ({exc.ID}): check them at my.telegram.org"]) from exc
+
+
 def error_to_domain(exc: Exception) -> TelegramError:
     """Map a pyrogram exception to the domain error callers act on."""
     if isinstance(exc, errors.Flood):

@@ -7,6 +7,7 @@ import logging
 import signal
 import sys
 
+from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 from django.utils import timezone
@@ -43,12 +44,20 @@ class Command(BaseCommand):
                 self.stderr.write(f"  - {problem}")
             self.stderr.write("Set these in the environment or in .env (see .env.example).")
             sys.exit(2)
-        asyncio.run(self.serve(config, threads=options["threads"]))
+        try:
+            asyncio.run(self.serve(config, threads=options["threads"]))
+        except ConfigError as exc:  # Telegram refused the credentials at sign-in
+            self.stderr.write("runbot: configuration error:")
+            for problem in exc.problems:
+                self.stderr.write(f"  - {problem}")
+            sys.exit(2)
 
     async def serve(self, config, *, threads: int) -> None:
         from botapp.telegram.handlers import UpdatePump
-        from botapp.telegram.pyrogram_gateway import PyrogramGateway, client_build
+        from botapp.telegram.limited import LimitedGateway
+        from botapp.telegram.pyrogram_gateway import PyrogramGateway, client_build, client_start
         from botapp.telegram.router import Router
+        from scheduler.ratelimit import RedisLimiter
 
         client = client_build(
             name="bot",
@@ -58,11 +67,6 @@ class Command(BaseCommand):
             workdir=config.session_dir,
             no_updates=False,
         )
-        from django.conf import settings
-
-        from botapp.telegram.limited import LimitedGateway
-        from scheduler.ratelimit import RedisLimiter
-
         loop = asyncio.get_running_loop()
         gateway = PyrogramGateway(client, loop)
         # runbot shares the global send limiter with every worker.
@@ -75,7 +79,7 @@ class Command(BaseCommand):
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
 
-        await client.start()
+        await client_start(client)
         await loop.run_in_executor(pump.executor, _remember_username, gateway.bot_username)
         log.info("runbot started as @%s; admins=%s", gateway.bot_username, sorted(config.admin_ids))
         await stop.wait()

@@ -251,3 +251,23 @@ def test_calling_from_the_loop_itself_is_refused(gateway):
 
     with pytest.raises(RuntimeError, match="synchronous"):
         asyncio.run_coroutine_threadsafe(inside(), gateway.loop).result(5)
+
+
+@pytest.mark.parametrize(
+    "error,message",
+    [
+        (errors.AccessTokenInvalid(), "BOT_TOKEN was refused by Telegram (ACCESS_TOKEN_INVALID)"),
+        (errors.ApiIdInvalid(), "API_ID / API_HASH were refused by Telegram (API_ID_INVALID)"),
+    ],
+)
+def test_credentials_telegram_refuses_name_the_variable(error, message):
+    from botapp.config import ConfigError
+    from botapp.telegram.pyrogram_gateway import client_start
+
+    class Refusing(RecordingClient):
+        async def start(self):
+            raise error
+
+    with pytest.raises(ConfigError) as caught:
+        asyncio.run(client_start(Refusing()))
+    assert caught.value.problems[0].startswith(message)
