@@ -1,8 +1,10 @@
 """The operator console. Thin: lists, filters and forms; writes go through services."""
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
 from django.http import HttpResponseRedirect
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.html import format_html
 
@@ -22,6 +24,7 @@ from botapp.models import (
     TelegramUser,
     VerificationToken,
 )
+from botapp.services.broadcasts import broadcast_cancel, broadcast_start, buttons_parse
 from botapp.services.files import MAX_BATCH, bot_username_cached, deep_link
 
 admin.site.site_header = "Courier"
@@ -165,23 +168,90 @@ class PendingDeletionAdmin(admin.ModelAdmin):
         return len(obj.message_ids or [])
 
 
+class BroadcastForm(forms.ModelForm):
+    class Meta:
+        model = Broadcast
+        fields = ("title", "text", "media_kind", "media", "buttons", "protect_content", "delete_after_minutes")
+
+    def clean_buttons(self):
+        buttons_parse(self.cleaned_data["buttons"])  # raises a form error naming the line
+        return self.cleaned_data["buttons"]
+
+    def clean(self):
+        data = super().clean()
+        if bool(data.get("media_kind")) != bool(data.get("media", "").strip()):
+            raise forms.ValidationError("Choose a media kind and give its file id or URL, or neither.")
+        if data.get("media_kind") and len(data.get("text", "")) > 1024:
+            self.add_error("text", "A caption is at most 1024 characters (Telegram's limit with media).")
+        if not data.get("media_kind") and len(data.get("text", "")) > 4096:
+            self.add_error("text", "A message is at most 4096 characters (Telegram's limit).")
+        return data
+
+
 @admin.register(Broadcast)
 class BroadcastAdmin(admin.ModelAdmin):
+    form = BroadcastForm
     list_display = (
         "title",
         "status",
-        "media_kind",
-        "total",
+        "progress",
         "sent",
         "blocked",
         "failed",
+        "media_kind",
         "delete_after_minutes",
         "created_at",
         "finished_at",
     )
     list_filter = ("status", "media_kind", "created_at")
     search_fields = ("title", "text")
-    readonly_fields = ("status", "total", "sent", "failed", "blocked", "created_at", "started_at", "finished_at")
+    readonly_fields = ("preview", "status", "total", "sent", "failed", "blocked", "created_at", "started_at", "finished_at")
+    actions = ("start_sending", "cancel_sending")
+
+    def get_readonly_fields(self, request, obj=None):
+        if obj is not None and obj.status != Broadcast.Status.DRAFT:
+            # What users already received cannot be edited any more.
+            return [f for f in BroadcastForm.Meta.fields] + list(self.readonly_fields)
+        return self.readonly_fields
+
+    @admin.display(description="progress")
+    def progress(self, obj):
+        if not obj.total:
+            return "—"
+        done = obj.sent + obj.failed + obj.blocked
+        return f"{done}/{obj.total} ({100 * done // obj.total}%)"
+
+    @admin.display(description="preview")
+    def preview(self, obj):
+        if obj is None or not obj.pk:
+            return "Save to see a preview."
+        try:
+            rows = buttons_parse(obj.buttons)
+        except ValidationError as exc:
+            rows, error = [], exc.messages[0]
+        else:
+            error = ""
+        return render_to_string("admin/botapp/broadcast_preview.html", {"b": obj, "rows": rows, "error": error})
+
+    @admin.action(description="Start sending the selected drafts to every active user")
+    def start_sending(self, request, queryset):
+        for broadcast in queryset:
+            try:
+                total = broadcast_start(broadcast=broadcast)
+            except ValidationError as exc:
+                self.message_user(request, f"{broadcast}: {exc.messages[0]}", messages.ERROR)
+            else:
+                self.message_user(request, f"{broadcast}: queued for {total} active users.", messages.SUCCESS)
+
+    @admin.action(description="Cancel sending")
+    def cancel_sending(self, request, queryset):
+        for broadcast in queryset:
+            try:
+                left = broadcast_cancel(broadcast=broadcast)
+            except ValidationError as exc:
+                self.message_user(request, f"{broadcast}: {exc.messages[0]}", messages.ERROR)
+            else:
+                self.message_user(request, f"{broadcast}: cancelled; {left} users will not get it.", messages.WARNING)
 
 
 @admin.register(BroadcastDelivery)

@@ -138,3 +138,6 @@ TELEGRAM_PAID_BROADCASTS = env.bool("TELEGRAM_PAID_BROADCASTS", default=False)
 TELEGRAM_PAID_RATE = env.float("TELEGRAM_PAID_RATE", default=1000.0)
 # A FloodWait up to this long is waited out and the call retried; a longer one is reported.
 TELEGRAM_MAX_FLOOD_WAIT = env.int("TELEGRAM_MAX_FLOOD_WAIT", default=60)
+# Concurrent sends per broadcast sweep; enough to keep the limiter busy at Telegram's latency
+# (about rate x 0.1 s: 30/s needs few, 1000/s with paid broadcasts needs ~100).
+BROADCAST_THREADS = env.int("BROADCAST_THREADS", default=16)

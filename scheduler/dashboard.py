@@ -64,6 +64,8 @@ def _next_run(task) -> datetime | None:
         return None
     now = clock.now()
     schedule = task.schedule
+    zone = getattr(task.crontab, "timezone", None) if task.crontab_id else None
+    schedule.nowfun = lambda: timezone.localtime(clock.now(), zone) if zone else clock.now()  # the one clock
     last = task.last_run_at or now
     if timezone.is_naive(last):
         last = timezone.make_aware(last, timezone.utc)

@@ -1,3 +1,5 @@
+from datetime import timedelta
+
 import pytest
 
 from botapp import clock
@@ -14,6 +16,9 @@ def _clock_and_cache():
     from django.core.cache import cache
 
     clock.clock_reset()
+    # Tests run at 10:00 in the operator's time zone, whatever the hour really is, so that adding
+    # an hour or two never crosses midnight (daily limits and stats reset there).
+    clock.clock_advance(clock.today_start() + timedelta(days=1, hours=10) - clock.now())
     cache.clear()
     yield
     clock.clock_reset()

@@ -88,7 +88,11 @@ def test_find_button_takes_the_newest_live_message(fake):
 
 
 def test_buttons_are_found_by_their_words_without_emoji(fake):
-    fake.send_text(1, "m", buttons=[[Button("ℹ️ How to verify", url="https://example.com"), Button("♻️ Get files again", url="https://t.me/x")]])
+    fake.send_text(
+        1,
+        "m",
+        buttons=[[Button("ℹ️ How to verify", url="https://example.com"), Button("♻️ Get files again", url="https://t.me/x")]],
+    )
     assert fake.find_button(1, "how to verify")[1].text == "ℹ️ How to verify"
     assert fake.find_button(1, "Get files again")[1].text == "♻️ Get files again"
     assert fake.find_button(1, "again") is None

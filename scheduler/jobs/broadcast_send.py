@@ -1,0 +1,126 @@
+"""The broadcast sender: sends queued broadcasts to their users at Telegram's rate (the shared
+limiter), records each result, keeps the broadcast's progress counters, and closes it when done.
+
+At most once per user: a delivery is marked `sending` (with a lease) before the call. A FloodWait
+means Telegram did not send, so the row goes back to `pending`; any other failure is final; a
+worker that dies mid-send leaves `sending`, which the reaper turns into `interrupted`.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Exists, F, OuterRef
+
+from botapp import clock
+from botapp.models import Broadcast, BroadcastDelivery, TelegramUser
+from botapp.services.broadcasts import BroadcastMessage
+from botapp.telegram.gateway import FloodWait, Gateway, TelegramError, UserBlocked, UserDeactivated
+from scheduler.jobs.registry import Job, Outcome, job_register
+from scheduler.jobs.sweep import sweep_outcome
+
+log = logging.getLogger(__name__)
+
+Status = BroadcastDelivery.Status
+LEASE = timedelta(minutes=5)
+ACTIVE = (Broadcast.Status.QUEUED, Broadcast.Status.SENDING)
+
+
+@dataclass
+class Result:
+    id: int
+    broadcast_id: int
+    user_id: int
+    status: str
+    message_id: int | None = None
+    error: str = ""
+
+
+@dataclass
+class BroadcastSendSweep:
+    gateway: Gateway
+    messages: dict[int, BroadcastMessage] = field(default_factory=dict)
+
+    def claim(self, n: int) -> list[tuple[int, int, int, int]]:
+        now = clock.now()
+        with transaction.atomic():
+            rows = list(
+                BroadcastDelivery.objects.select_for_update(skip_locked=True, of=("self",))
+                .filter(status=Status.PENDING, broadcast__status__in=ACTIVE)
+                .order_by("broadcast_id", "id")
+                .values_list("id", "broadcast_id", "user_id", "chat_id")[:n]
+            )
+            if not rows:
+                return []
+            BroadcastDelivery.objects.filter(id__in=[r[0] for r in rows]).update(status=Status.SENDING, lease_until=now + LEASE)
+            ids = {r[1] for r in rows}
+            Broadcast.objects.filter(id__in=ids, status=Broadcast.Status.QUEUED).update(status=Broadcast.Status.SENDING)
+        self.messages = {b.pk: BroadcastMessage.of(b) for b in Broadcast.objects.filter(id__in=ids)}
+        return rows
+
+    def work(self, row: tuple[int, int, int, int]) -> Result:
+        delivery_id, broadcast_id, user_id, chat_id = row
+        try:
+            sent = self.messages[broadcast_id].send(self.gateway, chat_id)
+        except FloodWait as exc:  # not sent: may go again later
+            return Result(delivery_id, broadcast_id, user_id, Status.PENDING, error=str(exc))
+        except UserBlocked:
+            return Result(delivery_id, broadcast_id, user_id, Status.BLOCKED)
+        except UserDeactivated:
+            return Result(delivery_id, broadcast_id, user_id, Status.BLOCKED, error="account deleted")
+        except TelegramError as exc:
+            log.warning("broadcast send failed broadcast=%s user=%s: %s", broadcast_id, user_id, exc)
+            return Result(delivery_id, broadcast_id, user_id, Status.FAILED, error=str(exc)[:255])
+        return Result(delivery_id, broadcast_id, user_id, Status.SENT, message_id=sent.message_id)
+
+    def record(self, results: list[Result]) -> tuple[int, int]:
+        now = clock.now()
+        rows = []
+        for r in results:
+            delete_after = self.messages[r.broadcast_id].delete_after
+            rows.append(
+                BroadcastDelivery(
+                    id=r.id,
+                    status=r.status,
+                    message_id=r.message_id,
+                    error=r.error,
+                    lease_until=None,
+                    sent_at=now if r.status == Status.SENT else None,
+                    delete_at=now + delete_after if r.status == Status.SENT and delete_after else None,
+                )
+            )
+        BroadcastDelivery.objects.bulk_update(rows, ["status", "message_id", "error", "lease_until", "sent_at", "delete_at"])
+        blocked = [r.user_id for r in results if r.status == Status.BLOCKED]
+        if blocked:
+            gone = {r.user_id for r in results if r.error == "account deleted"}
+            TelegramUser.objects.filter(id__in=set(blocked) - gone).update(state=TelegramUser.State.BLOCKED)
+            TelegramUser.objects.filter(id__in=gone).update(state=TelegramUser.State.DEACTIVATED)
+        counts: dict[int, collections.Counter] = collections.defaultdict(collections.Counter)
+        for r in results:
+            counts[r.broadcast_id][r.status] += 1
+        for broadcast_id, c in counts.items():
+            Broadcast.objects.filter(pk=broadcast_id).update(
+                sent=F("sent") + c[Status.SENT], failed=F("failed") + c[Status.FAILED], blocked=F("blocked") + c[Status.BLOCKED]
+            )
+        unfinished = BroadcastDelivery.objects.filter(broadcast=OuterRef("pk"), status__in=[Status.PENDING, Status.SENDING])
+        Broadcast.objects.filter(id__in=list(counts), status=Broadcast.Status.SENDING).exclude(Exists(unfinished)).update(
+            status=Broadcast.Status.DONE, finished_at=now
+        )
+        return sum(r.status != Status.PENDING for r in results), sum(r.status in (Status.FAILED, Status.PENDING) for r in results)
+
+
+def send_broadcasts(*, gateway: Gateway, dry_run: bool = False, batch_size: int = 200, time_budget: float = 50.0) -> Outcome:
+    if dry_run:
+        due = BroadcastDelivery.objects.filter(status=Status.PENDING, broadcast__status__in=ACTIVE).count()
+        return Outcome(due, detail="broadcast messages waiting to be sent")
+    return sweep_outcome(
+        BroadcastSendSweep(gateway), batch_size=batch_size, time_budget=time_budget, concurrency=settings.BROADCAST_THREADS
+    )
+
+
+job_register(Job("send_broadcasts", send_broadcasts, {"minute": "*"}, "Send queued broadcasts", needs_gateway=True))

@@ -1,0 +1,192 @@
+"""Broadcasts: composed in the admin, sent to every active user once, at the limiter's pace."""
+
+import threading
+from datetime import timedelta
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.db import connection
+from django.urls import reverse
+
+from botapp import clock
+from botapp.models import Broadcast, BroadcastDelivery, TelegramUser
+from botapp.services.broadcasts import broadcast_cancel, broadcast_start, buttons_parse
+from botapp.telegram.gateway import Button, FloodWait, Media
+from scheduler.jobs.broadcast_send import BroadcastSendSweep
+from scheduler.jobs.registry import job_run
+from scheduler.jobs.sweep import Sweep
+from tests.factories import TelegramUserFactory
+
+
+def users(n, **kwargs):
+    return [TelegramUserFactory(**kwargs) for _ in range(n)]
+
+
+def draft(**kwargs):
+    fields = {
+        "title": "Sale",
+        "text": "<b>50% off</b> today",
+        "buttons": "Shop | https://shop.example\nA | https://a.example || B | https://b.example",
+    }
+    return Broadcast.objects.create(**{**fields, **kwargs})
+
+
+def test_buttons_parse_rows_and_explains_mistakes():
+    assert buttons_parse("Shop | https://s.example\nA | https://a.example || B | tg://resolve?domain=x") == [
+        [Button("Shop", url="https://s.example")],
+        [Button("A", url="https://a.example"), Button("B", url="tg://resolve?domain=x")],
+    ]
+    with pytest.raises(ValidationError, match="Line 2"):
+        buttons_parse("ok | https://ok.example\nno link here")
+    with pytest.raises(ValidationError, match="not a link"):
+        buttons_parse("x | ftp://nope")
+
+
+@pytest.mark.django_db
+def test_a_broadcast_reaches_every_active_user_once(fake):
+    active = users(5)
+    stopped = users(1, state="stopped")[0]
+    blocked_before = users(1, state="blocked")[0]
+    fake.block(active[4].telegram_id)  # blocks the bot now: we learn it when sending
+    broadcast = draft(delete_after_minutes=60)
+
+    assert broadcast_start(broadcast=broadcast) == 5
+    outcome = job_run("send_broadcasts", trigger="test", gateway=fake)
+
+    assert (outcome.processed, outcome.failed) == (5, 0)
+    for user in active[:4]:
+        (msg,) = fake.bot_messages(user.telegram_id)
+        assert msg.text == "<b>50% off</b> today"
+        assert [[b.text for b in row] for row in msg.buttons] == [["Shop"], ["A", "B"]]
+    assert fake.bot_messages(stopped.telegram_id) == [] and fake.bot_messages(blocked_before.telegram_id) == []
+    broadcast.refresh_from_db()
+    assert (broadcast.status, broadcast.total, broadcast.sent, broadcast.blocked, broadcast.failed) == ("done", 5, 4, 1, 0)
+    assert broadcast.finished_at is not None
+    assert TelegramUser.objects.get(pk=active[4].pk).state == "blocked"
+    sent = BroadcastDelivery.objects.filter(status="sent")
+    assert sent.count() == 4 and all(abs(d.delete_at - d.sent_at - timedelta(minutes=60)) < timedelta(seconds=1) for d in sent)
+
+    # Running again sends nothing more.
+    assert job_run("send_broadcasts", trigger="test", gateway=fake).processed == 0
+
+
+@pytest.mark.django_db
+def test_media_broadcast_and_its_deletion_after_the_lifetime(fake):
+    user = users(1)[0]
+    broadcast = draft(media_kind="photo", media="AgACAgQAAx0", buttons="", protect_content=True, delete_after_minutes=30)
+    broadcast_start(broadcast=broadcast)
+    job_run("send_broadcasts", trigger="test", gateway=fake)
+    (msg,) = fake.bot_messages(user.telegram_id)
+    assert (msg.media, msg.text, msg.protect) == (Media("photo", "AgACAgQAAx0"), "<b>50% off</b> today", True)
+
+    clock.clock_advance(timedelta(minutes=31))
+    assert job_run("delete_expired_broadcasts", trigger="test", gateway=fake).processed == 1
+    assert fake.message(user.telegram_id, msg.id).deleted
+
+
+@pytest.mark.django_db
+def test_flood_wait_leaves_the_user_for_later_other_errors_are_final(fake):
+    first, second = users(2)
+    broadcast = draft()
+    broadcast_start(broadcast=broadcast)
+    fake.fail_next(FloodWait(seconds=5), methods=["send_text"])
+    fake.deactivate(second.telegram_id)
+
+    sweep = BroadcastSendSweep(fake)
+    Sweep(sweep.claim, sweep.work, sweep.record, concurrency=1).run()
+
+    statuses = dict(BroadcastDelivery.objects.values_list("user_id", "status"))
+    assert statuses == {first.pk: "pending", second.pk: "blocked"}
+    assert TelegramUser.objects.get(pk=second.pk).state == "deactivated"
+    assert Broadcast.objects.get(pk=broadcast.pk).status == "sending"
+    job_run("send_broadcasts", trigger="test", gateway=fake)
+    assert len(fake.bot_messages(first.telegram_id)) == 1
+    assert Broadcast.objects.get(pk=broadcast.pk).status == "done"
+
+
+@pytest.mark.django_db
+def test_only_drafts_start_and_cancel_stops_the_rest(fake):
+    users(3)
+    broadcast = draft()
+    broadcast_start(broadcast=broadcast)
+    with pytest.raises(ValidationError):
+        broadcast_start(broadcast=broadcast)
+    assert broadcast_cancel(broadcast=broadcast) == 3
+    assert job_run("send_broadcasts", trigger="test", gateway=fake).processed == 0
+    assert Broadcast.objects.get(pk=broadcast.pk).status == "cancelled"
+
+
+@pytest.mark.django_db
+def test_a_crash_mid_send_is_interrupted_not_resent(fake):
+    user = users(1)[0]
+    broadcast_start(broadcast=draft())
+    sweep = BroadcastSendSweep(fake)
+    sweep.claim(10)  # claimed and marked sending... then the worker dies
+    clock.clock_advance(timedelta(minutes=6))
+    job_run("reap_expired_claims", trigger="test")
+    job_run("send_broadcasts", trigger="test", gateway=fake)
+
+    assert BroadcastDelivery.objects.get().status == "interrupted"
+    assert fake.bot_messages(user.telegram_id) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_senders_never_send_twice(fake):
+    fake.latency = 0.001
+    TelegramUser.objects.bulk_create([TelegramUser(telegram_id=700_000 + i) for i in range(600)])
+    broadcast_start(broadcast=draft(buttons=""))
+
+    def run():
+        try:
+            sweep = BroadcastSendSweep(fake)
+            Sweep(sweep.claim, sweep.work, sweep.record, batch_size=50, concurrency=4).run()
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    sends = [e.chat_id for e in fake.events if e.action == "send"]
+    assert len(sends) == 600 and len(set(sends)) == 600
+    assert Broadcast.objects.get().sent == 600
+
+
+@pytest.fixture
+def operator(admin_client, settings):
+    settings.SECURE_SSL_REDIRECT = False
+    return admin_client
+
+
+@pytest.mark.django_db
+def test_admin_compose_validates_and_previews(operator):
+    url = reverse("admin:botapp_broadcast_add")
+    bad = operator.post(url, {"title": "x", "text": "hi", "media_kind": "photo", "media": "", "buttons": "broken line"})
+    errors = bad.context["adminform"].form.errors
+    assert "buttons" in errors and "__all__" in errors
+    too_long = operator.post(url, {"title": "x", "text": "hi", "delete_after_minutes": 2881, "media_kind": "", "media": ""})
+    assert "delete_after_minutes" in too_long.context["adminform"].form.errors
+
+    ok = operator.post(
+        url, {"title": "Hello", "text": "Hi <b>all</b>", "media_kind": "", "media": "", "buttons": "Go | https://go.example"}
+    )
+    assert ok.status_code == 302
+    broadcast = Broadcast.objects.get()
+    page = operator.get(reverse("admin:botapp_broadcast_change", args=[broadcast.pk])).content.decode()
+    assert "Hi &lt;b&gt;all&lt;/b&gt;" in page and 'href="https://go.example"' in page
+
+
+@pytest.mark.django_db
+def test_admin_start_action_queues_for_active_users(operator, monkeypatch):
+    users(2)
+    broadcast = draft()
+    woken = []
+    monkeypatch.setattr("botapp.services.broadcasts._wake_sender", lambda: woken.append(1))
+    changelist = reverse("admin:botapp_broadcast_changelist")
+    response = operator.post(changelist, {"action": "start_sending", "_selected_action": [broadcast.pk]}, follow=True)
+    assert "queued for 2 active users" in response.content.decode()
+    broadcast.refresh_from_db()
+    assert (broadcast.status, broadcast.total) == ("queued", 2)
+    assert "0/2 (0%)" in operator.get(changelist).content.decode()
