@@ -235,23 +235,23 @@ class BroadcastAdmin(admin.ModelAdmin):
 
     @admin.action(description="Start sending the selected drafts to every active user")
     def start_sending(self, request, queryset):
-        for broadcast in queryset:
-            try:
-                total = broadcast_start(broadcast=broadcast)
-            except ValidationError as exc:
-                self.message_user(request, f"{broadcast}: {exc.messages[0]}", messages.ERROR)
-            else:
-                self.message_user(request, f"{broadcast}: queued for {total} active users.", messages.SUCCESS)
+        self._each(request, queryset, lambda b: f"queued for {broadcast_start(broadcast=b)} active users.", messages.SUCCESS)
 
     @admin.action(description="Cancel sending")
     def cancel_sending(self, request, queryset):
+        self._each(
+            request, queryset, lambda b: f"cancelled; {broadcast_cancel(broadcast=b)} users will not get it.", messages.WARNING
+        )
+
+    def _each(self, request, queryset, act, level):
+        """Apply a service to each selected broadcast; its refusals become messages, not errors."""
         for broadcast in queryset:
             try:
-                left = broadcast_cancel(broadcast=broadcast)
+                done = act(broadcast)
             except ValidationError as exc:
                 self.message_user(request, f"{broadcast}: {exc.messages[0]}", messages.ERROR)
             else:
-                self.message_user(request, f"{broadcast}: cancelled; {left} users will not get it.", messages.WARNING)
+                self.message_user(request, f"{broadcast}: {done}", level)
 
 
 @admin.register(BroadcastDelivery)

@@ -1,11 +1,9 @@
 """Broadcasts: composed in the admin, sent to every active user once, at the limiter's pace."""
 
-import threading
 from datetime import timedelta
 
 import pytest
 from django.core.exceptions import ValidationError
-from django.db import connection
 from django.urls import reverse
 
 from botapp import clock
@@ -15,6 +13,7 @@ from botapp.telegram.gateway import Button, FloodWait, Media
 from scheduler.jobs.broadcast_send import BroadcastSendSweep
 from scheduler.jobs.registry import job_run
 from scheduler.jobs.sweep import Sweep
+from tests.concurrency import run_in_threads
 from tests.factories import TelegramUserFactory
 
 
@@ -137,17 +136,11 @@ def test_two_senders_never_send_twice(fake):
     broadcast_start(broadcast=draft(buttons=""))
 
     def run():
-        try:
-            sweep = BroadcastSendSweep(fake)
-            Sweep(sweep.claim, sweep.work, sweep.record, batch_size=50, concurrency=4).run()
-        finally:
-            connection.close()
+        sweep = BroadcastSendSweep(fake)
+        return Sweep(sweep.claim, sweep.work, sweep.record, batch_size=50, concurrency=4).run()
 
-    threads = [threading.Thread(target=run) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    results = run_in_threads(run)
+    assert all(r[0] > 0 for r in results), results  # both took part
 
     sends = [e.chat_id for e in fake.events if e.action == "send"]
     assert len(sends) == 600 and len(set(sends)) == 600

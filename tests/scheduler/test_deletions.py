@@ -1,7 +1,6 @@
 """The message deleter: what it deletes, what it leaves, and that concurrent sweepers never double up."""
 
 import collections
-import threading
 from datetime import timedelta
 
 import pytest
@@ -15,6 +14,7 @@ from scheduler.jobs.deletions import DeletionSweep
 from scheduler.jobs.registry import job_run
 from scheduler.jobs.sweep import Sweep
 from scheduler.models import JobRun
+from tests.concurrency import run_in_threads
 from tests.factories import TelegramUserFactory
 
 
@@ -121,19 +121,7 @@ def test_two_concurrent_sweepers_process_each_row_exactly_once(fake, conf):
     PendingDeletion.objects.bulk_create(rows)
     fake.events.clear()
 
-    results = []
-
-    def run():
-        try:
-            results.append(sweep(fake, batch_size=100, concurrency=4))
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    results = run_in_threads(lambda: sweep(fake, batch_size=100, concurrency=4))
 
     assert sum(r[0] for r in results) == 2000
     assert all(r[0] > 0 for r in results), results  # both really took part
