@@ -130,7 +130,8 @@ def test_a_crash_mid_send_is_interrupted_not_resent(fake):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_two_senders_never_send_twice(fake):
+def test_two_senders_never_send_twice(fake, monkeypatch):
+    monkeypatch.setattr("botapp.services.broadcasts._wake_sender", lambda: None)  # no worker here to wake
     fake.latency = 0.001
     TelegramUser.objects.bulk_create([TelegramUser(telegram_id=700_000 + i) for i in range(600)])
     broadcast_start(broadcast=draft(buttons=""))
@@ -172,13 +173,15 @@ def test_admin_compose_validates_and_previews(operator):
 
 
 @pytest.mark.django_db
-def test_admin_start_action_queues_for_active_users(operator, monkeypatch):
+def test_admin_start_action_queues_for_active_users(operator, monkeypatch, django_capture_on_commit_callbacks):
     users(2)
     broadcast = draft()
     woken = []
     monkeypatch.setattr("botapp.services.broadcasts._wake_sender", lambda: woken.append(1))
     changelist = reverse("admin:botapp_broadcast_changelist")
-    response = operator.post(changelist, {"action": "start_sending", "_selected_action": [broadcast.pk]}, follow=True)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = operator.post(changelist, {"action": "start_sending", "_selected_action": [broadcast.pk]}, follow=True)
+    assert woken == [1]  # the sender is woken once the queue is committed
     assert "queued for 2 active users" in response.content.decode()
     broadcast.refresh_from_db()
     assert (broadcast.status, broadcast.total) == ("queued", 2)
