@@ -171,6 +171,9 @@ class PendingBatch(models.Model):
     first_message_id = models.BigIntegerField(null=True, blank=True)
     started_at = models.DateTimeField(default=clock.now)
 
+    class Meta:
+        verbose_name_plural = "pending batches"
+
     def __str__(self) -> str:
         return f"/batch by {self.admin_id}"
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.utils import timezone
 
@@ -69,4 +69,6 @@ def _next_run(task) -> datetime | None:
     last = task.last_run_at or now
     if timezone.is_naive(last):
         last = timezone.make_aware(last, timezone.utc)
-    return now + schedule.remaining_estimate(last)
+    moment = now + schedule.remaining_estimate(last)
+    # The estimate is computed against a second reading of the clock: round off the microseconds.
+    return (moment + timedelta(microseconds=500_000)).replace(microsecond=0)

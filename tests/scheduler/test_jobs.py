@@ -223,6 +223,7 @@ def test_dashboard_lists_jobs_with_last_and_next_run_and_flags_failures(operator
     assert rows["delete_due_messages"].failing and not rows["cleanup_tokens"].failing
     assert rows["delete_due_messages"].next_run - clock.now() <= timedelta(minutes=1)
     assert rows["cleanup_tokens"].schedule_text.startswith("0 0,12 * * *")
+    assert rows["delete_expired_broadcasts"].next_run.minute == 0  # on the hour, not 59:59.9
 
 
 def test_run_now_queues_the_task(operator, monkeypatch):
