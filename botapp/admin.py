@@ -6,8 +6,10 @@ from django.core.exceptions import ValidationError
 from django.http import HttpResponseRedirect
 from django.template.loader import render_to_string
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import format_html
 
+from botapp import clock
 from botapp.config import storage_channel_load
 from botapp.models import (
     BotSettings,
@@ -171,7 +173,7 @@ class PendingDeletionAdmin(admin.ModelAdmin):
 class BroadcastForm(forms.ModelForm):
     class Meta:
         model = Broadcast
-        fields = ("title", "text", "media_kind", "media", "buttons", "protect_content", "delete_after_minutes")
+        fields = ("title", "text", "media_kind", "media", "buttons", "protect_content", "delete_after_minutes", "scheduled_at")
 
     def clean_buttons(self):
         buttons_parse(self.cleaned_data["buttons"])  # raises a form error naming the line
@@ -185,6 +187,9 @@ class BroadcastForm(forms.ModelForm):
             self.add_error("text", "A caption is at most 1024 characters (Telegram's limit with media).")
         if not data.get("media_kind") and len(data.get("text", "")) > 4096:
             self.add_error("text", "A message is at most 4096 characters (Telegram's limit).")
+        when = data.get("scheduled_at")
+        if when and "scheduled_at" in self.changed_data and when < clock.now():
+            self.add_error("scheduled_at", "This time is in the past. Leave it empty to send when you start it.")
         return data
 
 
@@ -233,9 +238,15 @@ class BroadcastAdmin(admin.ModelAdmin):
             error = ""
         return render_to_string("admin/botapp/broadcast_preview.html", {"b": obj, "rows": rows, "error": error})
 
-    @admin.action(description="Start sending the selected drafts to every active user")
+    @admin.action(description="Start sending the selected drafts to every active user (now, or at their scheduled time)")
     def start_sending(self, request, queryset):
-        self._each(request, queryset, lambda b: f"queued for {broadcast_start(broadcast=b)} active users.", messages.SUCCESS)
+        def start(b):
+            total = broadcast_start(broadcast=b)
+            if b.status == Broadcast.Status.SCHEDULED:
+                return f"scheduled for {timezone.localtime(b.scheduled_at):%Y-%m-%d %H:%M %Z}."
+            return f"queued for {total} active users."
+
+        self._each(request, queryset, start, messages.SUCCESS)
 
     @admin.action(description="Cancel sending")
     def cancel_sending(self, request, queryset):

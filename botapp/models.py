@@ -210,6 +210,7 @@ class PendingDeletion(models.Model):
 class Broadcast(models.Model):
     class Status(models.TextChoices):
         DRAFT = "draft", "Draft"
+        SCHEDULED = "scheduled", "Scheduled"
         QUEUED = "queued", "Queued"
         SENDING = "sending", "Sending"
         DONE = "done", "Done"
@@ -237,6 +238,9 @@ class Broadcast(models.Model):
         validators=[MinValueValidator(1), MaxValueValidator(TELEGRAM_DELETE_WINDOW_MINUTES)],
         help_text="Delete from every chat after this long (at most 48 h, Telegram's limit). Empty: keep.",
     )
+    scheduled_at = models.DateTimeField(
+        null=True, blank=True, help_text="Send at this time (your time zone). Empty: as soon as you start it."
+    )
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.DRAFT)
     created_at = models.DateTimeField(default=clock.now)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -248,6 +252,10 @@ class Broadcast(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        indexes = [
+            # The sender's check for scheduled broadcasts that came due.
+            models.Index(fields=["scheduled_at"], name="broadcast_scheduled", condition=Q(status="scheduled")),
+        ]
 
     def __str__(self) -> str:
         return self.title

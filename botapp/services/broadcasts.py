@@ -68,36 +68,63 @@ class BroadcastMessage:
 
 
 def broadcast_start(*, broadcast: Broadcast) -> int:
-    """Queue a draft for every active user; returns how many. One INSERT ... SELECT, whatever the
-    number of users. The sender is woken when the transaction commits."""
+    """Start a draft: queue it for every active user now, or, when its `scheduled_at` is in the
+    future, schedule it (users are chosen when it comes due, so later joiners get it too).
+    Returns how many users it was queued for (0 when scheduled)."""
     if broadcast.status != Broadcast.Status.DRAFT:
         raise ValidationError(f"Only a draft can be started; this one is {broadcast.get_status_display().lower()}.")
     with transaction.atomic():
         locked = Broadcast.objects.select_for_update().get(pk=broadcast.pk)
         if locked.status != Broadcast.Status.DRAFT:
             raise ValidationError("This broadcast was started already.")
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"""INSERT INTO {BroadcastDelivery._meta.db_table} (broadcast_id, user_id, chat_id, status, error)
-                    SELECT %s, id, telegram_id, %s, '' FROM {TelegramUser._meta.db_table} WHERE state = %s""",
-                [broadcast.pk, BroadcastDelivery.Status.PENDING, TelegramUser.State.ACTIVE],
-            )
-            total = cursor.rowcount
-        now = clock.now()
-        status = Broadcast.Status.QUEUED if total else Broadcast.Status.DONE
-        Broadcast.objects.filter(pk=broadcast.pk).update(
-            status=status, total=total, started_at=now, finished_at=None if total else now
-        )
-        if total:
-            transaction.on_commit(_wake_sender)
+        if locked.scheduled_at and locked.scheduled_at > clock.now():
+            Broadcast.objects.filter(pk=broadcast.pk).update(status=Broadcast.Status.SCHEDULED)
+            total = 0
+        else:
+            total = _queue(locked)
     broadcast.refresh_from_db()
+    return total
+
+
+def broadcasts_start_due() -> int:
+    """Queue scheduled broadcasts whose time has come (the sender runs this every minute)."""
+    started = 0
+    due = Broadcast.objects.filter(status=Broadcast.Status.SCHEDULED, scheduled_at__lte=clock.now()).values_list("pk", flat=True)
+    for pk in due:
+        with transaction.atomic():
+            locked = (
+                Broadcast.objects.select_for_update(skip_locked=True).filter(pk=pk, status=Broadcast.Status.SCHEDULED).first()
+            )
+            if locked is not None:
+                _queue(locked)
+                started += 1
+    return started
+
+
+def _queue(broadcast: Broadcast) -> int:
+    """One delivery row per active user (one INSERT ... SELECT, whatever the number of users);
+    the sender is woken when the transaction commits. Call inside a transaction, row locked."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""INSERT INTO {BroadcastDelivery._meta.db_table} (broadcast_id, user_id, chat_id, status, error)
+                SELECT %s, id, telegram_id, %s, '' FROM {TelegramUser._meta.db_table} WHERE state = %s""",
+            [broadcast.pk, BroadcastDelivery.Status.PENDING, TelegramUser.State.ACTIVE],
+        )
+        total = cursor.rowcount
+    now = clock.now()
+    status = Broadcast.Status.QUEUED if total else Broadcast.Status.DONE
+    Broadcast.objects.filter(pk=broadcast.pk).update(
+        status=status, total=total, started_at=now, finished_at=None if total else now
+    )
+    if total:
+        transaction.on_commit(_wake_sender)
     return total
 
 
 def broadcast_cancel(*, broadcast: Broadcast) -> int:
     """Stop sending: deliveries not yet sent stay unsent. Returns how many were left unsent."""
-    if broadcast.status not in (Broadcast.Status.QUEUED, Broadcast.Status.SENDING):
-        raise ValidationError("Only a broadcast that is sending can be cancelled.")
+    if broadcast.status not in (Broadcast.Status.SCHEDULED, Broadcast.Status.QUEUED, Broadcast.Status.SENDING):
+        raise ValidationError("Only a scheduled or sending broadcast can be cancelled.")
     Broadcast.objects.filter(pk=broadcast.pk).update(status=Broadcast.Status.CANCELLED, finished_at=clock.now())
     left = broadcast.deliveries.filter(status=BroadcastDelivery.Status.PENDING).count()
     broadcast.refresh_from_db()

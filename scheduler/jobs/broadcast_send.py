@@ -19,7 +19,7 @@ from django.db.models import Exists, F, OuterRef
 
 from botapp import clock
 from botapp.models import Broadcast, BroadcastDelivery, TelegramUser
-from botapp.services.broadcasts import BroadcastMessage
+from botapp.services.broadcasts import BroadcastMessage, broadcasts_start_due
 from botapp.telegram.gateway import FloodWait, Gateway, TelegramError, UserBlocked, UserDeactivated
 from scheduler.jobs.registry import Job, Outcome, job_register
 from scheduler.jobs.sweep import sweep_outcome
@@ -118,9 +118,13 @@ def send_broadcasts(*, gateway: Gateway, dry_run: bool = False, batch_size: int 
     if dry_run:
         due = BroadcastDelivery.objects.filter(status=Status.PENDING, broadcast__status__in=ACTIVE).count()
         return Outcome(due, detail="broadcast messages waiting to be sent")
-    return sweep_outcome(
+    started = broadcasts_start_due()
+    outcome = sweep_outcome(
         BroadcastSendSweep(gateway), batch_size=batch_size, time_budget=time_budget, concurrency=settings.BROADCAST_THREADS
     )
+    if started:
+        outcome.detail += f", {started} scheduled broadcast(s) started"
+    return outcome
 
 
 job_register(Job("send_broadcasts", send_broadcasts, {"minute": "*"}, "Send queued broadcasts", needs_gateway=True))

@@ -186,3 +186,42 @@ def test_admin_start_action_queues_for_active_users(operator, monkeypatch, djang
     broadcast.refresh_from_db()
     assert (broadcast.status, broadcast.total) == ("queued", 2)
     assert "0/2 (0%)" in operator.get(changelist).content.decode()
+
+
+@pytest.mark.django_db
+def test_a_scheduled_broadcast_goes_out_at_its_time_to_whoever_is_active_then(fake):
+    early = users(1)[0]
+    broadcast = draft(scheduled_at=clock.now() + timedelta(hours=2), buttons="")
+    assert broadcast_start(broadcast=broadcast) == 0
+    assert broadcast.status == "scheduled" and not BroadcastDelivery.objects.exists()
+
+    late = users(1)[0]  # joins after the broadcast was scheduled
+    clock.clock_advance(timedelta(hours=1))
+    job_run("send_broadcasts", trigger="test", gateway=fake)
+    assert fake.bot_messages(early.telegram_id) == []
+
+    clock.clock_advance(timedelta(hours=1, minutes=1))
+    outcome = job_run("send_broadcasts", trigger="test", gateway=fake)
+    assert "1 scheduled broadcast(s) started" in outcome.detail
+    assert len(fake.bot_messages(early.telegram_id)) == 1 and len(fake.bot_messages(late.telegram_id)) == 1
+    assert Broadcast.objects.get(pk=broadcast.pk).status == "done"
+
+
+@pytest.mark.django_db
+def test_a_scheduled_broadcast_can_be_cancelled_before_its_time(fake):
+    users(1)
+    broadcast = draft(scheduled_at=clock.now() + timedelta(hours=1))
+    broadcast_start(broadcast=broadcast)
+    assert broadcast_cancel(broadcast=broadcast) == 0
+    clock.clock_advance(timedelta(hours=2))
+    assert job_run("send_broadcasts", trigger="test", gateway=fake).processed == 0
+    assert Broadcast.objects.get(pk=broadcast.pk).status == "cancelled"
+
+
+@pytest.mark.django_db
+def test_admin_refuses_a_schedule_in_the_past(operator):
+    response = operator.post(
+        reverse("admin:botapp_broadcast_add"),
+        {"title": "x", "text": "hi", "media_kind": "", "media": "", "scheduled_at_0": "2020-01-01", "scheduled_at_1": "10:00:00"},
+    )
+    assert "scheduled_at" in response.context["adminform"].form.errors
