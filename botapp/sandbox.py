@@ -21,6 +21,7 @@ from typing import TextIO
 from urllib.parse import parse_qs, urlparse
 
 from botapp import clock
+from botapp.services.outgoing import click_record, click_token_of
 from botapp.telegram.fake import Event, FakeTelegram
 from botapp.telegram.gateway import Button, Media, TgUser
 from botapp.telegram.router import Router
@@ -132,16 +133,24 @@ class Sandbox:
         if button.callback_data is not None:
             self.router.handle_callback(self.fake.callback_query(self.user(user_id), msg, button.callback_data))
             return
-        payload = self.deep_link_payload(button.url)
+        target = self.follow(button.url)
+        payload = self.deep_link_payload(target)
         if payload is None:
-            self.note(f"user {user_id} opens {button.url} (outside Telegram)")
+            self.note(f"user {user_id} opens {target} (outside the bot)")
             return
         # Telegram turns an opened t.me/<bot>?start=X link into "/start X" from the user.
         self.say(user_id, f"/start {payload}".strip())
 
-    def deep_link_payload(self, url: str) -> str | None:
-        if self.links is not None:
+    def follow(self, url: str) -> str:
+        """Where a link button really leads, as a browser would find out."""
+        token = click_token_of(url)
+        if token is not None:  # a tracked button: Courier's redirect records the click, then forwards
+            url = click_record(token) or url
+        if self.links is not None:  # a shortlink
             url = self.links(url) or url
+        return url
+
+    def deep_link_payload(self, url: str) -> str | None:
         parsed = urlparse(url)
         if (
             parsed.netloc.lower() not in ("t.me", "telegram.me")
@@ -154,9 +163,16 @@ class Sandbox:
         before = clock.now()
         after = clock.clock_advance(delta)
         self.note(f"clock {_fmt(before)} -> {_fmt(after)}")
+        ran, busy = [], []
         for job in jobs_due_between(before, after):
             outcome = job_run(job.name, trigger="sandbox", gateway=self.fake)
-            self.note(f"job {job.name}: {outcome}")
+            ran.append(job.name)
+            if outcome.processed or outcome.failed:
+                busy.append(f"{job.name}: {outcome}")
+        if ran:
+            self.note(f"jobs run: {', '.join(ran)}", jobs=ran, results=busy)
+        for line in busy:
+            self.note(f"job {line}")
 
     def run(self, stream: TextIO, *, interactive: bool = False) -> int:
         failures = 0
@@ -194,11 +210,25 @@ def stdin_is_tty() -> bool:
 
 
 def demo_setup(fake: FakeTelegram, *, storage_channel_id: int):
-    """Demo data: verification on (through the in-memory shortener), 30-minute auto-delete, and a
-    two-message batch in the sandbox's storage channel (a document and a note). Returns the file."""
-    from botapp.models import BotSettings
+    """Demo data: verification on (through the in-memory shortener), 30-minute auto-delete, an
+    onboarding sequence (after 10 min a tracked channel button; after 60 min a reminder only for
+    users who did not tap it), and a two-message batch in the sandbox's storage channel (a document
+    and a note). Returns the file."""
+    from botapp.models import BotSettings, Sequence
     from botapp.services.files import file_store
 
+    sequence = Sequence.objects.create(name="Demo onboarding")
+    sequence.steps.create(
+        delay_minutes=10,
+        text="Welcome aboard! Our channel has news every day.",
+        buttons="📣 Open the channel | https://t.me/courier_news | channel",
+    )
+    sequence.steps.create(
+        delay_minutes=60,
+        text="Still not in our channel? You are missing the daily news.",
+        condition="not_clicked",
+        condition_button="channel",
+    )
     conf = BotSettings.load()
     conf.verification_enabled = True
     conf.how_to_verify_url = "https://example.com/how-to-verify"

@@ -17,6 +17,9 @@ DEBUG = env.bool("DEBUG", default=False)
 SECRET_KEY = env("SECRET_KEY", default="dev-only-insecure-key-do-not-use-in-production" if DEBUG else "")
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1"] if DEBUG else [])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+# The public https address of the web process (e.g. https://courier.example.com): tracked buttons
+# send users through PUBLIC_URL/go/... Empty: buttons cannot be tracked.
+PUBLIC_URL = env("PUBLIC_URL", default="")
 
 INSTALLED_APPS = [
     "django.contrib.admin",

@@ -5,5 +5,6 @@ from botapp import views
 
 urlpatterns = [
     path("health/", views.health, name="health"),
+    path("go/<str:token>/", views.go, name="go"),
     path("", admin.site.urls),
 ]

@@ -12,59 +12,35 @@ from datetime import timedelta
 
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
-from django.utils.html import escape
 
 from botapp import clock
 from botapp.models import Broadcast, BroadcastDelivery, TelegramUser
-from botapp.telegram.gateway import Button, Gateway, Media, Sent
-
-MAX_BUTTON_TEXT = 64
-
-
-def buttons_parse(text: str) -> list[list[Button]]:
-    """One row per line: `Text | https://url`; `||` separates buttons on one row."""
-    rows = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        row = []
-        for part in line.split("||"):
-            label, sep, url = (p.strip() for p in part.partition("|"))
-            if not sep or not label or not url:
-                raise ValidationError(f'Line {number}: write a button as "Text | https://example.com".')
-            if not url.startswith(("https://", "http://", "tg://")):
-                raise ValidationError(f"Line {number}: {escape(url)} is not a link (https://, http:// or tg://).")
-            if len(label) > MAX_BUTTON_TEXT:
-                raise ValidationError(f"Line {number}: button text is at most {MAX_BUTTON_TEXT} characters.")
-            row.append(Button(label, url=url))
-        rows.append(row)
-    return rows
+from botapp.services.outgoing import Outgoing, buttons_parse  # noqa: F401 - buttons_parse is part of this API
+from botapp.telegram.gateway import Gateway, Sent
 
 
 @dataclass(frozen=True)
 class BroadcastMessage:
     """A broadcast, ready to send: parsed once per batch, sent once per user."""
 
-    text: str
-    media: Media | None
-    buttons: list[list[Button]] | None
-    protect: bool
+    outgoing: Outgoing
     delete_after: timedelta | None
 
     @classmethod
     def of(cls, broadcast: Broadcast) -> BroadcastMessage:
         return cls(
-            text=broadcast.text,
-            media=Media(broadcast.media_kind, broadcast.media) if broadcast.media_kind else None,
-            buttons=buttons_parse(broadcast.buttons) or None,
-            protect=broadcast.protect_content,
+            outgoing=Outgoing.compose(
+                text=broadcast.text,
+                media_kind=broadcast.media_kind,
+                media=broadcast.media,
+                buttons=broadcast.buttons,
+                protect=broadcast.protect_content,
+            ),
             delete_after=timedelta(minutes=broadcast.delete_after_minutes) if broadcast.delete_after_minutes else None,
         )
 
-    def send(self, gateway: Gateway, chat_id: int) -> Sent:
-        if self.media is not None:
-            return gateway.send_media(chat_id, self.media, caption=self.text, buttons=self.buttons, protect=self.protect)
-        return gateway.send_text(chat_id, self.text, buttons=self.buttons, protect=self.protect)
+    def send(self, gateway: Gateway, chat_id: int, *, user_id: int) -> Sent:
+        return self.outgoing.send(gateway, chat_id, user_id=user_id)
 
 
 def broadcast_start(*, broadcast: Broadcast) -> int:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from botapp.models import BotSettings, TelegramUser
 from botapp.services import batches, users
 from botapp.services.delivery import Delivery, channels_missing
+from botapp.services.sequences import sequences_enroll
 from botapp.services.shortener import shortener_for
 from botapp.services.stats import stat_today
 from botapp.services.texts import text_render
@@ -105,7 +106,9 @@ class Router:
 
     def cmd_start(self, msg: IncomingMessage, payload: str) -> None:
         user, created = users.user_seen(tg=msg.user, start_payload=payload)
-        if not created:
+        if created:
+            sequences_enroll(user=user)
+        else:
             users.user_resume(user=user)
         conf = BotSettings.load()
         if payload:

@@ -66,7 +66,7 @@ class BroadcastSendSweep:
     def work(self, row: tuple[int, int, int, int]) -> Result:
         delivery_id, broadcast_id, user_id, chat_id = row
         try:
-            sent = self.messages[broadcast_id].send(self.gateway, chat_id)
+            sent = self.messages[broadcast_id].send(self.gateway, chat_id, user_id=user_id)
         except FloodWait as exc:  # not sent: may go again later
             return Result(delivery_id, broadcast_id, user_id, Status.PENDING, error=str(exc))
         except UserBlocked:

@@ -122,6 +122,7 @@ def test_sandbox_whole_journey(monkeypatch):
         ("send", "⏳ These files will be deleted "),
         ("delete", ""),
         ("send", "Previous message was deleted."),
+        ("send", "Welcome aboard! Our channel ha"),  # the demo onboarding sequence, 10 min after /start
         ("copy", "Courier handbook"),
         ("copy", "Thanks for trying Courier!"),
         ("send", "⏳ These files will be deleted "),

@@ -8,8 +8,8 @@ from django.urls import reverse
 
 from botapp import clock
 from botapp.models import Broadcast, BroadcastDelivery, TelegramUser
-from botapp.services.broadcasts import broadcast_cancel, broadcast_start, buttons_parse
-from botapp.telegram.gateway import Button, FloodWait, Media
+from botapp.services.broadcasts import broadcast_cancel, broadcast_start
+from botapp.telegram.gateway import FloodWait, Media
 from scheduler.jobs.broadcast_send import BroadcastSendSweep
 from scheduler.jobs.registry import job_run
 from scheduler.jobs.sweep import Sweep
@@ -28,17 +28,6 @@ def draft(**kwargs):
         "buttons": "Shop | https://shop.example\nA | https://a.example || B | https://b.example",
     }
     return Broadcast.objects.create(**{**fields, **kwargs})
-
-
-def test_buttons_parse_rows_and_explains_mistakes():
-    assert buttons_parse("Shop | https://s.example\nA | https://a.example || B | tg://resolve?domain=x") == [
-        [Button("Shop", url="https://s.example")],
-        [Button("A", url="https://a.example"), Button("B", url="tg://resolve?domain=x")],
-    ]
-    with pytest.raises(ValidationError, match="Line 2"):
-        buttons_parse("ok | https://ok.example\nno link here")
-    with pytest.raises(ValidationError, match="not a link"):
-        buttons_parse("x | ftp://nope")
 
 
 @pytest.mark.django_db

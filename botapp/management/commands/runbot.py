@@ -99,6 +99,8 @@ class Command(BaseCommand):
             # Job and service logs would drown the conversation; --verbosity 2 shows them.
             logging.getLogger().setLevel(logging.WARNING)
         call_command("migrate", verbosity=0, interactive=False)
+        if not settings.PUBLIC_URL:
+            settings.PUBLIC_URL = "https://courier.example"  # tracked buttons need an address; the sandbox follows them itself
         fake = FakeTelegram(username=_remember_username("CourierBot"))
         storage = storage_channel_load() or SANDBOX_STORAGE
         fake.create_channel(storage)

@@ -1,0 +1,145 @@
+"""The sequence sender: sends due onboarding steps. A step is skipped when the user has stopped
+messages (or cannot be reached) or its click condition does not hold when it comes due."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+
+from botapp import clock
+from botapp.models import ButtonClick, SequenceMessage, SequenceStep, TelegramUser
+from botapp.services.outgoing import Outgoing
+from botapp.telegram.gateway import FloodWait, Gateway, TelegramError, UserBlocked, UserDeactivated
+from scheduler.jobs.registry import Job, Outcome, job_register
+from scheduler.jobs.sweep import sweep_outcome
+
+log = logging.getLogger(__name__)
+
+Status = SequenceMessage.Status
+Condition = SequenceStep.Condition
+LEASE = timedelta(minutes=5)
+
+
+@dataclass
+class Due:
+    id: int
+    step_id: int
+    user_id: int
+    chat_id: int
+    skip: str = ""  # why it is not sent
+
+
+@dataclass
+class Result:
+    id: int
+    user_id: int
+    status: str
+    message_id: int | None = None
+    error: str = ""
+    unreachable: str = ""
+
+
+@dataclass
+class SequenceSendSweep:
+    gateway: Gateway
+    messages: dict[int, Outgoing] = field(default_factory=dict)
+
+    def claim(self, n: int) -> list[Due]:
+        now = clock.now()
+        with transaction.atomic():
+            rows = [
+                Due(*r)
+                for r in SequenceMessage.objects.select_for_update(skip_locked=True, of=("self",))
+                .filter(status=Status.PENDING, due_at__lte=now)
+                .order_by("due_at")
+                .values_list("id", "step_id", "user_id", "chat_id")[:n]
+            ]
+            if not rows:
+                return []
+            SequenceMessage.objects.filter(id__in=[r.id for r in rows]).update(status=Status.SENDING, lease_until=now + LEASE)
+        steps = SequenceStep.objects.in_bulk({r.step_id for r in rows})
+        user_ids = {r.user_id for r in rows}
+        states = dict(TelegramUser.objects.filter(id__in=user_ids).values_list("id", "state"))
+        keys = {s.condition_button for s in steps.values() if s.condition != Condition.ALWAYS}
+        clicked = (
+            set(ButtonClick.objects.filter(user_id__in=user_ids, button__in=keys).values_list("user_id", "button"))
+            if keys
+            else set()
+        )
+        for row in rows:
+            step = steps[row.step_id]
+            if states.get(row.user_id) != TelegramUser.State.ACTIVE:
+                row.skip = f"user is {states.get(row.user_id, 'gone')}"
+            elif step.condition == Condition.NOT_CLICKED and (row.user_id, step.condition_button) in clicked:
+                row.skip = f"clicked {step.condition_button}"
+            elif step.condition == Condition.CLICKED and (row.user_id, step.condition_button) not in clicked:
+                row.skip = f"did not click {step.condition_button}"
+        self.messages = {
+            step.pk: Outgoing.compose(
+                text=step.text, media_kind=step.media_kind, media=step.media, buttons=step.buttons, protect=step.protect_content
+            )
+            for step in steps.values()
+        }
+        return rows
+
+    def work(self, due: Due) -> Result:
+        if due.skip:
+            return Result(due.id, due.user_id, Status.SKIPPED, error=due.skip)
+        try:
+            sent = self.messages[due.step_id].send(self.gateway, due.chat_id, user_id=due.user_id)
+        except FloodWait as exc:  # not sent: try again next run
+            return Result(due.id, due.user_id, Status.PENDING, error=str(exc))
+        except UserBlocked:
+            return Result(due.id, due.user_id, Status.SKIPPED, error="blocked the bot", unreachable=TelegramUser.State.BLOCKED)
+        except UserDeactivated:
+            return Result(
+                due.id, due.user_id, Status.SKIPPED, error="account deleted", unreachable=TelegramUser.State.DEACTIVATED
+            )
+        except TelegramError as exc:
+            log.warning("sequence send failed message=%s chat=%s: %s", due.id, due.chat_id, exc)
+            return Result(due.id, due.user_id, Status.FAILED, error=str(exc)[:255])
+        return Result(due.id, due.user_id, Status.SENT, message_id=sent.message_id)
+
+    def record(self, results: list[Result]) -> tuple[int, int]:
+        now = clock.now()
+        SequenceMessage.objects.bulk_update(
+            [
+                SequenceMessage(
+                    id=r.id,
+                    status=r.status,
+                    message_id=r.message_id,
+                    error=r.error[:255],
+                    lease_until=None,
+                    sent_at=now if r.status == Status.SENT else None,
+                )
+                for r in results
+            ],
+            ["status", "message_id", "error", "lease_until", "sent_at"],
+        )
+        for state in (TelegramUser.State.BLOCKED, TelegramUser.State.DEACTIVATED):
+            ids = [r.user_id for r in results if r.unreachable == state]
+            if ids:
+                TelegramUser.objects.filter(id__in=ids).update(state=state)
+        return sum(r.status in (Status.SENT, Status.SKIPPED) for r in results), sum(
+            r.status in (Status.FAILED, Status.PENDING) for r in results
+        )
+
+
+def send_sequence_messages(
+    *, gateway: Gateway, dry_run: bool = False, batch_size: int = 200, time_budget: float = 50.0
+) -> Outcome:
+    if dry_run:
+        due = SequenceMessage.objects.filter(status=Status.PENDING, due_at__lte=clock.now()).count()
+        return Outcome(due, detail="sequence messages due")
+    return sweep_outcome(
+        SequenceSendSweep(gateway), batch_size=batch_size, time_budget=time_budget, concurrency=settings.BROADCAST_THREADS
+    )
+
+
+job_register(
+    Job("send_sequence_messages", send_sequence_messages, {"minute": "*"}, "Send due onboarding messages", needs_gateway=True)
+)

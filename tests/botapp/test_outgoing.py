@@ -1,0 +1,51 @@
+"""Composed messages: button lines, tracked buttons and the click redirect."""
+
+import pytest
+from django.core.exceptions import ValidationError
+
+from botapp.models import ButtonClick
+from botapp.services.outgoing import ButtonSpec, Outgoing, buttons_parse, click_token_of
+from tests.factories import TelegramUserFactory
+
+
+def test_buttons_parse_rows_and_explains_mistakes(settings):
+    settings.PUBLIC_URL = "https://courier.example"
+    assert buttons_parse("Shop | https://s.example\nA | https://a.example || B | tg://resolve?domain=x | b-key") == [
+        [ButtonSpec("Shop", "https://s.example")],
+        [ButtonSpec("A", "https://a.example"), ButtonSpec("B", "tg://resolve?domain=x", "b-key")],
+    ]
+    with pytest.raises(ValidationError, match="Line 2"):
+        buttons_parse("ok | https://ok.example\nno link here")
+    with pytest.raises(ValidationError, match="not a link"):
+        buttons_parse("x | ftp://nope")
+    with pytest.raises(ValidationError, match="a-z, 0-9"):
+        buttons_parse("x | https://x.example | Bad Key")
+
+
+def test_tracking_needs_a_public_url(settings):
+    settings.PUBLIC_URL = ""
+    with pytest.raises(ValidationError, match="PUBLIC_URL"):
+        buttons_parse("Join | https://t.me/+abc | joined")
+
+
+@pytest.mark.django_db
+def test_a_tracked_button_records_the_click_and_redirects(client, settings, fake):
+    settings.PUBLIC_URL = "https://courier.example"
+    settings.SECURE_SSL_REDIRECT = False
+    user = TelegramUserFactory()
+    message = Outgoing.compose(text="Hi", media_kind="", media="", buttons="Join | https://t.me/+abc | joined", protect=False)
+    sent = message.send(fake, user.telegram_id, user_id=user.pk)
+
+    url = fake.message(user.telegram_id, sent.message_id).buttons[0][0].url
+    assert url.startswith("https://courier.example/go/")
+    response = client.get(f"/go/{click_token_of(url)}/")
+
+    assert response.status_code == 302 and response["Location"] == "https://t.me/+abc"
+    assert list(ButtonClick.objects.values_list("user_id", "button")) == [(user.pk, "joined")]
+
+
+@pytest.mark.django_db
+def test_a_forged_click_link_is_refused(client, settings):
+    settings.SECURE_SSL_REDIRECT = False
+    assert client.get("/go/not-a-real-token/").status_code == 404
+    assert not ButtonClick.objects.exists()

@@ -1,0 +1,129 @@
+"""Onboarding sequences: enrolled at the first /start, each step sent once when due, if its
+condition holds and the user still wants messages."""
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from botapp import clock
+from botapp.models import ButtonClick, Sequence, SequenceMessage, TelegramUser
+from botapp.telegram.gateway import TgUser
+from scheduler.jobs.registry import job_run
+from scheduler.jobs.sequence_send import SequenceSendSweep
+from scheduler.jobs.sweep import Sweep
+
+pytestmark = pytest.mark.django_db
+
+BOB = TgUser(id=2002, first_name="Bob")
+
+
+@pytest.fixture
+def onboarding(settings):
+    settings.PUBLIC_URL = "https://courier.example"
+    sequence = Sequence.objects.create(name="Onboarding")
+    sequence.steps.create(delay_minutes=10, text="Join us", buttons="Join | https://t.me/+news | joined")
+    sequence.steps.create(delay_minutes=60, text="Still not joined?", condition="not_clicked", condition_button="joined")
+    sequence.steps.create(delay_minutes=120, text="Thanks for joining!", condition="clicked", condition_button="joined")
+    return sequence
+
+
+def texts(fake, user):
+    return [m.text for m in fake.bot_messages(user.id)]
+
+
+def run(fake):
+    return job_run("send_sequence_messages", trigger="test", gateway=fake)
+
+
+def test_steps_go_out_when_due_and_follow_the_click_condition(chat, alice, fake, onboarding):
+    chat(alice, "/start")
+    chat(BOB, "/start")
+    assert SequenceMessage.objects.count() == 6
+
+    clock.clock_advance(timedelta(minutes=9))
+    assert run(fake).processed == 0
+    clock.clock_advance(timedelta(minutes=2))
+    run(fake)
+    assert texts(fake, alice)[-1] == "Join us"
+
+    ButtonClick.objects.create(user=TelegramUser.objects.get(telegram_id=alice.id), button="joined")
+    clock.clock_advance(timedelta(hours=2))
+    run(fake)
+
+    assert texts(fake, alice) == ["Hello Alice! I deliver files shared through my links.", "Join us", "Thanks for joining!"]
+    assert texts(fake, BOB) == ["Hello Bob! I deliver files shared through my links.", "Join us", "Still not joined?"]
+    skipped = SequenceMessage.objects.filter(status="skipped").values_list("user__telegram_id", "error")
+    assert sorted(skipped) == [(alice.id, "clicked joined"), (BOB.id, "did not click joined")]
+    assert run(fake).processed == 0  # nothing twice
+
+
+def test_returning_users_are_not_enrolled_again(chat, alice, onboarding):
+    chat(alice, "/start")
+    chat(alice, "/start")
+    assert SequenceMessage.objects.count() == 3
+
+
+def test_a_sequence_can_be_limited_to_one_start_payload(chat, alice, onboarding):
+    onboarding.start_payload = "spring"
+    onboarding.save()
+    chat(alice, "/start")
+    chat(BOB, "/start spring")
+    assert set(SequenceMessage.objects.values_list("user__telegram_id", flat=True)) == {BOB.id}
+
+
+def test_stop_skips_the_rest_and_blocking_is_noticed(chat, alice, fake, onboarding):
+    chat(alice, "/start")
+    chat(BOB, "/start")
+    chat(alice, "/stop")
+    fake.block(BOB.id)
+    clock.clock_advance(timedelta(minutes=11))
+    run(fake)
+
+    assert texts(fake, alice)[-1].startswith("You will get no more messages")
+    assert TelegramUser.objects.get(telegram_id=BOB.id).state == "blocked"
+    assert dict(SequenceMessage.objects.filter(step__delay_minutes=10).values_list("user__telegram_id", "error")) == {
+        alice.id: "user is stopped",
+        BOB.id: "blocked the bot",
+    }
+
+
+def test_a_crash_mid_send_is_interrupted_not_resent(chat, alice, fake, onboarding):
+    chat(alice, "/start")
+    clock.clock_advance(timedelta(minutes=11))
+    SequenceSendSweep(fake).claim(10)  # marked sending... then the worker dies
+    clock.clock_advance(timedelta(minutes=6))
+    job_run("reap_expired_claims", trigger="test")
+    run(fake)
+    assert SequenceMessage.objects.get(step__delay_minutes=10).status == "interrupted"
+    assert "Join us" not in texts(fake, alice)
+
+
+def test_batch_queries_do_not_grow_with_batch_size(fake, onboarding):
+    step = onboarding.steps.get(delay_minutes=60)  # a conditional step: the click lookup is part of the batch
+
+    def queries_for(n):
+        SequenceMessage.objects.all().delete()
+        users = TelegramUser.objects.bulk_create([TelegramUser(telegram_id=900_000 + n * 1000 + i) for i in range(n)])
+        SequenceMessage.objects.bulk_create(
+            [SequenceMessage(user=u, step=step, chat_id=u.telegram_id, due_at=clock.now() - timedelta(minutes=1)) for u in users]
+        )
+        sweep = SequenceSendSweep(fake)
+        with CaptureQueriesContext(connection) as ctx:
+            assert Sweep(sweep.claim, sweep.work, sweep.record, batch_size=n, concurrency=1).run()[0] == n
+        return len(ctx.captured_queries)
+
+    assert queries_for(10) == queries_for(200)
+
+
+def test_admin_step_needs_a_button_key_for_a_condition(admin_client, settings):
+    settings.SECURE_SSL_REDIRECT = False
+    sequence = Sequence.objects.create(name="S")
+    response = admin_client.post(
+        reverse("admin:botapp_sequencestep_add"),
+        {"sequence": sequence.pk, "delay_minutes": 5, "text": "hi", "media_kind": "", "media": "", "condition": "not_clicked"},
+    )
+    assert "condition_button" in response.context["adminform"].form.errors
+    assert admin_client.get(reverse("admin:botapp_sequence_changelist")).status_code == 200
