@@ -30,8 +30,9 @@ from botapp.models import (
     TelegramUser,
     VerificationToken,
 )
-from botapp.services.broadcasts import broadcast_cancel, broadcast_start, buttons_parse
+from botapp.services.broadcasts import broadcast_cancel, broadcast_start
 from botapp.services.files import MAX_BATCH, bot_username_cached, deep_link
+from botapp.services.outgoing import buttons_parse
 
 admin.site.site_header = "Courier"
 admin.site.site_title = "Courier"

@@ -15,7 +15,7 @@ from django.db import connection, transaction
 
 from botapp import clock
 from botapp.models import Broadcast, BroadcastDelivery, TelegramUser
-from botapp.services.outgoing import Outgoing, buttons_parse  # noqa: F401 - buttons_parse is part of this API
+from botapp.services.outgoing import Outgoing
 from botapp.telegram.gateway import Gateway, Sent
 
 

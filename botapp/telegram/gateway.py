@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 # Telegram refuses more ids than this in one delete call.
 DELETE_CHUNK = 100
@@ -132,14 +132,6 @@ class TransientError(TelegramError):
 
 
 # --- The interface ------------------------------------------------------------------------
-
-
-@dataclass
-class DeleteResult:
-    requested: int
-    deleted: int
-    calls: int = 0
-    skipped: list[int] = field(default_factory=list)
 
 
 class Gateway(abc.ABC):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from celery.schedules import crontab
@@ -39,8 +39,6 @@ class Job:
     cron: dict[str, str]  # crontab fields, in TIME_ZONE: minute, hour, day_of_week, day_of_month, month_of_year
     summary: str
     needs_gateway: bool = False
-    supports_dry_run: bool = True
-    task_kwargs: dict = field(default_factory=dict)
 
     @property
     def task_name(self) -> str:
