@@ -107,6 +107,17 @@ class Sandbox:
         line = line.strip()
         if not line or line.startswith("#"):
             return True
+        try:
+            return self._feed(line)
+        except OverflowError:
+            self.note(f"that is too far: {line!r} (wait at most a few years)")
+            return False
+
+    def _feed(self, line: str) -> bool:
+        user = re.match(r"^(\d+)", line)
+        if user and int(user[1]) == 0:
+            self.note("Telegram user ids start at 1")
+            return False
         if m := WAIT_RE.match(line):
             self.wait(duration_parse(m["span"]))
         elif m := TAP_RE.match(line):
@@ -115,6 +126,9 @@ class Sandbox:
             self.fake.block(int(m["user"]))
             self.note(f"user {m['user']} blocked the bot")
         elif m := MESSAGE_RE.match(line):
+            if not m["text"].strip():
+                self.note("Telegram does not deliver empty messages: write something after the colon")
+                return False
             self.say(int(m["user"]), m["text"])
         else:
             self.note(f"not understood: {line!r} (try '1001: /start', '1001 tap Close', 'wait 31m', '1001 blocks')")

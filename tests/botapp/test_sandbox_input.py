@@ -1,0 +1,55 @@
+"""The sandbox reads whatever a person types: every line gets an answer, none crashes it."""
+
+import io
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from botapp.sandbox import Sandbox, duration_parse
+from botapp.telegram.gateway import TgUser
+from botapp.telegram.router import SORRY
+
+pytestmark = pytest.mark.django_db
+
+LINES = st.one_of(
+    st.text(max_size=60),
+    st.builds(lambda u, t: f"{u}: {t}", st.integers(0, 10**12), st.text(max_size=40)),
+    st.builds(lambda u, t: f"{u} tap {t}", st.integers(0, 10**6), st.text(max_size=20)),
+    st.builds(lambda n, unit: f"wait {n}{unit}", st.integers(0, 10**15), st.sampled_from("smhd")),
+)
+
+
+@pytest.fixture
+def box(fake, bot):
+    return Sandbox(fake=fake, router=bot, out=io.StringIO())
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(line=LINES)
+def test_any_line_is_answered_and_never_crashes(box, line):
+    before = box.out.tell()
+    box.feed(line)
+    written = box.out.getvalue()[before:]
+    assert SORRY not in written
+    if line.strip() and not line.strip().startswith("#"):
+        assert written, f"no answer to {line!r}"
+
+
+def test_durations():
+    from datetime import timedelta
+
+    assert duration_parse("1h30m") == timedelta(hours=1, minutes=30)
+    assert duration_parse("2d 5s") == timedelta(days=2, seconds=5)
+
+
+def test_a_tap_without_a_matching_button_says_so(box):
+    box.feed("1001 tap Nothing here")
+    assert "has no message with a button 'Nothing here'" in box.out.getvalue()
+
+
+def test_blocks(box, fake, chat):
+    box.feed("1001 blocks")
+    with pytest.raises(Exception):
+        fake.send_text(1001, "hi")
+    chat(TgUser(id=1001, first_name="A"), "/start")  # writing again unblocks, as in Telegram
