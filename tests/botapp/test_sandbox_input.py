@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from botapp.sandbox import Sandbox, duration_parse
-from botapp.telegram.gateway import TgUser
+from botapp.telegram.gateway import TgUser, UserBlocked
 from botapp.telegram.router import SORRY
 
 pytestmark = pytest.mark.django_db
@@ -50,6 +50,7 @@ def test_a_tap_without_a_matching_button_says_so(box):
 
 def test_blocks(box, fake, chat):
     box.feed("1001 blocks")
-    with pytest.raises(Exception):
+    assert "user 1001 blocked the bot" in box.out.getvalue()
+    with pytest.raises(UserBlocked):
         fake.send_text(1001, "hi")
-    chat(TgUser(id=1001, first_name="A"), "/start")  # writing again unblocks, as in Telegram
+    assert chat(TgUser(id=1001, first_name="A"), "/start")  # writing again unblocks, as in Telegram
