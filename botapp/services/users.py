@@ -65,6 +65,15 @@ def user_mark_unreachable(*, telegram_id: int, state: str) -> int:
     return TelegramUser.objects.filter(telegram_id=telegram_id).exclude(state=state).update(state=state)
 
 
+def user_block_changed(*, telegram_id: int, blocked: bool) -> int:
+    """Telegram said the user blocked (or unblocked) the bot. Unblocking makes a blocked user active
+    again. A user who had sent /stop stays stopped either way: we send them nothing anyway, and
+    their choice must survive an unblock."""
+    if blocked:
+        return TelegramUser.objects.filter(telegram_id=telegram_id, state=State.ACTIVE).update(state=State.BLOCKED)
+    return TelegramUser.objects.filter(telegram_id=telegram_id, state=State.BLOCKED).update(state=State.ACTIVE)
+
+
 def user_counts() -> dict:
     """Users by state and how many joined today (operator's time zone)."""
     rows = TelegramUser.objects.values("state").annotate(n=Count("id")).order_by()

@@ -7,9 +7,9 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 
 from django.db import close_old_connections
-from pyrogram import Client, filters
+from pyrogram import Client, filters, raw
 from pyrogram import types as ptypes
-from pyrogram.handlers import CallbackQueryHandler, ChatJoinRequestHandler, MessageHandler
+from pyrogram.handlers import CallbackQueryHandler, ChatJoinRequestHandler, MessageHandler, RawUpdateHandler
 
 from botapp.telegram.gateway import CallbackQuery, IncomingMessage, TgUser
 from botapp.telegram.router import Router
@@ -59,6 +59,7 @@ class UpdatePump:
         client.add_handler(MessageHandler(self._on_message, filters.private & filters.incoming & ~filters.service))
         client.add_handler(CallbackQueryHandler(self._on_callback))
         client.add_handler(ChatJoinRequestHandler(self._on_join_request))
+        client.add_handler(RawUpdateHandler(self._on_raw), group=1)  # seen alongside the parsed handlers
 
     async def _on_message(self, client: Client, message: ptypes.Message) -> None:
         if not self.accepting or message.from_user is None:
@@ -80,6 +81,17 @@ class UpdatePump:
             self.executor,
             _with_db,
             lambda _: self.router.handle_join_request(channel_id=request.chat.id, user_id=request.from_user.id),
+            None,
+        )
+
+    async def _on_raw(self, client: Client, update, users, chats) -> None:
+        # Telegram tells a bot when a user blocks (or unblocks) it: keep the user's state true at once.
+        if not self.accepting or not isinstance(update, raw.types.UpdateBotStopped):
+            return
+        await asyncio.get_running_loop().run_in_executor(
+            self.executor,
+            _with_db,
+            lambda _: self.router.handle_bot_stopped(user_id=update.user_id, stopped=bool(update.stopped)),
             None,
         )
 

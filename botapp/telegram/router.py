@@ -83,6 +83,10 @@ class Router:
             except TelegramError:
                 pass
 
+    def handle_bot_stopped(self, *, user_id: int, stopped: bool) -> None:
+        """The user blocked the bot (stopped) or unblocked it."""
+        users.user_block_changed(telegram_id=user_id, blocked=stopped)
+
     def handle_join_request(self, *, channel_id: int, user_id: int) -> None:
         """A user asked to join a join-request-mode channel: that counts as subscribed."""
         users.join_request_record(channel_id=channel_id, user_id=user_id)

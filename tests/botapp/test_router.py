@@ -119,3 +119,11 @@ def test_stale_callback_is_answered(fake, router, alice):
     router.handle_callback(fake.callback_query(alice, fake.message(alice.id, sent.message_id), "gone:1"))
 
     assert fake.callback_answers[-1][1] == "This button is no longer available."
+
+
+def test_block_updates_keep_a_stop_choice(say, alice, router):
+    say(alice, "/start")
+    say(alice, "/stop")
+    router.handle_bot_stopped(user_id=alice.id, stopped=True)
+    router.handle_bot_stopped(user_id=alice.id, stopped=False)
+    assert TelegramUser.objects.get(telegram_id=alice.id).state == "stopped"

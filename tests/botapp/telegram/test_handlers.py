@@ -109,3 +109,24 @@ def test_draining_refuses_new_updates(running, transactional_db):
     loop.call_soon_threadsafe(client.dispatcher.updates_queue.put_nowait, new_message(2, "/help"))
     threading.Event().wait(0.3)
     assert client.requests == []
+
+
+def bot_stopped(stopped: bool):
+    return (raw.types.UpdateBotStopped(user_id=USER, date=0, stopped=stopped, qts=1), {USER: raw_user()}, {})
+
+
+def test_blocking_and_unblocking_the_bot_update_the_user_at_once(running, transactional_db):
+    client, pump, loop = running
+    TelegramUser.objects.create(telegram_id=USER, first_name="Alice")
+
+    def state_after(packet, expected):
+        loop.call_soon_threadsafe(client.dispatcher.updates_queue.put_nowait, packet)
+        for _ in range(200):
+            if TelegramUser.objects.get(telegram_id=USER).state == expected:
+                return True
+            threading.Event().wait(0.02)
+        return False
+
+    assert state_after(bot_stopped(True), "blocked")
+    assert state_after(bot_stopped(False), "active")
+    assert client.requests == []  # nothing is sent to a user for this
