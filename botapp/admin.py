@@ -216,7 +216,7 @@ class BroadcastAdmin(admin.ModelAdmin):
     list_filter = ("status", "media_kind", "created_at")
     search_fields = ("title", "text")
     readonly_fields = ("preview", "status", "total", "sent", "failed", "blocked", "created_at", "started_at", "finished_at")
-    actions = ("start_sending", "cancel_sending")
+    actions = ("send_test", "start_sending", "cancel_sending")
 
     def get_readonly_fields(self, request, obj=None):
         if obj is not None and obj.status != Broadcast.Status.DRAFT:
@@ -242,6 +242,25 @@ class BroadcastAdmin(admin.ModelAdmin):
         else:
             error = ""
         return render_to_string("admin/botapp/broadcast_preview.html", {"b": obj, "rows": rows, "error": error})
+
+    @admin.action(description="Send a test to the admins (ADMIN_IDS)")
+    def send_test(self, request, queryset):
+        from botapp.config import admin_ids_load
+        from scheduler.tasks import send_broadcast_test
+
+        admins = admin_ids_load()
+        if not admins:
+            self.message_user(request, "Set ADMIN_IDS to receive tests.", messages.ERROR)
+            return
+
+        def queue(b):
+            send_broadcast_test.apply_async(args=[b.pk], retry=False)
+            return f"a test is on its way to {len(admins)} admin(s)."
+
+        try:
+            self._each(request, queryset, queue, messages.SUCCESS)
+        except Exception as exc:  # the broker is down
+            self.message_user(request, f"Could not queue the test: the task queue is unreachable ({exc}).", messages.ERROR)
 
     @admin.action(description="Start sending the selected drafts to every active user (now, or at their scheduled time)")
     def start_sending(self, request, queryset):

@@ -16,3 +16,16 @@ def _task_for(name: str):
 
 
 TASKS = {name: _task_for(name) for name in JOBS}
+
+
+@shared_task(name="scheduler.send_broadcast_test", ignore_result=True)
+def send_broadcast_test(broadcast_id: int) -> str:
+    """The admin's "Send a test to the admins": through a worker, which holds a Telegram session."""
+    from botapp.config import admin_ids_load
+    from botapp.models import Broadcast
+    from botapp.services.broadcasts import broadcast_test_send
+    from scheduler.sender import worker_gateway
+
+    broadcast = Broadcast.objects.get(pk=broadcast_id)
+    sent = broadcast_test_send(gateway=worker_gateway(), broadcast=broadcast, chat_ids=admin_ids_load())
+    return f"test of broadcast {broadcast_id} sent to {sent} admin(s)"

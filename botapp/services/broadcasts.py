@@ -43,6 +43,14 @@ class BroadcastMessage:
         return self.outgoing.send(gateway, chat_id, user_id=user_id)
 
 
+def broadcast_test_send(*, gateway: Gateway, broadcast: Broadcast, chat_ids: frozenset[int]) -> int:
+    """Send the broadcast to the admins only, as users would see it (tracked buttons untracked)."""
+    message = BroadcastMessage.of(broadcast).outgoing
+    for chat_id in sorted(chat_ids):
+        message.send(gateway, chat_id)
+    return len(chat_ids)
+
+
 def broadcast_start(*, broadcast: Broadcast) -> int:
     """Start a draft: queue it for every active user now, or, when its `scheduled_at` is in the
     future, schedule it (users are chosen when it comes due, so later joiners get it too).

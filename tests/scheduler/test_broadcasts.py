@@ -214,3 +214,23 @@ def test_admin_refuses_a_schedule_in_the_past(operator):
         {"title": "x", "text": "hi", "media_kind": "", "media": "", "scheduled_at_0": "2020-01-01", "scheduled_at_1": "10:00:00"},
     )
     assert "scheduled_at" in response.context["adminform"].form.errors
+
+
+@pytest.mark.django_db
+def test_a_test_goes_to_the_admins_only(settings, monkeypatch):
+    from scheduler import sender
+    from scheduler.tasks import send_broadcast_test
+
+    settings.TELEGRAM_OFFLINE = True
+    settings.ADMIN_IDS = "1000,1001"
+    monkeypatch.setattr(sender, "_gateway", None)
+    users(2)
+    broadcast = draft()
+
+    assert send_broadcast_test.apply(args=[broadcast.pk]).get() == f"test of broadcast {broadcast.pk} sent to 2 admin(s)"
+
+    fake = sender.worker_gateway().inner
+    assert [m.text for m in fake.bot_messages(1000)] == ["<b>50% off</b> today"]
+    assert len(fake.bot_messages(1001)) == 1
+    assert [e.chat_id for e in fake.events] == [1000, 1001]
+    assert Broadcast.objects.get(pk=broadcast.pk).status == "draft"
