@@ -101,7 +101,8 @@ class Delivery:
             self.say(NO_FILE)
             return
         if not self.is_admin:
-            remaining = user_ban_remaining(self.user)
+            # Bans punish verification bypasses: with verification off, nobody is held back by one.
+            remaining = user_ban_remaining(self.user) if self.conf.verification_enabled else None
             if remaining:
                 self.say(BANNED.format(remaining=human_span(remaining)))
                 return

@@ -133,6 +133,12 @@ def test_coming_back_too_fast_is_a_bypass_and_repeats_escalate_to_bans(chat, ali
     assert events[0].text.endswith("You are blocked for 1 h.")
     assert chat(alice, f"/start {stored.share_id}")[0].text.startswith("You are blocked for")
 
+    verify_on.verification_enabled = False  # the operator turns verification off: bans no longer apply
+    verify_on.save()
+    assert files_in(chat(alice, f"/start {stored.share_id}")) == ["Report", "Read me"]
+    verify_on.verification_enabled = True
+    verify_on.save()
+
     clock.clock_advance(timedelta(hours=1, minutes=1))
     assert chat(alice, f"/start {stored.share_id}")[0].text.startswith("Verify once")
 
