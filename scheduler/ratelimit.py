@@ -13,7 +13,6 @@ after, and a sender re-checks it after sleeping, so nobody sends into a pause.
 
 from __future__ import annotations
 
-import threading
 import time
 
 import redis
@@ -101,32 +100,3 @@ class RedisLimiter:
             return 0.0
         seconds, micros = self.redis.time()
         return float(until) - (seconds + micros / 1_000_000)
-
-
-class LocalLimiter:
-    """The same contract inside one process, for the offline sandbox (no Redis)."""
-
-    def __init__(self, *, rate: float | None = None, sleep=time.sleep):
-        self.interval = 1.0 / rate if rate else 0.0
-        self.sleep = sleep
-        self._lock = threading.Lock()
-        self._tat = 0.0
-        self._pause_until = 0.0
-
-    def acquire(self, chat_id: int | None = None) -> float:
-        with self._lock:
-            now = time.monotonic()
-            slot = max(self._tat, now, self._pause_until)
-            self._tat = slot + self.interval
-        delay = slot - now
-        if delay > 0:
-            self.sleep(delay)
-        return max(delay, 0.0)
-
-    def pause(self, seconds: float) -> float:
-        with self._lock:
-            self._pause_until = max(self._pause_until, time.monotonic() + seconds)
-            return self._pause_until - time.monotonic()
-
-    def paused_for(self) -> float:
-        return self._pause_until - time.monotonic()

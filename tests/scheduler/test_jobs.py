@@ -107,6 +107,13 @@ def test_commands_say_what_they_did():
     assert JobRun.objects.get().trigger == "command"
 
 
+@pytest.mark.parametrize("name", sorted(JOBS))
+def test_every_job_has_a_command_with_a_dry_run(name):
+    out = StringIO()
+    call_command(name, "--dry-run", stdout=out)
+    assert out.getvalue().startswith(f"{name}: dry run: ")
+
+
 def test_command_dry_run_changes_nothing():
     DailyTokenCount.objects.create(user=TelegramUserFactory(), date=clock.today() - timedelta(days=2), count=1)
     out = StringIO()
