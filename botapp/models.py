@@ -73,6 +73,8 @@ class StoredFile(models.Model):
         return self.title or f"file {self.share_id}"
 
     def clean(self):
+        if self.source_chat_id is not None and self.source_chat_id >= 0:
+            raise ValidationError({"source_chat_id": "A channel id is negative, like -1001234567890."})
         ids = self.message_ids
         if not isinstance(ids, list) or not ids or not all(isinstance(i, int) and i > 0 for i in ids):
             raise ValidationError({"message_ids": "Give a list of positive message ids, e.g. [12] or [12, 13, 14]."})
@@ -150,6 +152,15 @@ class ForceSubChannel(models.Model):
 
     def __str__(self) -> str:
         return self.title
+
+    def clean(self):
+        errors = {}
+        if self.chat_id is not None and self.chat_id >= 0:
+            errors["chat_id"] = "A channel id is negative, like -1001234567890 (forward a post to @userinfobot to see it)."
+        if self.invite_link and not self.invite_link.startswith(("https://t.me/", "https://telegram.me/")):
+            errors["invite_link"] = "Use the channel's t.me invite link, like https://t.me/+AbCdEf or https://t.me/yourchannel."
+        if errors:
+            raise ValidationError(errors)
 
 
 class ChannelJoinRequest(models.Model):

@@ -74,3 +74,17 @@ def test_stored_file_shows_its_deep_link(operator):
     stored = StoredFileFactory()
     response = operator.get(reverse("admin:botapp_storedfile_changelist"))
     assert f"https://t.me/CourierBot?start={stored.share_id}".encode() in response.content
+
+
+def test_force_subscribe_channel_form_explains_bad_ids_and_links(operator):
+    response = operator.post(
+        reverse("admin:botapp_forcesubchannel_add"),
+        {"chat_id": "12345", "title": "News", "invite_link": "https://example.com/join", "enabled": "on", "position": 0},
+    )
+    errors = response.context["adminform"].form.errors
+    assert "chat_id" in errors and "invite_link" in errors
+
+
+def test_stored_file_form_wants_a_channel_id(operator):
+    response = operator.post(reverse("admin:botapp_storedfile_add"), {"title": "x", "source_chat_id": "777", "message_ids": "5"})
+    assert "source_chat_id" in response.context["adminform"].form.errors
