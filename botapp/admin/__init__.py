@@ -1,0 +1,10 @@
+"""The operator console, one module per capability. Thin: lists, filters and forms; writes go
+through services."""
+
+from django.contrib import admin
+
+from botapp.admin import access, broadcasts, files, sequences, settings, users  # noqa: F401 - registers the admins
+
+admin.site.site_header = "Courier"
+admin.site.site_title = "Courier"
+admin.site.index_title = "Operator console"

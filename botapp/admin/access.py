@@ -1,0 +1,56 @@
+"""The gates: verification tokens, daily counters, force-subscribe channels, join requests, day totals."""
+
+from django.contrib import admin
+
+from botapp.models import (
+    ChannelJoinRequest,
+    DailyStat,
+    DailyTokenCount,
+    ForceSubChannel,
+    VerificationToken,
+)
+
+
+@admin.register(VerificationToken)
+class VerificationTokenAdmin(admin.ModelAdmin):
+    list_display = ("short_token", "user", "status", "share_id", "created_at", "expires_at", "used_at")
+    list_filter = ("status", "created_at")
+    search_fields = ("=user__telegram_id", "user__username", "token")
+    list_select_related = ("user",)
+    raw_id_fields = ("user",)
+
+    @admin.display(description="token")
+    def short_token(self, obj):
+        return f"{obj.token[:10]}…"
+
+
+@admin.register(DailyTokenCount)
+class DailyTokenCountAdmin(admin.ModelAdmin):
+    list_display = ("user", "date", "count")
+    list_filter = ("date",)
+    search_fields = ("=user__telegram_id", "user__username")
+    list_select_related = ("user",)
+    raw_id_fields = ("user",)
+
+
+@admin.register(ForceSubChannel)
+class ForceSubChannelAdmin(admin.ModelAdmin):
+    list_display = ("title", "chat_id", "invite_link", "join_request", "enabled", "position")
+    list_editable = ("enabled", "position")
+    list_filter = ("enabled", "join_request")
+    search_fields = ("title", "=chat_id")
+
+
+@admin.register(ChannelJoinRequest)
+class ChannelJoinRequestAdmin(admin.ModelAdmin):
+    list_display = ("user_id", "channel_id", "requested_at")
+    list_filter = ("channel_id", "requested_at")
+    search_fields = ("=user_id", "=channel_id")
+
+
+@admin.register(DailyStat)
+class DailyStatAdmin(admin.ModelAdmin):
+    list_display = ("date", "deliveries", "verifications", "bypasses")
+    list_filter = ("date",)
+    search_fields = ("date",)
+    date_hierarchy = "date"

@@ -1,0 +1,115 @@
+"""Stored files (with their deep links), pending deletions, admins' /batch in progress."""
+
+from django import forms
+from django.contrib import admin
+from django.utils.html import format_html
+
+from botapp.config import storage_channel_load
+from botapp.models import (
+    PendingBatch,
+    PendingDeletion,
+    StoredFile,
+)
+from botapp.services.files import MAX_BATCH, bot_username_cached, deep_link
+
+
+class MessageIdsField(forms.CharField):
+    """Storage-channel message ids as an operator types them: "12", "12, 15" or "10-20"."""
+
+    def prepare_value(self, value):
+        if isinstance(value, list):
+            return ", ".join(str(i) for i in value)
+        return value
+
+    def to_python(self, value):
+        text = (super().to_python(value) or "").strip()
+        if text.startswith("["):  # the JSON form, as stored
+            text = text.strip("[]")
+        ids: list[int] = []
+        for part in filter(None, (p.strip() for p in text.replace(";", ",").split(","))):
+            first, sep, last = part.partition("-")
+            try:
+                start, end = int(first), int(last) if sep else int(first)
+            except ValueError:
+                raise forms.ValidationError(f"{part!r} is not a message id or a range like 10-20.") from None
+            if start <= 0 or end < start:
+                raise forms.ValidationError(f"{part!r}: ids are positive and ranges go upwards.")
+            ids.extend(range(start, end + 1))
+        if not ids:
+            raise forms.ValidationError("Give at least one message id.")
+        if len(ids) > MAX_BATCH:
+            raise forms.ValidationError(f"A link holds at most {MAX_BATCH} messages (got {len(ids)}).")
+        return ids
+
+
+class StoredFileForm(forms.ModelForm):
+    message_ids = MessageIdsField(help_text='Message ids in the storage channel: "12", "12, 15" or a range "10-20".')
+
+    class Meta:
+        model = StoredFile
+        fields = ("title", "source_chat_id", "message_ids", "protect_content")
+
+
+@admin.register(StoredFile)
+class StoredFileAdmin(admin.ModelAdmin):
+    form = StoredFileForm
+    list_display = (
+        "share_id",
+        "title",
+        "message_count",
+        "delivery_count",
+        "last_delivered_at",
+        "protect_content",
+        "link",
+        "created_at",
+    )
+    list_filter = ("protect_content", "created_at")
+    search_fields = ("=share_id", "title")
+    readonly_fields = ("share_id", "delivery_count", "last_delivered_at", "created_at", "created_by", "link")
+    fields = (
+        "title",
+        "source_chat_id",
+        "message_ids",
+        "protect_content",
+        "share_id",
+        "link",
+        "delivery_count",
+        "last_delivered_at",
+        "created_by",
+        "created_at",
+    )
+
+    def get_changeform_initial_data(self, request):
+        return {"source_chat_id": storage_channel_load(), **super().get_changeform_initial_data(request)}
+
+    @admin.display(description="messages")
+    def message_count(self, obj):
+        return len(obj.message_ids or [])
+
+    @admin.display(description="deep link")
+    def link(self, obj):
+        if not obj.pk:
+            return "—"
+        username = bot_username_cached()
+        if not username:
+            return f"start={obj.share_id} (bot username known once runbot has started)"
+        url = deep_link(bot_username=username, payload=obj.share_id)
+        return format_html('<a href="{}" target="_blank" rel="noopener">{}</a>', url, url)
+
+
+@admin.register(PendingDeletion)
+class PendingDeletionAdmin(admin.ModelAdmin):
+    list_display = ("chat_id", "message_count", "delete_at", "status", "share_id", "created_at")
+    list_filter = ("status", "delete_at")
+    search_fields = ("=chat_id", "=share_id")
+
+    @admin.display(description="messages")
+    def message_count(self, obj):
+        return len(obj.message_ids or [])
+
+
+@admin.register(PendingBatch)
+class PendingBatchAdmin(admin.ModelAdmin):
+    list_display = ("admin_id", "first_message_id", "started_at")
+    list_filter = ("started_at",)
+    search_fields = ("=admin_id",)

@@ -1,0 +1,66 @@
+"""Onboarding sequences, their steps, and each user's scheduled step messages."""
+
+from django import forms
+from django.contrib import admin
+from django.db.models import Count
+
+from botapp.models import (
+    Sequence,
+    SequenceMessage,
+    SequenceStep,
+)
+from botapp.services.outgoing import buttons_parse
+
+
+class SequenceStepForm(forms.ModelForm):
+    class Meta:
+        model = SequenceStep
+        fields = ("delay_minutes", "text", "media_kind", "media", "buttons", "protect_content", "condition", "condition_button")
+
+    def clean_buttons(self):
+        buttons_parse(self.cleaned_data["buttons"])
+        return self.cleaned_data["buttons"]
+
+
+class SequenceStepInline(admin.StackedInline):
+    model = SequenceStep
+    form = SequenceStepForm
+    extra = 1
+
+
+@admin.register(Sequence)
+class SequenceAdmin(admin.ModelAdmin):
+    list_display = ("name", "enabled", "start_payload", "step_count", "created_at")
+    list_filter = ("enabled",)
+    search_fields = ("name", "start_payload")
+    inlines = [SequenceStepInline]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(n_steps=Count("steps"))
+
+    @admin.display(description="steps", ordering="n_steps")
+    def step_count(self, obj):
+        return obj.n_steps
+
+
+@admin.register(SequenceStep)
+class SequenceStepAdmin(admin.ModelAdmin):
+    form = SequenceStepForm
+    list_display = ("sequence", "delay_minutes", "short_text", "condition", "condition_button")
+    list_filter = ("sequence", "condition")
+    search_fields = ("text", "sequence__name", "condition_button")
+    list_select_related = ("sequence",)
+    fields = ("sequence", *SequenceStepForm.Meta.fields)
+
+    @admin.display(description="text")
+    def short_text(self, obj):
+        return obj.text[:60]
+
+
+@admin.register(SequenceMessage)
+class SequenceMessageAdmin(admin.ModelAdmin):
+    list_display = ("step", "user", "due_at", "status", "sent_at", "error")
+    list_filter = ("status", "step__sequence", "due_at")
+    search_fields = ("=user__telegram_id", "user__username", "step__sequence__name")
+    list_select_related = ("step__sequence", "user")
+    raw_id_fields = ("user", "step")
