@@ -1,0 +1,38 @@
+"""Courier's data, one module per capability. Every future action is a row with a due time and a
+status (see ARCHITECTURE.md); each index names the query it serves."""
+
+from botapp.models.access import ChannelJoinRequest, DailyStat, DailyTokenCount, ForceSubChannel, VerificationToken
+from botapp.models.broadcasts import Broadcast, BroadcastDelivery
+from botapp.models.files import (
+    TELEGRAM_DELETE_WINDOW_MINUTES,
+    ClaimStatus,
+    PendingBatch,
+    PendingDeletion,
+    StoredFile,
+    share_id_new,
+)
+from botapp.models.sequences import Sequence, SequenceMessage, SequenceStep
+from botapp.models.settings import BotSettings
+from botapp.models.users import ButtonClick, TelegramUser
+
+__all__ = [
+    "BotSettings",
+    "Broadcast",
+    "BroadcastDelivery",
+    "ButtonClick",
+    "ChannelJoinRequest",
+    "ClaimStatus",
+    "DailyStat",
+    "DailyTokenCount",
+    "ForceSubChannel",
+    "PendingBatch",
+    "PendingDeletion",
+    "Sequence",
+    "SequenceMessage",
+    "SequenceStep",
+    "StoredFile",
+    "TELEGRAM_DELETE_WINDOW_MINUTES",
+    "TelegramUser",
+    "VerificationToken",
+    "share_id_new",
+]

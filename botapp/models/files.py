@@ -1,0 +1,87 @@
+"""Stored files behind deep links, and the deletions their delivery schedules."""
+
+import secrets
+
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.db.models import Q
+
+from botapp import clock
+
+# Telegram lets a bot delete its messages for 48 hours; any lifetime we schedule must fit in it.
+TELEGRAM_DELETE_WINDOW_MINUTES = 48 * 60
+
+
+def share_id_new() -> str:
+    # 72 random bits, 12 URL-safe characters: fits a deep-link payload (max 64 chars of [A-Za-z0-9_-]).
+    return secrets.token_urlsafe(9)
+
+
+class StoredFile(models.Model):
+    """One deep link: one stored message, or a batch of them, in the storage channel."""
+
+    share_id = models.CharField(max_length=32, unique=True, default=share_id_new)
+    source_chat_id = models.BigIntegerField(help_text="The storage channel that holds the messages.")
+    message_ids = models.JSONField(help_text="Message ids in the storage channel, delivered in this order.")
+    title = models.CharField(max_length=255, blank=True)
+    protect_content = models.BooleanField(default=False, help_text="Users cannot forward or save the delivered copies.")
+    delivery_count = models.PositiveIntegerField(default=0)
+    last_delivered_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=clock.now)
+    created_by = models.BigIntegerField(null=True, blank=True, help_text="Telegram id of the admin who stored it.")
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return self.title or f"file {self.share_id}"
+
+    def clean(self):
+        if self.source_chat_id is not None and self.source_chat_id >= 0:
+            raise ValidationError({"source_chat_id": "A channel id is negative, like -1001234567890."})
+        ids = self.message_ids
+        if not isinstance(ids, list) or not ids or not all(isinstance(i, int) and i > 0 for i in ids):
+            raise ValidationError({"message_ids": "Give a list of positive message ids, e.g. [12] or [12, 13, 14]."})
+
+
+class PendingBatch(models.Model):
+    """An admin in the middle of /batch: the first message is known, the last is awaited."""
+
+    admin_id = models.BigIntegerField(unique=True)
+    first_message_id = models.BigIntegerField(null=True, blank=True)
+    started_at = models.DateTimeField(default=clock.now)
+
+    class Meta:
+        verbose_name_plural = "pending batches"
+
+    def __str__(self) -> str:
+        return f"/batch by {self.admin_id}"
+
+
+class ClaimStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    CLAIMED = "claimed", "Claimed by a sweep"
+
+
+class PendingDeletion(models.Model):
+    """Messages to delete from a chat at `delete_at`; survives any restart."""
+
+    chat_id = models.BigIntegerField()
+    message_ids = models.JSONField()
+    delete_at = models.DateTimeField()
+    share_id = models.CharField(max_length=32, blank=True, help_text='Deep link for the "Get files again" button.')
+    status = models.CharField(max_length=16, choices=ClaimStatus.choices, default=ClaimStatus.PENDING)
+    lease_until = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0, help_text="Failed tries so far; given up after a few.")
+    created_at = models.DateTimeField(default=clock.now)
+
+    class Meta:
+        indexes = [
+            # The message deleter's claim: pending rows in due order.
+            models.Index(fields=["delete_at"], name="deletion_due", condition=Q(status="pending")),
+            # The reaper: claims whose lease ran out.
+            models.Index(fields=["lease_until"], name="deletion_lease", condition=Q(status="claimed")),
+        ]
+
+    def __str__(self) -> str:
+        return f"delete {len(self.message_ids)} message(s) in {self.chat_id} at {self.delete_at:%Y-%m-%d %H:%M}"

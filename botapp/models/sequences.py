@@ -1,0 +1,91 @@
+"""Onboarding sequences: steps, and each user's step messages."""
+
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.db.models import Q
+
+from botapp import clock
+from botapp.models.broadcasts import Broadcast
+from botapp.models.users import TelegramUser
+
+
+class Sequence(models.Model):
+    """Onboarding: timed follow-up messages after a new user's first /start."""
+
+    name = models.CharField(max_length=128)
+    enabled = models.BooleanField(default=True, help_text="Only new users who start while it is enabled are enrolled.")
+    start_payload = models.CharField(
+        max_length=64,
+        blank=True,
+        help_text="Only users who came through this /start payload (e.g. a campaign). Empty: every new user.",
+    )
+    created_at = models.DateTimeField(default=clock.now)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class SequenceStep(models.Model):
+    class Condition(models.TextChoices):
+        ALWAYS = "always", "Always"
+        NOT_CLICKED = "not_clicked", "Only if the user has NOT clicked the button"
+        CLICKED = "clicked", "Only if the user HAS clicked the button"
+
+    sequence = models.ForeignKey(Sequence, on_delete=models.CASCADE, related_name="steps")
+    delay_minutes = models.PositiveIntegerField(help_text="Sent this long after the user's first /start.")
+    text = models.TextField(help_text="Message text, or the caption with media. Telegram HTML allowed.")
+    media_kind = models.CharField(max_length=16, choices=Broadcast.MediaKind.choices, blank=True)
+    media = models.CharField(max_length=512, blank=True, help_text="A Telegram file_id or an https:// URL.")
+    buttons = models.TextField(blank=True, help_text='"Text | https://url" per line; add "| key" to track clicks.')
+    protect_content = models.BooleanField(default=False)
+    condition = models.CharField(max_length=16, choices=Condition.choices, default=Condition.ALWAYS)
+    condition_button = models.CharField(max_length=64, blank=True, help_text="The click key the condition looks at.")
+
+    class Meta:
+        ordering = ["sequence", "delay_minutes", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.sequence}: after {self.delay_minutes} min"
+
+    def clean(self):
+        if self.condition != self.Condition.ALWAYS and not self.condition_button:
+            raise ValidationError({"condition_button": "Name the button key this condition looks at."})
+        if bool(self.media_kind) != bool(self.media.strip()):
+            raise ValidationError("Choose a media kind and give its file id or URL, or neither.")
+
+
+class SequenceMessage(models.Model):
+    """One step for one user, due at a time: sent at most once."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        SENDING = "sending", "Sending"
+        SENT = "sent", "Sent"
+        SKIPPED = "skipped", "Skipped"
+        FAILED = "failed", "Failed"
+        INTERRUPTED = "interrupted", "Interrupted (not re-sent)"
+
+    user = models.ForeignKey(TelegramUser, on_delete=models.CASCADE, related_name="sequence_messages")
+    step = models.ForeignKey(SequenceStep, on_delete=models.CASCADE, related_name="messages")
+    chat_id = models.BigIntegerField()
+    due_at = models.DateTimeField()
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    lease_until = models.DateTimeField(null=True, blank=True)
+    message_id = models.BigIntegerField(null=True, blank=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+    error = models.CharField(max_length=255, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "step"], name="seqmsg_user_step")]
+        indexes = [
+            # The sequence sender's claim.
+            models.Index(fields=["due_at"], name="seqmsg_due", condition=Q(status="pending")),
+            # The reaper: sends that crashed mid-call.
+            models.Index(fields=["lease_until"], name="seqmsg_lease", condition=Q(status="sending")),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.step} -> {self.chat_id}: {self.status}"

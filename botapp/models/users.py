@@ -1,0 +1,51 @@
+"""Telegram users and the buttons they clicked."""
+
+from django.db import models
+
+from botapp import clock
+
+
+class TelegramUser(models.Model):
+    class State(models.TextChoices):
+        ACTIVE = "active", "Active"
+        STOPPED = "stopped", "Stopped (/stop)"
+        BLOCKED = "blocked", "Blocked the bot"
+        DEACTIVATED = "deactivated", "Account deleted"
+
+    telegram_id = models.BigIntegerField(unique=True)
+    username = models.CharField(max_length=64, blank=True)
+    first_name = models.CharField(max_length=128, blank=True)
+    last_name = models.CharField(max_length=128, blank=True)
+    language_code = models.CharField(max_length=16, blank=True)
+    start_payload = models.CharField(max_length=64, blank=True, help_text="The /start payload that first brought the user.")
+    state = models.CharField(max_length=16, choices=State.choices, default=State.ACTIVE)
+    joined_at = models.DateTimeField(default=clock.now)
+    last_seen_at = models.DateTimeField(default=clock.now)
+    verified_until = models.DateTimeField(null=True, blank=True)
+    verification_count = models.PositiveIntegerField(default=0)
+    bypass_count = models.PositiveIntegerField(default=0)
+    banned_until = models.DateTimeField(null=True, blank=True, help_text="Temporarily banned for bypassing verification.")
+
+    class Meta:
+        verbose_name = "Telegram user"
+        indexes = [
+            # Broadcast fan-out and /stats: active users, in id order.
+            models.Index(fields=["state", "id"], name="tguser_state_id"),
+            models.Index(fields=["joined_at"], name="tguser_joined"),
+        ]
+
+    def __str__(self) -> str:
+        name = f"@{self.username}" if self.username else " ".join(filter(None, [self.first_name, self.last_name]))
+        return f"{name or 'user'} ({self.telegram_id})"
+
+
+class ButtonClick(models.Model):
+    user = models.ForeignKey(TelegramUser, on_delete=models.CASCADE, related_name="clicks")
+    button = models.CharField(max_length=64, help_text="The button's key (callback data or link name).")
+    clicked_at = models.DateTimeField(default=clock.now)
+
+    class Meta:
+        indexes = [models.Index(fields=["user", "button"], name="click_user_button")]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} clicked {self.button}"
