@@ -1,12 +1,12 @@
 """Broadcasts: compose, preview, test, start, cancel; and their per-user deliveries."""
 
-from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.template.loader import render_to_string
 from django.utils import timezone
 
 from botapp import clock
+from botapp.admin.compose import ComposedMessageForm
 from botapp.models import (
     Broadcast,
     BroadcastDelivery,
@@ -15,23 +15,13 @@ from botapp.services.broadcasts import broadcast_cancel, broadcast_start
 from botapp.services.outgoing import buttons_parse
 
 
-class BroadcastForm(forms.ModelForm):
+class BroadcastForm(ComposedMessageForm):
     class Meta:
         model = Broadcast
         fields = ("title", "text", "media_kind", "media", "buttons", "protect_content", "delete_after_minutes", "scheduled_at")
 
-    def clean_buttons(self):
-        buttons_parse(self.cleaned_data["buttons"])  # raises a form error naming the line
-        return self.cleaned_data["buttons"]
-
     def clean(self):
         data = super().clean()
-        if bool(data.get("media_kind")) != bool(data.get("media", "").strip()):
-            raise forms.ValidationError("Choose a media kind and give its file id or URL, or neither.")
-        if data.get("media_kind") and len(data.get("text", "")) > 1024:
-            self.add_error("text", "A caption is at most 1024 characters (Telegram's limit with media).")
-        if not data.get("media_kind") and len(data.get("text", "")) > 4096:
-            self.add_error("text", "A message is at most 4096 characters (Telegram's limit).")
         when = data.get("scheduled_at")
         if when and "scheduled_at" in self.changed_data and when < clock.now():
             self.add_error("scheduled_at", "This time is in the past. Leave it empty to send when you start it.")
@@ -48,7 +38,7 @@ class BroadcastAdmin(admin.ModelAdmin):
         "sent",
         "blocked",
         "failed",
-        "media_kind",
+        "scheduled_at",
         "delete_after_minutes",
         "created_at",
         "finished_at",

@@ -1,25 +1,20 @@
 """Onboarding sequences, their steps, and each user's scheduled step messages."""
 
-from django import forms
 from django.contrib import admin
 from django.db.models import Count
 
+from botapp.admin.compose import ComposedMessageForm
 from botapp.models import (
     Sequence,
     SequenceMessage,
     SequenceStep,
 )
-from botapp.services.outgoing import buttons_parse
 
 
-class SequenceStepForm(forms.ModelForm):
+class SequenceStepForm(ComposedMessageForm):
     class Meta:
         model = SequenceStep
         fields = ("delay_minutes", "text", "media_kind", "media", "buttons", "protect_content", "condition", "condition_button")
-
-    def clean_buttons(self):
-        buttons_parse(self.cleaned_data["buttons"])
-        return self.cleaned_data["buttons"]
 
 
 class SequenceStepInline(admin.StackedInline):

@@ -53,8 +53,6 @@ class SequenceStep(models.Model):
     def clean(self):
         if self.condition != self.Condition.ALWAYS and not self.condition_button:
             raise ValidationError({"condition_button": "Name the button key this condition looks at."})
-        if bool(self.media_kind) != bool(self.media.strip()):
-            raise ValidationError("Choose a media kind and give its file id or URL, or neither.")
 
 
 class SequenceMessage(models.Model):

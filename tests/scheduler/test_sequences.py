@@ -127,3 +127,13 @@ def test_admin_step_needs_a_button_key_for_a_condition(admin_client, settings):
     )
     assert "condition_button" in response.context["adminform"].form.errors
     assert admin_client.get(reverse("admin:botapp_sequence_changelist")).status_code == 200
+
+
+def test_admin_step_keeps_to_telegram_limits(admin_client, settings):
+    settings.SECURE_SSL_REDIRECT = False
+    sequence = Sequence.objects.create(name="S")
+    response = admin_client.post(
+        reverse("admin:botapp_sequencestep_add"),
+        {"sequence": sequence.pk, "delay_minutes": 5, "text": "x" * 4097, "media_kind": "", "media": "", "condition": "always"},
+    )
+    assert "text" in response.context["adminform"].form.errors

@@ -1,0 +1,27 @@
+"""What every composed message's form checks (broadcasts, sequence steps): Telegram's limits."""
+
+from django import forms
+
+from botapp.services.outgoing import buttons_parse
+
+CAPTION_LIMIT = 1024  # with media
+TEXT_LIMIT = 4096
+
+
+class ComposedMessageForm(forms.ModelForm):
+    """For models with text, media_kind, media and buttons fields."""
+
+    def clean_buttons(self):
+        buttons_parse(self.cleaned_data["buttons"])  # raises a form error naming the line
+        return self.cleaned_data["buttons"]
+
+    def clean(self):
+        data = super().clean()
+        if bool(data.get("media_kind")) != bool(data.get("media", "").strip()):
+            raise forms.ValidationError("Choose a media kind and give its file id or URL, or neither.")
+        text = data.get("text", "")
+        if data.get("media_kind") and len(text) > CAPTION_LIMIT:
+            self.add_error("text", f"A caption is at most {CAPTION_LIMIT} characters (Telegram's limit with media).")
+        if not data.get("media_kind") and len(text) > TEXT_LIMIT:
+            self.add_error("text", f"A message is at most {TEXT_LIMIT} characters (Telegram's limit).")
+        return data
