@@ -29,7 +29,7 @@ class TelegramUserAdmin(admin.ModelAdmin):
 
 @admin.register(ButtonClick)
 class ButtonClickAdmin(admin.ModelAdmin):
-    list_display = ("user", "button", "clicked_at")
+    list_display = ("user", "button", "count", "clicked_at", "last_clicked_at")
     list_filter = ("button", "clicked_at")
     search_fields = ("=user__telegram_id", "user__username", "button")
     list_select_related = ("user",)

@@ -40,12 +40,17 @@ class TelegramUser(models.Model):
 
 
 class ButtonClick(models.Model):
+    """A user's clicks on one tracked button: one row per user and key, however often they click
+    (the click link is public; repeated hits only bump the counter)."""
+
     user = models.ForeignKey(TelegramUser, on_delete=models.CASCADE, related_name="clicks")
-    button = models.CharField(max_length=64, help_text="The button's key (callback data or link name).")
-    clicked_at = models.DateTimeField(default=clock.now)
+    button = models.CharField(max_length=64, help_text="The tracked button's key.")
+    clicked_at = models.DateTimeField(default=clock.now, help_text="First click.")
+    last_clicked_at = models.DateTimeField(default=clock.now)
+    count = models.PositiveIntegerField(default=1)
 
     class Meta:
-        indexes = [models.Index(fields=["user", "button"], name="click_user_button")]
+        constraints = [models.UniqueConstraint(fields=["user", "button"], name="click_user_button_unique")]
 
     def __str__(self) -> str:
-        return f"{self.user_id} clicked {self.button}"
+        return f"{self.user_id} clicked {self.button} ({self.count}x)"

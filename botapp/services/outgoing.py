@@ -15,8 +15,11 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.core import signing
 from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.db.models import F
 from django.utils.html import escape
 
+from botapp import clock
 from botapp.models import ButtonClick
 from botapp.telegram.gateway import Button, Gateway, Media, Sent
 
@@ -75,8 +78,20 @@ def click_record(token: str) -> str | None:
         data = signing.loads(token, salt=CLICK_SALT)
     except signing.BadSignature:
         return None
-    ButtonClick.objects.create(user_id=data["u"], button=data["k"])
+    click_count(user_id=data["u"], key=data["k"])
     return data["l"]
+
+
+def click_count(*, user_id: int, key: str) -> None:
+    """One row per user and key: an UPDATE for every click but the first."""
+    now = clock.now()
+    if ButtonClick.objects.filter(user_id=user_id, button=key).update(count=F("count") + 1, last_clicked_at=now):
+        return
+    try:
+        with transaction.atomic():
+            ButtonClick.objects.create(user_id=user_id, button=key, clicked_at=now, last_clicked_at=now)
+    except IntegrityError:  # a simultaneous first click, or a user deleted since
+        ButtonClick.objects.filter(user_id=user_id, button=key).update(count=F("count") + 1, last_clicked_at=now)
 
 
 def click_token_of(url: str) -> str | None:

@@ -41,7 +41,9 @@ def test_a_tracked_button_records_the_click_and_redirects(client, settings, fake
     response = client.get(f"/go/{click_token_of(url)}/")
 
     assert response.status_code == 302 and response["Location"] == "https://t.me/+abc"
-    assert list(ButtonClick.objects.values_list("user_id", "button")) == [(user.pk, "joined")]
+    assert list(ButtonClick.objects.values_list("user_id", "button", "count")) == [(user.pk, "joined", 1)]
+    client.get(f"/go/{click_token_of(url)}/")  # clicking again only counts
+    assert list(ButtonClick.objects.values_list("user_id", "button", "count")) == [(user.pk, "joined", 2)]
 
 
 @pytest.mark.django_db
