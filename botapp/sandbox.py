@@ -6,6 +6,10 @@ Reads a conversation (one line each) and prints every bot action:
     1001 tap Close          user 1001 taps a button (by its text or callback data) on their latest message that has it
     wait 31m                move the clock forward (s, m, h, d; e.g. 1h30m) and run the background jobs that became due
     1001 blocks             user 1001 blocks the bot
+    1000 sends document report.pdf Price list
+                            a user sends media (photo, video, document, animation, audio), with an optional caption
+    post Chapter 1          something is posted in the storage channel (its message id is printed)
+    1000 forwards #3        a user forwards storage-channel message 3 to the bot (admins: store it, /batch)
 
 Output: `-> 1001 #5 send "Welcome…" [Get files again | Close]`, `-> 1001 delete #5 #6`, or JSON lines
 with `--json`. Lines starting with `..` are the sandbox's own notes (clock, jobs), not bot actions.
@@ -30,6 +34,11 @@ from scheduler.jobs.registry import job_run, jobs_due_between
 MESSAGE_RE = re.compile(r"^(?P<user>\d+)\s*:\s?(?P<text>.*)$")
 TAP_RE = re.compile(r"^(?P<user>\d+)\s+tap\s+(?P<label>.+)$")
 BLOCK_RE = re.compile(r"^(?P<user>\d+)\s+blocks$")
+SEND_RE = re.compile(
+    r"^(?P<user>\d+)\s+sends\s+(?P<kind>photo|video|document|animation|audio)\s+(?P<file>\S+)(?:\s+(?P<caption>.*))?$"
+)
+POST_RE = re.compile(r"^post\s+(?P<text>.+)$")
+FORWARD_RE = re.compile(r"^(?P<user>\d+)\s+forwards\s+#?(?P<message>\d+)$")
 WAIT_RE = re.compile(r"^wait\s+(?P<span>(\d+\s*[smhd]\s*)+)$")
 SPAN_PART_RE = re.compile(r"(\d+)\s*([smhd])")
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
@@ -47,6 +56,7 @@ class Sandbox:
     def __init__(self, *, fake: FakeTelegram, router: Router, out: TextIO, as_json: bool = False, links=None):
         self.fake = fake
         self.router = router
+        self.storage_channel_id = router.storage_channel_id
         self.out = out
         self.as_json = as_json
         self.links = links  # follows a shortlink to where it leads (or returns None)
@@ -125,6 +135,21 @@ class Sandbox:
         elif m := BLOCK_RE.match(line):
             self.fake.block(int(m["user"]))
             self.note(f"user {m['user']} blocked the bot")
+        elif m := SEND_RE.match(line):
+            media = Media(m["kind"], m["file"])
+            self.router.handle_message(self.fake.user_sends(self.user(int(m["user"])), m["caption"] or "", media=media))
+        elif m := POST_RE.match(line):
+            message_id = self.fake.post(self.storage_channel_id, m["text"])
+            self.note(f"storage channel #{message_id}: {m['text']}", message_id=message_id)
+        elif m := FORWARD_RE.match(line):
+            source = self.fake.message(self.storage_channel_id, int(m["message"]))
+            if source is None:
+                self.note(f"the storage channel has no message #{m['message']} (post one first)")
+                return False
+            incoming = self.fake.user_sends(
+                self.user(int(m["user"])), source.text, media=source.media, forward_from=(self.storage_channel_id, source.id)
+            )
+            self.router.handle_message(incoming)
         elif m := MESSAGE_RE.match(line):
             if not m["text"].strip():
                 self.note("Telegram does not deliver empty messages: write something after the colon")

@@ -54,3 +54,24 @@ def test_blocks(box, fake, chat):
     with pytest.raises(UserBlocked):
         fake.send_text(1001, "hi")
     assert chat(TgUser(id=1001, first_name="A"), "/start")  # writing again unblocks, as in Telegram
+
+
+def test_admins_store_files_in_the_sandbox(box, fake):
+    from botapp.models import StoredFile
+
+    box.feed("post Chapter 1")
+    box.feed("post Chapter 2")
+    box.feed("1000: /batch")
+    box.feed("1000 forwards #1")
+    assert box.feed("1000 forwards #2")
+    assert StoredFile.objects.get().message_ids == [1, 2]
+
+    box.feed("1000 sends photo cat.jpg A cat")
+    cat = StoredFile.objects.latest("id")
+    assert fake.message(cat.source_chat_id, cat.message_ids[0]).text == "A cat"
+
+    assert not box.feed("1000 forwards #99")
+    assert "no message #99" in box.out.getvalue()
+    box.feed("1000 tap Open link")  # the admin opens the new link: the bot delivers it
+    delivered = [m for m in fake.bot_messages(1000) if m.media is not None]
+    assert [m.media.file for m in delivered] == ["cat.jpg"]
