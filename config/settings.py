@@ -146,3 +146,5 @@ TELEGRAM_MAX_FLOOD_WAIT = env.int("TELEGRAM_MAX_FLOOD_WAIT", default=60)
 # Concurrent sends per broadcast sweep; enough to keep the limiter busy at Telegram's latency
 # (about rate x 0.1 s: 30/s needs few, 1000/s with paid broadcasts needs ~100).
 BROADCAST_THREADS = env.int("BROADCAST_THREADS", default=16)
+# Job runs older than this are pruned nightly (each job's latest run is always kept).
+JOB_RUN_RETENTION_DAYS = env.int("JOB_RUN_RETENTION_DAYS", default=30)

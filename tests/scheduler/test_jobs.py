@@ -255,3 +255,17 @@ def test_run_now_with_the_broker_down_says_so(operator, settings):
         assert "Could not queue cleanup_tokens: the task queue is unreachable" in operator.get(url).content.decode()
     finally:
         app.conf.broker_url = settings.CELERY_BROKER_URL
+
+
+def test_old_job_runs_are_pruned_but_each_jobs_latest_stays(settings):
+    settings.JOB_RUN_RETENTION_DAYS = 30
+    old = clock.now() - timedelta(days=40)
+    JobRun.objects.create(job="cleanup_tokens", status="ok", started_at=old - timedelta(days=1))
+    kept_latest = JobRun.objects.create(job="cleanup_tokens", status="ok", started_at=old)  # its latest, however old
+    pruned = [JobRun.objects.create(job="delete_due_messages", status="ok", started_at=old) for _ in range(3)]
+    recent = JobRun.objects.create(job="delete_due_messages", status="ok", started_at=clock.now() - timedelta(days=1))
+
+    assert job_run("prune_job_runs", trigger="test").processed == 4
+    left = set(JobRun.objects.exclude(job="prune_job_runs").values_list("pk", flat=True))
+    assert left == {kept_latest.pk, recent.pk}
+    assert not {p.pk for p in pruned} & left
