@@ -13,6 +13,7 @@ class BotSettings(models.Model):
         max_length=64, blank=True, help_text="Filled by runbot at start-up; used to build deep links."
     )
     auto_delete_minutes = models.PositiveIntegerField(
+        "auto-delete after (minutes)",
         default=30,
         validators=[MaxValueValidator(TELEGRAM_DELETE_WINDOW_MINUTES)],
         help_text="Delete delivered files after this many minutes (0: never). At most 2880 (48 h): Telegram's limit.",
@@ -21,23 +22,33 @@ class BotSettings(models.Model):
     protect_content = models.BooleanField(default=False, help_text="Delivered files cannot be forwarded or saved.")
     verification_enabled = models.BooleanField(default=False)
     verification_hours = models.PositiveIntegerField(
-        default=24, validators=[MinValueValidator(1)], help_text="How long a verification lasts."
+        "verification lasts (hours)", default=24, validators=[MinValueValidator(1)], help_text="How long a verification lasts."
     )
     token_ttl_minutes = models.PositiveIntegerField(
-        default=60, validators=[MinValueValidator(1)], help_text="How long an unused token stays valid."
+        "unused token lifetime (minutes)",
+        default=60,
+        validators=[MinValueValidator(1)],
+        help_text="How long an unused token stays valid.",
     )
-    daily_token_limit = models.PositiveIntegerField(default=5, validators=[MinValueValidator(1)])
-    bypass_seconds = models.PositiveIntegerField(default=20, help_text="Returning with a token faster than this is a bypass.")
+    daily_token_limit = models.PositiveIntegerField(
+        "verification links per user per day", default=5, validators=[MinValueValidator(1)]
+    )
+    bypass_seconds = models.PositiveIntegerField(
+        "bypass threshold (seconds)", default=20, help_text="Returning with a token faster than this is a bypass."
+    )
     shortener_api_url = models.CharField(
-        max_length=255, blank=True, help_text='e.g. https://shortener.example/api, or empty / "none" for the direct link.'
+        "shortener API URL",
+        max_length=255,
+        blank=True,
+        help_text='e.g. https://shortener.example/api, or empty / "none" for the direct link.',
     )
-    shortener_api_key = models.CharField(max_length=255, blank=True)
-    how_to_verify_url = models.URLField(blank=True)
+    shortener_api_key = models.CharField("shortener API key", max_length=255, blank=True)
+    how_to_verify_url = models.URLField('"How to verify" link', blank=True)
     welcome_text = models.TextField(default="Hello {first_name}! I deliver files shared through my links.")
     help_text = models.TextField(default="Open a file link to get its files. /about, /faq, /stop to stop messages.")
     about_text = models.TextField(default="Courier delivers files through Telegram links.")
     faq_text = models.TextField(default="Why are files deleted? To keep your chat clean: tap the button to get them again.")
-    deleted_notice_text = models.TextField(default="Previous message was deleted.")
+    deleted_notice_text = models.TextField('"deleted" notice text', default="Previous message was deleted.")
 
     class Meta:
         verbose_name = "bot settings"
