@@ -269,3 +269,13 @@ def test_old_job_runs_are_pruned_but_each_jobs_latest_stays(settings):
     left = set(JobRun.objects.exclude(job="prune_job_runs").values_list("pk", flat=True))
     assert left == {kept_latest.pk, recent.pk}
     assert not {p.pk for p in pruned} & left
+
+
+def test_every_sweep_budget_ends_before_celery_would_kill_the_task(settings):
+    import inspect
+
+    for job in JOBS.values():
+        budget = inspect.signature(job.func).parameters.get("time_budget")
+        if budget is not None:
+            # a batch may still be running when the budget runs out: leave a minute for it
+            assert budget.default + 60 <= settings.CELERY_TASK_SOFT_TIME_LIMIT, job.name
