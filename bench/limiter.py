@@ -18,7 +18,7 @@ from django.conf import settings
 
 from botapp.telegram.fake import FakeTelegram
 from botapp.telegram.limited import LimitedGateway
-from scheduler.ratelimit import RedisLimiter
+from botapp.telegram.limiter import RedisLimiter
 
 
 def sender(prefix, rate, count, threads, latency, chat_base, out):

@@ -137,7 +137,7 @@ DJANGO_CELERY_BEAT_TZ_AWARE = True
 # --- Background jobs ---
 TOKEN_RETENTION_DAYS = env.int("TOKEN_RETENTION_DAYS", default=7)
 
-# --- Telegram send limits, shared by every process through Redis (scheduler/ratelimit.py) ---
+# --- Telegram send limits, shared by every process through Redis (botapp/telegram/limiter.py) ---
 TELEGRAM_RATE = env.float("TELEGRAM_RATE", default=30.0)
 TELEGRAM_PAID_BROADCASTS = env.bool("TELEGRAM_PAID_BROADCASTS", default=False)
 TELEGRAM_PAID_RATE = env.float("TELEGRAM_PAID_RATE", default=1000.0)

@@ -55,7 +55,7 @@ def _build() -> Gateway:
     from botapp.config import bot_config_load
     from botapp.telegram.limited import LimitedGateway
     from botapp.telegram.pyrogram_gateway import PyrogramGateway, client_build
-    from scheduler.ratelimit import RedisLimiter
+    from botapp.telegram.limiter import RedisLimiter
 
     config = bot_config_load()
     name = _session_slot()
@@ -78,7 +78,7 @@ def _build_offline() -> Gateway:
     Every action is logged; messages "deleted" there were never really sent."""
     from botapp.telegram.fake import FakeTelegram
     from botapp.telegram.limited import LimitedGateway
-    from scheduler.ratelimit import RedisLimiter
+    from botapp.telegram.limiter import RedisLimiter
 
     fake = FakeTelegram(username="CourierOffline")
     fake.listeners.append(

@@ -57,7 +57,7 @@ class Command(BaseCommand):
         from botapp.telegram.limited import LimitedGateway
         from botapp.telegram.pyrogram_gateway import PyrogramGateway, client_build, client_start
         from botapp.telegram.router import Router
-        from scheduler.ratelimit import RedisLimiter
+        from botapp.telegram.limiter import RedisLimiter
 
         client = client_build(
             name="bot",

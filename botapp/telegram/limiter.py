@@ -18,6 +18,8 @@ import time
 import redis
 from django.conf import settings
 
+from botapp.telegram.limits import GROUP_CHAT_INTERVAL, PRIVATE_CHAT_BURST, PRIVATE_CHAT_INTERVAL
+
 RESERVE = """
 local now_parts = redis.call('TIME')
 local now = tonumber(now_parts[1]) + tonumber(now_parts[2]) / 1000000
@@ -42,11 +44,9 @@ end
 return string.format('%.6f', math.max(until_, current) - now)
 """
 
-PRIVATE_CHAT_INTERVAL = 1.0  # seconds between calls to one private chat, sustained
-GROUP_CHAT_INTERVAL = 3.0  # 20 per minute
-# A reply of a few messages (files, then "deleted in 30 min") may go at once; the rate above holds
-# over time. The global rate has no burst: sends are spaced evenly.
-CHAT_BURST = 3
+# A reply of a few messages (files, then "deleted in 30 min") may go at once (PRIVATE_CHAT_BURST);
+# the per-chat rate holds over time. The global rate has no burst: sends are spaced evenly.
+CHAT_BURST = PRIVATE_CHAT_BURST
 
 
 def global_rate() -> float:

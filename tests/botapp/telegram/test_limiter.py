@@ -9,7 +9,7 @@ from django.conf import settings
 
 from botapp.telegram.gateway import FloodWait, TransientError, UserBlocked
 from botapp.telegram.limited import LimitedGateway
-from scheduler.ratelimit import RedisLimiter
+from botapp.telegram.limiter import RedisLimiter
 
 
 @pytest.fixture

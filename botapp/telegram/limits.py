@@ -1,0 +1,34 @@
+"""Telegram's numbers, written once. Forms, services, the gateway, the limiter and the in-memory
+Telegram server all import them from here.
+
+Sources: Telegram's Bot API and MTProto documents (core.telegram.org/bots/faq#broadcasting-to-users,
+core.telegram.org/bots/api, core.telegram.org/api/config). Where a figure is inferred from how
+Telegram behaves rather than read in a document, the comment says so.
+"""
+
+from datetime import timedelta
+
+# --- ids per call ----------------------------------------------------------------------------
+IDS_PER_CALL = 100  # messages.deleteMessages / forwardMessages / getMessages take at most 100 ids
+
+# --- lengths -----------------------------------------------------------------------------------
+TEXT_LENGTH = 4096  # characters of a text message (after entity parsing)
+CAPTION_LENGTH = 1024  # characters of a media caption (non-premium senders, bots included)
+BUTTON_TEXT_LENGTH = 64  # inferred: longer button labels are cut by clients; we refuse them
+CALLBACK_DATA_BYTES = 64  # bytes of an inline button's callback data
+START_PAYLOAD_LENGTH = 64  # characters of a deep-link /start payload, [A-Za-z0-9_-]
+USERNAME_LENGTH = 64  # inferred upper bound; Telegram usernames are 5-32 characters today
+ALBUM_SIZE = 10  # media in one album (messages.sendMultiMedia)
+
+# --- time windows --------------------------------------------------------------------------------
+DELETE_WINDOW = timedelta(hours=48)  # bots may delete messages in private chats only this long
+DELETE_WINDOW_MINUTES = int(DELETE_WINDOW.total_seconds() // 60)
+CALLBACK_ANSWER_WINDOW = timedelta(seconds=15)  # inferred: older callback queries answer QUERY_ID_INVALID
+
+# --- rates (Bot FAQ: "broadcasting to users") -----------------------------------------------------
+GLOBAL_RATE = 30  # messages per second overall, free broadcasts
+PAID_RATE = 1000  # messages per second with paid broadcasts (the request must carry the paid flag)
+PRIVATE_CHAT_INTERVAL = 1.0  # seconds between messages to one private chat, sustained
+PRIVATE_CHAT_BURST = 3  # inferred: Telegram tolerates a short burst in one chat before FLOOD_WAIT
+GROUP_PER_MINUTE = 20  # messages per minute to one group or channel
+GROUP_CHAT_INTERVAL = 60.0 / GROUP_PER_MINUTE

@@ -1,0 +1,151 @@
+"""The socket, replaced: kurigram's `Client(connection_factory=...)` gets a connection that carries
+its MTProto packets to the in-memory Telegram instead of to Telegram's data centres.
+
+Two carriers, one protocol: `InProcessConnection` hands packets to a `TelegramServer` in this
+process (unit tests, the sandbox); `SocketConnection` sends them over a Unix socket to
+`manage.py telegram_server` (several processes sharing one Telegram, as in production).
+
+What does not run offline: MTProto's key exchange (its RSA step needs Telegram's private key)
+and the first sign-in. `ProvisionedStorage` gives each new session what they would have left
+behind: an auth key, DC 2, and the bot's user id (from its token, as Telegram's tokens start with
+it). Everything after that — every request, answer, update, error and retry — is kurigram's code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import os
+import struct
+from types import SimpleNamespace
+
+from pyrogram.storage import SQLiteStorage
+
+from botapp.telegram.server.server import TelegramServer
+
+# Frames on the Unix socket: length (4 bytes, big-endian) + kind (1 byte) + payload.
+HELLO, PACKET, CONTROL, CONTROL_ANSWER = 1, 2, 3, 4
+
+
+class ProvisionedStorage(SQLiteStorage):
+    """kurigram's SQLite session storage, provisioned on first open as if signed in before."""
+
+    def __init__(self, name: str, *, workdir, in_memory: bool, api_id: int, bot_token: str):
+        super().__init__(name, workdir=workdir, in_memory=in_memory)
+        self.provision_api_id = api_id
+        self.provision_bot_id = int(bot_token.split(":", 1)[0])
+
+    async def open(self):
+        await super().open()
+        if await self.auth_key() is None:
+            await self.dc_id(2)
+            await self.api_id(self.provision_api_id)
+            await self.test_mode(False)
+            await self.server_address("127.0.0.1")
+            await self.port(443)
+            await self.date(0)
+            await self.auth_key(os.urandom(256))
+            await self.user_id(self.provision_bot_id)
+            await self.is_bot(True)
+            await self.save()
+
+
+class _Connection:
+    """The interface kurigram's Session uses: connect, send, recv, close (and protocol.crypto_executor)."""
+
+    def __init__(self, dc_id, server_address, port, test_mode, proxy=None, media=False, protocol_factory=None,
+                 crypto_executor_workers=1, loop=None, *, storage: SQLiteStorage):  # fmt: skip
+        self.storage = storage
+        self.loop = loop
+        self.protocol = SimpleNamespace(crypto_executor=None)  # crypto runs on the loop's default executor
+        self.queue: asyncio.Queue | None = None
+
+    def _deliver(self, packet: bytes | None) -> None:
+        with contextlib.suppress(RuntimeError):  # the client's loop is already closed
+            self.loop.call_soon_threadsafe(self.queue.put_nowait, packet)
+
+    async def recv(self) -> bytes | None:
+        return await self.queue.get()
+
+
+class InProcessConnection(_Connection):
+    def __init__(self, *args, server: TelegramServer, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.server = server
+        self.endpoint = None
+
+    async def connect(self) -> None:
+        self.queue = asyncio.Queue()
+        self.endpoint = self.server.connect(await self.storage.auth_key(), self._deliver)
+
+    async def send(self, data: bytes) -> None:
+        if self.endpoint is None or self.endpoint.closed:
+            raise OSError("not connected")
+        self.endpoint.receive(data)
+
+    async def close(self) -> None:
+        if self.endpoint is not None:
+            self.endpoint.close()
+        if self.queue is not None:
+            self.queue.put_nowait(None)
+
+
+class SocketConnection(_Connection):
+    def __init__(self, *args, path: str, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.path = path
+        self.reader = self.writer = None
+        self.reader_task = None
+
+    async def connect(self) -> None:
+        self.queue = asyncio.Queue()
+        self.reader, self.writer = await asyncio.open_unix_connection(self.path)
+        self.writer.write(frame(HELLO, await self.storage.auth_key()))
+        await self.writer.drain()
+        self.reader_task = asyncio.get_running_loop().create_task(self._read())
+
+    async def _read(self) -> None:
+        try:
+            while True:
+                kind, payload = await read_frame(self.reader)
+                if kind == PACKET:
+                    self.queue.put_nowait(payload)
+        except (asyncio.IncompleteReadError, ConnectionError, OSError):
+            pass
+        self.queue.put_nowait(None)  # kurigram restarts the session on a null packet
+
+    async def send(self, data: bytes) -> None:
+        if self.writer is None:
+            raise OSError("not connected")
+        self.writer.write(frame(PACKET, data))
+        await self.writer.drain()
+
+    async def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            with contextlib.suppress(Exception):
+                await self.writer.wait_closed()
+        if self.reader_task is not None:
+            await asyncio.gather(self.reader_task, return_exceptions=True)
+
+
+def frame(kind: int, payload: bytes) -> bytes:
+    return struct.pack(">IB", len(payload) + 1, kind) + payload
+
+
+async def read_frame(reader: asyncio.StreamReader) -> tuple[int, bytes]:
+    (length,) = struct.unpack(">I", await reader.readexactly(4))
+    data = await reader.readexactly(length)
+    return data[0], data[1:]
+
+
+def offline_client_options(target: TelegramServer | str, *, name: str, workdir, in_memory: bool, api_id: int, bot_token: str) -> dict:
+    """`Client(**options)` for a client of the in-memory Telegram: `target` is a server in this
+    process or the path of `manage.py telegram_server`'s socket."""
+    storage = ProvisionedStorage(name, workdir=workdir, in_memory=in_memory, api_id=api_id, bot_token=bot_token)
+    if isinstance(target, TelegramServer):
+        factory = functools.partial(InProcessConnection, server=target, storage=storage)
+    else:
+        factory = functools.partial(SocketConnection, path=str(target), storage=storage)
+    return {"storage_engine": storage, "connection_factory": factory}

@@ -1,0 +1,456 @@
+"""The raw TL functions the in-memory Telegram answers, as Telegram does for a bot.
+
+Each handler runs under the server's lock, takes the parsed request, and returns the TL result
+(or raises RpcFault with Telegram's error). Only what a bot like Courier calls is here; anything
+else answers INPUT_METHOD_INVALID and is logged, so a new call shows up in tests at once.
+"""
+
+from __future__ import annotations
+
+import time
+
+from pyrogram import raw
+
+from botapp import clock
+from botapp.telegram import limits
+from botapp.telegram.server import render
+from botapp.telegram.server.server import Event, RpcFault, TelegramServer, buttons_of, media_of
+from botapp.telegram.server.state import Channel, Message, User
+
+METHODS = {}
+
+
+def method(name):
+    def register(fn):
+        METHODS[name] = fn
+        return fn
+
+    return register
+
+
+def now_ts() -> int:
+    return int(clock.now().timestamp())
+
+
+# --- peers ---------------------------------------------------------------------------------------
+
+
+def resolve_user(server: TelegramServer, peer) -> User:
+    if isinstance(peer, (raw.types.InputPeerUser, raw.types.InputUser)):
+        user = server.users.get(peer.user_id)
+        if user is not None and peer.access_hash == user.access_hash:
+            return user
+    raise RpcFault("PEER_ID_INVALID")
+
+
+def resolve_channel(server: TelegramServer, peer) -> Channel:
+    if isinstance(peer, (raw.types.InputPeerChannel, raw.types.InputChannel)):
+        channel = server.channels.get(peer.channel_id)
+        if channel is not None and peer.access_hash == channel.access_hash:
+            return channel
+        raise RpcFault("CHANNEL_INVALID")
+    raise RpcFault("PEER_ID_INVALID")
+
+
+def resolve_chat(server: TelegramServer, peer) -> tuple[int, User | None, Channel | None]:
+    if isinstance(peer, raw.types.InputPeerUser):
+        user = resolve_user(server, peer)
+        return user.id, user, None
+    if isinstance(peer, raw.types.InputPeerChannel):
+        channel = resolve_channel(server, peer)
+        return channel.api_id, None, channel
+    raise RpcFault("PEER_ID_INVALID")
+
+
+def writable(server: TelegramServer, peer, *, paid: bool = False) -> tuple[int, User | None, Channel | None]:
+    """The chat a send goes to, after the checks Telegram makes before delivering anything."""
+    chat_id, user, channel = resolve_chat(server, peer)
+    if user is not None:
+        if user.deactivated:
+            raise RpcFault("INPUT_USER_DEACTIVATED")
+        if user.blocked_bot:
+            raise RpcFault("USER_IS_BLOCKED")
+    elif not channel.bot_is_admin:
+        raise RpcFault("CHAT_WRITE_FORBIDDEN")
+    server.check_rate(chat_id, paid=paid)
+    return chat_id, user, channel
+
+
+def new_message_updates(server: TelegramServer, messages: list[Message], random_ids: list[int], user, channel):
+    updates = [raw.types.UpdateMessageID(id=m.id, random_id=r) for m, r in zip(messages, random_ids, strict=False)]
+    for m in messages:
+        tl = render.message_tl(m, bot_id=server.bot.id)
+        if m.chat_id > 0:
+            updates.append(raw.types.UpdateNewMessage(message=tl, pts=server.pts, pts_count=1))
+        else:
+            updates.append(raw.types.UpdateNewChannelMessage(message=tl, pts=channel.pts, pts_count=1))
+    return server.updates_tl(updates, users=[user] if user else [], channels=[channel] if channel else [])
+
+
+# --- connection and sign-in --------------------------------------------------------------------------
+
+
+@method("help.GetConfig")
+def get_config(server, query):
+    return raw.types.Config(
+        date=now_ts(),
+        expires=now_ts() + 3600,
+        test_mode=False,
+        this_dc=render.DC_ID,
+        dc_options=[raw.types.DcOption(id=render.DC_ID, ip_address="127.0.0.1", port=443)],
+        dc_txt_domain_name="offline",
+        chat_size_max=200,
+        megagroup_size_max=200000,
+        forwarded_count_max=limits.IDS_PER_CALL,
+        online_update_period_ms=210000,
+        offline_blur_timeout_ms=5000,
+        offline_idle_timeout_ms=30000,
+        online_cloud_timeout_ms=300000,
+        notify_cloud_delay_ms=30000,
+        notify_default_delay_ms=1500,
+        push_chat_period_ms=60000,
+        push_chat_limit=2,
+        edit_time_limit=172800,
+        revoke_time_limit=int(limits.DELETE_WINDOW.total_seconds()),
+        revoke_pm_time_limit=int(limits.DELETE_WINDOW.total_seconds()),
+        rating_e_decay=2419200,
+        stickers_recent_limit=200,
+        channels_read_media_period=604800,
+        call_receive_timeout_ms=20000,
+        call_ring_timeout_ms=90000,
+        call_connect_timeout_ms=30000,
+        call_packet_timeout_ms=10000,
+        me_url_prefix="https://t.me/",
+        caption_length_max=limits.CAPTION_LENGTH,
+        message_length_max=limits.TEXT_LENGTH,
+        webfile_dc_id=4,
+    )
+
+
+@method("auth.ImportBotAuthorization")
+def import_bot_authorization(server, query):
+    if query.bot_auth_token != server.bot.token or server.bot.revoked:
+        raise RpcFault("ACCESS_TOKEN_INVALID")
+    return raw.types.auth.Authorization(user=render.bot_tl(server.bot))
+
+
+@method("updates.GetState")
+def get_state(server, query):
+    return raw.types.updates.State(pts=server.pts, qts=server.qts, date=now_ts(), seq=0, unread_count=0)
+
+
+@method("updates.GetDifference")
+def get_difference(server, query):
+    """What happened since `pts` (messages) and `date` (other updates): what runbot missed while down."""
+    state = raw.types.updates.State(pts=server.pts, qts=server.qts, date=now_ts(), seq=0, unread_count=0)
+    messages = [rec for kind, value, rec in server.update_log if kind == "pts" and value > query.pts]
+    others = [upd for kind, value, upd in server.update_log if kind == "qts" and upd.date >= query.date and value > query.qts]
+    if not messages and not others:
+        return raw.types.updates.DifferenceEmpty(date=now_ts(), seq=0)
+    users = {m.sender_id: server.users[m.sender_id] for m in messages if m.sender_id in server.users}
+    users.update({u.user_id: server.users[u.user_id] for u in others if u.user_id in server.users})
+    return raw.types.updates.Difference(
+        new_messages=[render.message_tl(m, bot_id=server.bot.id) for m in messages],
+        new_encrypted_messages=[],
+        other_updates=others,
+        chats=[],
+        users=[render.bot_tl(server.bot), *(render.user_tl(u) for u in users.values())],
+        state=state,
+    )
+
+
+@method("users.GetFullUser")
+def get_full_user(server, query):
+    if not isinstance(query.id, raw.types.InputUserSelf):
+        user = resolve_user(server, query.id)
+        full_id, users = user.id, [render.user_tl(user)]
+    else:
+        full_id, users = server.bot.id, [render.bot_tl(server.bot)]
+    return raw.types.users.UserFull(
+        full_user=raw.types.UserFull(
+            id=full_id, settings=raw.types.PeerSettings(), notify_settings=raw.types.PeerNotifySettings(), common_chats_count=0
+        ),
+        chats=[],
+        users=users,
+    )
+
+
+@method("users.GetUsers")
+def get_users(server, query):
+    found = []
+    for wanted in query.id:
+        if isinstance(wanted, raw.types.InputUserSelf):
+            found.append(render.bot_tl(server.bot))
+            continue
+        user = server.users.get(getattr(wanted, "user_id", None))
+        # Inferred: with access_hash 0 a bot gets the users it has met (they wrote to it), like a
+        # "min" peer; with a hash, the hash must match.
+        if user is None or (wanted.access_hash == 0 and not user.known_to_bot):
+            continue
+        if wanted.access_hash not in (0, user.access_hash):
+            continue
+        found.append(render.user_tl(user))
+    return found
+
+
+@method("channels.GetChannels")
+def get_channels(server, query):
+    chats = []
+    for wanted in query.id:
+        channel = server.channels.get(getattr(wanted, "channel_id", None))
+        # Inferred: access_hash 0 resolves a channel the bot is an admin of.
+        if channel is None or not channel.bot_is_admin or wanted.access_hash not in (0, channel.access_hash):
+            raise RpcFault("CHANNEL_INVALID")
+        chats.append(render.channel_tl(channel))
+    return raw.types.messages.Chats(chats=chats)
+
+
+# --- sending ---------------------------------------------------------------------------------------
+
+
+def check_text(text: str, *, caption: bool) -> None:
+    if caption:
+        if len(text) > limits.CAPTION_LENGTH:
+            raise RpcFault("MEDIA_CAPTION_TOO_LONG")
+        return
+    if not text.strip():
+        raise RpcFault("MESSAGE_EMPTY")
+    if len(text) > limits.TEXT_LENGTH:
+        raise RpcFault("MESSAGE_TOO_LONG")
+
+
+def check_markup(markup) -> None:
+    for row in buttons_of_raw(markup):
+        for b in row:
+            data = getattr(b.type, "data", None)
+            if data is not None and len(data) > limits.CALLBACK_DATA_BYTES:
+                raise RpcFault("BUTTON_DATA_INVALID")
+
+
+def buttons_of_raw(markup):
+    return [row.buttons for row in markup.rows] if isinstance(markup, raw.types.ReplyInlineMarkup) else []
+
+
+@method("messages.SendMessage")
+def send_message(server, query):
+    check_text(query.message, caption=False)
+    check_markup(query.reply_markup)
+    chat_id, user, channel = writable(server, query.peer, paid=bool(query.allow_paid_floodskip))
+    msg = server.new_message(
+        chat_id,
+        out=True,
+        text=query.message,
+        entities=list(query.entities or []),
+        reply_markup=query.reply_markup,
+        noforwards=bool(query.noforwards),
+        sender_id=server.bot.id if chat_id > 0 else None,
+        paid=bool(query.allow_paid_floodskip),
+    )
+    server.emit(Event("send", chat_id, [msg.id], text=msg.text, buttons=buttons_of(msg.reply_markup)))
+    return new_message_updates(server, [msg], [query.random_id], user, channel)
+
+
+EXTERNAL_KINDS = {".mp4": "video", ".gif": "animation", ".mp3": "audio", ".ogg": "audio", ".m4a": "audio"}
+
+
+def media_file(server, media):
+    if isinstance(media, (raw.types.InputMediaDocument, raw.types.InputMediaPhoto)):
+        ref = media.id
+        file = server.files.get(getattr(ref, "id", None))
+        if file is None or ref.access_hash != file.access_hash:
+            raise RpcFault("MEDIA_EMPTY")
+        if ref.file_reference != file.file_reference:
+            raise RpcFault("FILE_REFERENCE_EXPIRED")
+        return file
+    if isinstance(media, raw.types.InputMediaPhotoExternal):
+        return server.new_file("photo", media.url)
+    if isinstance(media, raw.types.InputMediaDocumentExternal):
+        # Inferred: Telegram sniffs a fetched file's type; the extension stands in for that here.
+        suffix = "." + media.url.rsplit(".", 1)[-1].lower() if "." in media.url.rsplit("/", 1)[-1] else ""
+        return server.new_file(EXTERNAL_KINDS.get(suffix, "document"), media.url)
+    raise RpcFault("MEDIA_INVALID")
+
+
+@method("messages.SendMedia")
+def send_media(server, query):
+    check_text(query.message, caption=True)
+    check_markup(query.reply_markup)
+    file = media_file(server, query.media)
+    chat_id, user, channel = writable(server, query.peer, paid=bool(query.allow_paid_floodskip))
+    msg = server.new_message(
+        chat_id,
+        out=True,
+        text=query.message,
+        entities=list(query.entities or []),
+        file=file,
+        reply_markup=query.reply_markup,
+        noforwards=bool(query.noforwards),
+        sender_id=server.bot.id if chat_id > 0 else None,
+        paid=bool(query.allow_paid_floodskip),
+    )
+    server.emit(Event("send", chat_id, [msg.id], text=msg.text, media=media_of(file), buttons=buttons_of(msg.reply_markup)))
+    return new_message_updates(server, [msg], [query.random_id], user, channel)
+
+
+@method("messages.ForwardMessages")
+def forward_messages(server, query):
+    if len(query.id) > limits.IDS_PER_CALL:
+        raise RpcFault("MESSAGE_IDS_TOO_MANY")  # inferred name; the limit is documented
+    from_id, _, from_channel = resolve_chat(server, query.from_peer)
+    if from_channel is not None and from_channel.noforwards:
+        raise RpcFault("CHAT_FORWARDS_RESTRICTED")
+    chat_id, user, channel = writable(server, query.to_peer, paid=bool(query.allow_paid_floodskip))
+    sent, random_ids = [], []
+    for source_id, random_id in zip(query.id, query.random_id, strict=False):
+        source = server.stored(from_id, source_id)
+        if source is None or source.deleted or source.service:
+            continue  # Telegram skips ids it cannot forward and forwards the rest
+        header = None if query.drop_author else ((from_id, source_id) if from_id < 0 else None)
+        msg = server.new_message(
+            chat_id,
+            out=True,
+            text="" if (query.drop_media_captions and source.file) else source.text,
+            entities=list(source.entities),
+            file=source.file,
+            noforwards=bool(query.noforwards),
+            forward_from=header,
+            sender_id=server.bot.id if chat_id > 0 else None,
+            paid=bool(query.allow_paid_floodskip),
+        )
+        sent.append(msg)
+        random_ids.append(random_id)
+        server.emit(Event("copy", chat_id, [msg.id], text=msg.text, media=media_of(msg.file)))
+    if not sent:
+        raise RpcFault("MESSAGE_ID_INVALID")
+    return new_message_updates(server, sent, random_ids, user, channel)
+
+
+@method("messages.GetMessages")
+def get_messages(server, query):
+    found = []
+    for ref in query.id:
+        msg = server.box.get(getattr(ref, "id", 0))
+        found.append(msg)
+    return messages_result(server, found, [getattr(r, "id", 0) for r in query.id])
+
+
+@method("channels.GetMessages")
+def channel_get_messages(server, query):
+    channel = resolve_channel(server, query.channel)
+    if not channel.bot_is_admin:
+        raise RpcFault("CHANNEL_PRIVATE")
+    ids = [getattr(r, "id", 0) for r in query.id]
+    if len(ids) > limits.IDS_PER_CALL:
+        raise RpcFault("LIMIT_INVALID")
+    found = [server.channel_messages[channel.raw_id].get(i) for i in ids]
+    return messages_result(server, found, ids, channel=channel)
+
+
+def messages_result(server, found, ids, *, channel: Channel | None = None):
+    tl, users = [], {}
+    for msg, wanted in zip(found, ids, strict=False):
+        if msg is None or msg.deleted:
+            tl.append(raw.types.MessageEmpty(id=wanted))
+            continue
+        tl.append(render.message_tl(msg, bot_id=server.bot.id))
+        if msg.chat_id > 0:
+            users[msg.chat_id] = server.users[msg.chat_id]
+    user_tl = [render.bot_tl(server.bot), *(render.user_tl(u) for u in users.values())]
+    if channel is not None:
+        return raw.types.messages.ChannelMessages(
+            pts=channel.pts, count=len(tl), messages=tl, topics=[], chats=[render.channel_tl(channel)], users=user_tl
+        )
+    return raw.types.messages.Messages(messages=tl, topics=[], chats=[], users=user_tl)
+
+
+# --- changing and deleting ----------------------------------------------------------------------------
+
+
+def delete(server, messages: list[Message]) -> int:
+    now = clock.now()
+    done: dict[int, list[int]] = {}
+    for msg in messages:
+        if msg is None or msg.deleted:
+            continue
+        if msg.chat_id > 0 and now - msg.date > limits.DELETE_WINDOW:
+            continue  # the bot's 48 h are over: Telegram leaves the message (the count shows it)
+        msg.deleted = True
+        done.setdefault(msg.chat_id, []).append(msg.id)
+    for chat_id, ids in done.items():
+        server.emit(Event("delete", chat_id, ids))
+    return sum(len(ids) for ids in done.values())
+
+
+@method("messages.DeleteMessages")
+def delete_messages(server, query):
+    if len(query.id) > limits.IDS_PER_CALL:
+        raise RpcFault("MESSAGE_IDS_TOO_MANY")  # inferred name
+    count = delete(server, [server.box.get(i) for i in query.id])
+    server.pts += count
+    return raw.types.messages.AffectedMessages(pts=server.pts, pts_count=count)
+
+
+@method("channels.DeleteMessages")
+def channel_delete_messages(server, query):
+    channel = resolve_channel(server, query.channel)
+    if not channel.bot_is_admin:
+        raise RpcFault("MESSAGE_DELETE_FORBIDDEN")
+    if len(query.id) > limits.IDS_PER_CALL:
+        raise RpcFault("MESSAGE_IDS_TOO_MANY")
+    count = delete(server, [server.channel_messages[channel.raw_id].get(i) for i in query.id])
+    channel.pts += count
+    return raw.types.messages.AffectedMessages(pts=channel.pts, pts_count=count)
+
+
+@method("messages.EditMessage")
+def edit_message(server, query):
+    chat_id, user, channel = resolve_chat(server, query.peer)
+    msg = server.stored(chat_id, query.id)
+    if msg is None or msg.deleted or not msg.out:
+        raise RpcFault("MESSAGE_ID_INVALID")
+    text = query.message if query.message is not None else msg.text
+    markup = query.reply_markup
+    if text == msg.text and (markup.write() if markup else b"") == (msg.reply_markup.write() if msg.reply_markup else b""):
+        raise RpcFault("MESSAGE_NOT_MODIFIED")
+    check_text(text, caption=msg.file is not None)
+    check_markup(markup)
+    server.check_rate(chat_id, paid=False)
+    msg.text, msg.entities, msg.reply_markup = text, list(query.entities or []), markup
+    server.emit(Event("edit", chat_id, [msg.id], text=text, buttons=buttons_of(markup)))
+    tl = render.message_tl(msg, bot_id=server.bot.id)
+    server.pts += 1
+    update = (
+        raw.types.UpdateEditMessage(message=tl, pts=server.pts, pts_count=1)
+        if chat_id > 0
+        else raw.types.UpdateEditChannelMessage(message=tl, pts=channel.pts, pts_count=1)
+    )
+    return server.updates_tl([update], users=[user] if user else [], channels=[channel] if channel else [])
+
+
+@method("messages.SetBotCallbackAnswer")
+def set_bot_callback_answer(server, query):
+    found = server.callbacks.pop(query.query_id, None)
+    if found is None or time.monotonic() - found[1] > limits.CALLBACK_ANSWER_WINDOW.total_seconds():
+        raise RpcFault("QUERY_ID_INVALID")
+    if query.message:
+        server.emit(Event("answer", found[0], [], text=query.message))
+    return True
+
+
+@method("channels.GetParticipant")
+def get_participant(server, query):
+    channel = resolve_channel(server, query.channel)
+    if not channel.bot_is_admin:
+        raise RpcFault("CHAT_ADMIN_REQUIRED")
+    user = resolve_user(server, query.participant) if not isinstance(query.participant, raw.types.InputPeerSelf) else None
+    if user is None:
+        participant = raw.types.ChannelParticipantAdmin(
+            user_id=server.bot.id, promoted_by=server.bot.id, date=0, admin_rights=raw.types.ChatAdminRights(post_messages=True)
+        )
+        users = [render.bot_tl(server.bot)]
+    elif user.id in channel.members:
+        participant = raw.types.ChannelParticipant(user_id=user.id, date=0)
+        users = [render.user_tl(user)]
+    else:
+        raise RpcFault("USER_NOT_PARTICIPANT")
+    return raw.types.channels.ChannelParticipant(participant=participant, chats=[render.channel_tl(channel)], users=users)

@@ -1,0 +1,579 @@
+"""An in-memory Telegram that kurigram's real client talks to over MTProto (as moto answers boto3).
+
+Only the socket is replaced (`connection.py`): kurigram's `Client`, `Session`, storage, peer
+resolution, retries and FloodWait handling all run as they do against Telegram. This module holds
+Telegram's side: one bot, users with access hashes, channels with 64-bit ids, messages with ids,
+dates, files and buttons, and the rules Telegram applies to a bot. `methods.py` answers the raw TL
+functions; this class holds the state, the sessions and the controls tests and the sandbox use.
+
+Behaviour from Telegram's documents (core.telegram.org): about 30 messages/s overall, 1000/s with
+paid broadcasts when the request carries `allow_paid_floodskip`; about 1 message/s in a private
+chat; 20/min in a group; bots may delete messages only for 48 h; at most 100 ids per call;
+FLOOD_WAIT_X, USER_IS_BLOCKED, INPUT_USER_DEACTIVATED, PEER_ID_INVALID, CHAT_FORWARDS_RESTRICTED,
+MESSAGE_EMPTY, AUTH_KEY_UNREGISTERED. Private-chat message ids are the bot's own sequence, shared by
+all its private chats; each channel has its own. Inferred (marked where used): the window shapes
+of the rate limits, the burst a private chat tolerates, what a call with several problems answers.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from pyrogram import raw
+from pyrogram.file_id import FileId, FileType
+
+from botapp import clock
+from botapp.telegram import limits
+from botapp.telegram.gateway import Button, Media, TgUser
+from botapp.telegram.server import render, wire
+from botapp.telegram.server.state import Bot, Channel, File, Message, User, channel_raw_id
+
+log = logging.getLogger(__name__)
+
+# error_message -> error_code, as Telegram sends them
+ERROR_CODES = {
+    "USER_IS_BLOCKED": 403,
+    "CHAT_WRITE_FORBIDDEN": 403,
+    "AUTH_KEY_UNREGISTERED": 401,
+    "SESSION_REVOKED": 401,
+    "USER_DEACTIVATED": 401,
+    "USER_DEACTIVATED_BAN": 401,
+    "INTERNAL": 500,
+}
+
+
+def error_code(message: str) -> int:
+    if message.startswith("FLOOD_WAIT_") or message.startswith("FLOOD_PREMIUM_WAIT_"):
+        return 420
+    return ERROR_CODES.get(message, 400)
+
+
+class RpcFault(Exception):
+    """Telegram's answer is an error: `rpc_error#2144ca19 error_code:int error_message:string`."""
+
+    def __init__(self, message: str, code: int | None = None):
+        super().__init__(message)
+        self.message = message
+        self.code = code if code is not None else error_code(message)
+
+
+@dataclass
+class Event:
+    """One thing the bot did that a user could see."""
+
+    action: str  # send | copy | delete | edit | answer
+    chat_id: int
+    message_ids: list[int] = field(default_factory=list)
+    text: str = ""
+    media: Media | None = None
+    buttons: tuple[tuple[Button, ...], ...] = ()
+
+
+@dataclass(frozen=True)
+class Call:
+    method: str  # "messages.SendMessage"
+    chat_id: int | None
+    at: float  # time.monotonic()
+
+
+@dataclass
+class Fault:
+    error: str
+    methods: frozenset[str] | None
+    chat_id: int | None
+    remaining: int
+    skip: int = 0  # let this many matching calls through first
+
+
+class Endpoint:
+    """One connected MTProto session (a kurigram `Session`)."""
+
+    def __init__(self, server: TelegramServer, auth_key: bytes, push: Callable[[bytes], None]):
+        self.server = server
+        self.auth_key = auth_key
+        self.push_packet = push
+        self.session_id = b"\0" * 8
+        self.seq = wire.SeqNo()
+        self.receives_updates = False
+        self.closed = False
+
+    def receive(self, packet: bytes) -> None:
+        """A packet from the client: answer every message in it."""
+        try:
+            incoming = wire.unpack_client(packet, self.auth_key)
+        except Exception:  # noqa: BLE001 - Telegram drops what it cannot decrypt
+            log.warning("telegram server: undecryptable packet dropped")
+            return
+        self.session_id = incoming.session_id
+        bodies = (
+            [(m.msg_id, m.body) for m in incoming.body.messages]
+            if isinstance(incoming.body, raw.core.MsgContainer)
+            else [(incoming.msg_id, incoming.body)]
+        )
+        for msg_id, body in bodies:
+            self.server.dispatch(self, msg_id, body)
+
+    def send(self, body: bytes, *, answer: bool, content: bool = True, delay: float = 0.0) -> None:
+        if self.closed:
+            return
+        packet = wire.pack_server(
+            body,
+            auth_key=self.auth_key,
+            session_id=self.session_id,
+            msg_id=self.server.msg_ids.next(answer=answer),
+            seq_no=self.seq.next(content=content),
+        )
+        if delay:
+            threading.Timer(delay, self.push_packet, (packet,)).start()
+        else:
+            self.push_packet(packet)
+
+    def close(self) -> None:
+        self.closed = True
+        self.server.disconnect(self)
+
+
+class TelegramServer:
+    BOT_ID = 7_000_000_001
+
+    def __init__(
+        self,
+        *,
+        username: str = "CourierBot",
+        token: str = "7000000001:offline-token",
+        enforce_rates: bool = True,
+        global_rate: float = limits.GLOBAL_RATE,
+        paid_rate: float = limits.PAID_RATE,
+        latency: float = 0.0,
+    ):
+        from botapp.telegram.server.methods import METHODS
+
+        self.methods = METHODS
+        self.bot = Bot(id=self.BOT_ID, username=username, first_name="Courier", token=token)
+        self.enforce_rates = enforce_rates
+        self.global_rate = global_rate
+        self.paid_rate = paid_rate
+        self.latency = latency
+        self.lock = threading.RLock()
+        self.msg_ids = wire.MsgIds()
+        self.keys: dict[bytes, bytes] = {}
+        self.endpoints: list[Endpoint] = []
+        self.users: dict[int, User] = {}
+        self.channels: dict[int, Channel] = {}  # by raw id
+        self.box: dict[int, Message] = {}  # the bot's private-chat messages, by id (one sequence)
+        self.channel_messages: dict[int, dict[int, Message]] = collections.defaultdict(dict)
+        self.files: dict[int, File] = {}
+        self._file_ids = itertools.count(5_000_000_001)
+        self._box_ids = itertools.count(1)
+        self.pts = 1
+        self.qts = 1
+        self.update_log: list[tuple[str, int, object]] = []  # ("pts"|"qts", value, record or TL update)
+        self.callbacks: dict[int, tuple[int, float]] = {}  # query id -> (user id, monotonic time)
+        self._query_ids = itertools.count(900_000_000_001)
+        self.faults: list[Fault] = []
+        self.calls: list[Call] = []
+        self._send_times: collections.deque[float] = collections.deque()
+        self._paid_times: collections.deque[float] = collections.deque()
+        self._chat_times: dict[int, collections.deque[float]] = collections.defaultdict(collections.deque)
+        self.flood_waits = 0
+        self.events: list[Event] = []
+        self.listeners: list[Callable[[Event], None]] = []
+
+    # --- sessions -------------------------------------------------------------------------------
+
+    def connect(self, auth_key: bytes, push: Callable[[bytes], None]) -> Endpoint:
+        """A client connects with a key it was provisioned with (see connection.py)."""
+        with self.lock:
+            self.keys[wire.key_id(auth_key)] = auth_key
+            endpoint = Endpoint(self, auth_key, push)
+            self.endpoints.append(endpoint)
+            return endpoint
+
+    def disconnect(self, endpoint: Endpoint) -> None:
+        with self.lock:
+            if endpoint in self.endpoints:
+                self.endpoints.remove(endpoint)
+
+    def dispatch(self, endpoint: Endpoint, msg_id: int, body) -> None:
+        if isinstance(body, raw.types.MsgsAck):
+            return
+        if isinstance(body, (raw.functions.Ping, raw.functions.PingDelayDisconnect)):
+            pong = raw.types.Pong(msg_id=msg_id, ping_id=body.ping_id)
+            endpoint.send(pong.write(), answer=True, content=False)
+            return
+        query, updates = body, True
+        while isinstance(query, (raw.functions.InvokeWithLayer, raw.functions.InitConnection, raw.functions.InvokeWithoutUpdates)):
+            if isinstance(query, raw.functions.InvokeWithoutUpdates):
+                updates = False
+            query = query.query
+        name = query.QUALNAME.split(".", 1)[1]
+        try:
+            with self.lock:
+                result = self._invoke(endpoint, name, query, subscribe=updates)
+            body_bytes = wire.rpc_result(msg_id, result)
+        except RpcFault as fault:
+            body_bytes = wire.rpc_result(msg_id, raw.types.RpcError(error_code=fault.code, error_message=fault.message))
+        endpoint.send(body_bytes, answer=True, delay=self.latency)
+
+    def _invoke(self, endpoint: Endpoint, name: str, query, *, subscribe: bool):
+        chat_id = self._chat_of(query)
+        self.calls.append(Call(name, chat_id, time.monotonic()))
+        if name not in ("help.GetConfig",):
+            if self.bot.revoked:
+                raise RpcFault("AUTH_KEY_UNREGISTERED")
+            if self.bot.deactivated:
+                raise RpcFault("USER_DEACTIVATED")
+        self._raise_fault(name, chat_id)
+        handler = self.methods.get(name)
+        if handler is None:
+            log.error("telegram server: %s is not implemented", name)
+            raise RpcFault("INPUT_METHOD_INVALID")
+        if subscribe and name.startswith("updates."):
+            # Inferred from MTProto's docs: a session that asks for the update state gets updates;
+            # kurigram's no_updates clients wrap every call in invokeWithoutUpdates and get none.
+            endpoint.receives_updates = True
+        return handler(self, query)
+
+    def _chat_of(self, query) -> int | None:
+        for attr in ("peer", "to_peer", "channel"):
+            peer = getattr(query, attr, None)
+            if isinstance(peer, (raw.types.InputPeerUser, raw.types.InputUser)):
+                return peer.user_id
+            if isinstance(peer, (raw.types.InputPeerChannel, raw.types.InputChannel)):
+                return -1_000_000_000_000 - peer.channel_id
+        return None
+
+    def _raise_fault(self, name: str, chat_id: int | None) -> None:
+        for fault in self.faults:
+            if fault.methods is not None and name not in fault.methods:
+                continue
+            if fault.chat_id is not None and fault.chat_id != chat_id:
+                continue
+            if fault.skip:
+                fault.skip -= 1
+                continue
+            fault.remaining -= 1
+            if fault.remaining <= 0:
+                self.faults.remove(fault)
+            if fault.error.startswith("FLOOD_WAIT_"):
+                self.flood_waits += 1
+            raise RpcFault(fault.error)
+
+    # --- rules every send obeys -------------------------------------------------------------------
+
+    def check_rate(self, chat_id: int, *, paid: bool) -> None:
+        """FLOOD_WAIT_X when a send exceeds Telegram's limits. Window shapes are inferred: a sliding
+        second overall, a leaky bucket per private chat (PRIVATE_CHAT_BURST, then 1/s), and
+        GROUP_PER_MINUTE in any minute for a channel or group."""
+        if not self.enforce_rates:
+            return
+        now = time.monotonic()
+        window = self._paid_times if paid else self._send_times
+        rate = self.paid_rate if paid else self.global_rate
+        while window and now - window[0] >= 1.0:
+            window.popleft()
+        chat = self._chat_times[chat_id]
+        if chat_id > 0:
+            span, allowed = limits.PRIVATE_CHAT_INTERVAL * limits.PRIVATE_CHAT_BURST, limits.PRIVATE_CHAT_BURST
+        else:
+            span, allowed = 60.0, limits.GROUP_PER_MINUTE
+        while chat and now - chat[0] >= span:
+            chat.popleft()
+        if len(window) >= rate:
+            self.flood_waits += 1
+            raise RpcFault("FLOOD_WAIT_1")
+        if len(chat) >= allowed:
+            self.flood_waits += 1
+            raise RpcFault(f"FLOOD_WAIT_{max(1, int(span - (now - chat[0])) + 1)}")
+        window.append(now)
+        chat.append(now)
+
+    # --- records ----------------------------------------------------------------------------------
+
+    def user_record(self, tg: TgUser | int) -> User:
+        user_id = tg if isinstance(tg, int) else tg.id
+        user = self.users.get(user_id)
+        if user is None:
+            user = self.users[user_id] = User(id=user_id)
+        if isinstance(tg, TgUser):
+            user.first_name, user.last_name = tg.first_name, tg.last_name
+            user.username, user.language_code = tg.username, tg.language_code
+        return user
+
+    def new_message(self, chat_id: int, **fields) -> Message:
+        if chat_id > 0:
+            msg = Message(chat_id=chat_id, id=next(self._box_ids), date=clock.now(), **fields)
+            self.box[msg.id] = msg
+            self.pts += 1
+            if not msg.out:
+                self.update_log.append(("pts", self.pts, msg))
+        else:
+            channel = self.channels[channel_raw_id(chat_id)]
+            msg = Message(chat_id=chat_id, id=channel.next_id, date=clock.now(), **fields)
+            channel.next_id += 1
+            channel.pts += 1
+            self.channel_messages[channel.raw_id][msg.id] = msg
+        return msg
+
+    def new_file(self, kind: str, name: str) -> File:
+        file = File(id=next(self._file_ids), kind=kind, name=name)
+        self.files[file.id] = file
+        return file
+
+    def stored(self, chat_id: int, message_id: int) -> Message | None:
+        if chat_id > 0:
+            msg = self.box.get(message_id)
+            return msg if msg is not None and msg.chat_id == chat_id else None
+        return self.channel_messages.get(channel_raw_id(chat_id), {}).get(message_id)
+
+    def emit(self, event: Event) -> None:
+        self.events.append(event)
+        for listener in list(self.listeners):
+            listener(event)
+
+    # --- pushing updates to runbot -------------------------------------------------------------------
+
+    def push(self, updates) -> None:
+        """Send an Updates object to every session that receives updates."""
+        body = updates.write()
+        for endpoint in list(self.endpoints):
+            if endpoint.receives_updates:
+                endpoint.send(body, answer=False)
+
+    def updates_tl(self, updates: list, *, users: Iterable[User] = (), channels: Iterable[Channel] = ()):
+        return raw.types.Updates(
+            updates=updates,
+            users=[render.bot_tl(self.bot), *(render.user_tl(u) for u in users)],
+            chats=[render.channel_tl(c) for c in channels],
+            date=int(clock.now().timestamp()),
+            seq=0,
+        )
+
+    # --- controls: what users and admins do (tests, the sandbox) ---------------------------------------
+
+    def create_channel(
+        self, chat_id: int, *, title: str = "", members: Iterable[int] = (), noforwards: bool = False, bot_is_admin: bool = True
+    ) -> None:
+        if chat_id > -1_000_000_000_000:
+            raise ValueError("channel ids look like -100…")
+        with self.lock:
+            channel = self.channels.setdefault(
+                channel_raw_id(chat_id), Channel(raw_id=channel_raw_id(chat_id), title=title or f"Channel {chat_id}")
+            )
+            channel.members.update(members)
+            channel.noforwards = noforwards
+            channel.bot_is_admin = bot_is_admin
+
+    def join(self, chat_id: int, user_id: int) -> None:
+        with self.lock:
+            self.channels[channel_raw_id(chat_id)].members.add(user_id)
+
+    def leave(self, chat_id: int, user_id: int) -> None:
+        with self.lock:
+            self.channels[channel_raw_id(chat_id)].members.discard(user_id)
+
+    def request_join(self, chat_id: int, user: TgUser) -> None:
+        """A user asks to join a join-request channel: the bot (an admin) gets the request."""
+        with self.lock:
+            channel = self.channels[channel_raw_id(chat_id)]
+            record = self.user_record(user)
+            record.known_to_bot = True
+            channel.join_requests.add(user.id)
+            self.qts += 1
+            invite = raw.types.ChatInviteExported(
+                link="https://t.me/+offline", admin_id=self.bot.id, date=0, request_needed=True
+            )
+            update = raw.types.UpdateBotChatInviteRequester(
+                peer=render.peer_tl(chat_id), date=int(clock.now().timestamp()), user_id=user.id, about="", invite=invite, qts=self.qts
+            )
+            self.update_log.append(("qts", self.qts, update))
+            self.push(self.updates_tl([update], users=[record], channels=[channel]))
+
+    def post(self, chat_id: int, text: str = "", *, media: Media | None = None, service: bool = False) -> int:
+        """Something is posted in a channel (by an admin); returns the message id."""
+        with self.lock:
+            if channel_raw_id(chat_id) not in self.channels:
+                raise KeyError(f"no channel {chat_id}")
+            file = self.new_file(media.kind, media.file) if media else None
+            return self.new_message(chat_id, out=False, text=text, file=file, service=service).id
+
+    def delete_post(self, chat_id: int, message_id: int) -> None:
+        with self.lock:
+            self.stored(chat_id, message_id).deleted = True
+
+    def user_sends(
+        self, user: TgUser, text: str = "", *, media: Media | None = None, forward_from: tuple[int, int] | None = None
+    ) -> int:
+        """A user writes to the bot in private; runbot's session gets UpdateNewMessage. Returns its id."""
+        with self.lock:
+            record = self.user_record(user)
+            record.known_to_bot = True
+            was_blocked, record.blocked_bot = record.blocked_bot, False  # writing to a bot unblocks it
+            file = None
+            if forward_from is not None:
+                source = self.stored(*forward_from)
+                file = source.file if source is not None else None
+            elif media is not None:
+                file = self.new_file(media.kind, media.file)
+            msg = self.new_message(user.id, out=False, text=text, file=file, forward_from=forward_from, sender_id=user.id)
+            channels = [self.channels[channel_raw_id(forward_from[0])]] if forward_from else []
+            updates = []
+            if was_blocked:
+                updates.append(self._bot_stopped(user.id, stopped=False))
+            updates.append(
+                raw.types.UpdateNewMessage(message=render.message_tl(msg, bot_id=self.bot.id), pts=self.pts, pts_count=1)
+            )
+            self.push(self.updates_tl(updates, users=[record], channels=channels))
+            return msg.id
+
+    def tap(self, user: TgUser, message_id: int, data: str) -> int:
+        """A user taps a callback button under a bot message; runbot gets UpdateBotCallbackQuery."""
+        with self.lock:
+            record = self.user_record(user)
+            query_id = next(self._query_ids)
+            self.callbacks[query_id] = (user.id, time.monotonic())
+            update = raw.types.UpdateBotCallbackQuery(
+                query_id=query_id,
+                user_id=user.id,
+                peer=render.peer_tl(user.id),
+                msg_id=message_id,
+                chat_instance=user.id,
+                data=data.encode(),
+            )
+            self.push(self.updates_tl([update], users=[record]))
+            return query_id
+
+    def _bot_stopped(self, user_id: int, *, stopped: bool):
+        self.qts += 1
+        update = raw.types.UpdateBotStopped(user_id=user_id, date=int(clock.now().timestamp()), stopped=stopped, qts=self.qts)
+        self.update_log.append(("qts", self.qts, update))
+        return update
+
+    def block(self, user_id: int) -> None:
+        with self.lock:
+            record = self.user_record(user_id)
+            record.blocked_bot = True
+            self.push(self.updates_tl([self._bot_stopped(user_id, stopped=True)], users=[record]))
+
+    def unblock(self, user_id: int) -> None:
+        with self.lock:
+            record = self.user_record(user_id)
+            record.blocked_bot = False
+            self.push(self.updates_tl([self._bot_stopped(user_id, stopped=False)], users=[record]))
+
+    def deactivate(self, user_id: int) -> None:
+        with self.lock:
+            self.user_record(user_id).deactivated = True
+
+    def revoke_token(self) -> None:
+        """The operator revoked the bot token in @BotFather: every session of the bot gets 401."""
+        with self.lock:
+            self.bot.revoked = True
+
+    def fail_next(
+        self, error: str, *, methods: Iterable[str] | None = None, times: int = 1, chat_id: int | None = None, after: int = 0
+    ) -> None:
+        """The next `times` calls (of `methods`, to `chat_id`) after `after` matching ones answer
+        `error` ("FLOOD_WAIT_7", "USER_IS_BLOCKED", "INTERNAL", ...), as Telegram would."""
+        with self.lock:
+            self.faults.append(Fault(error, frozenset(methods) if methods else None, chat_id, times, after))
+
+    def file_id(self, kind: str, name: str = "file") -> str:
+        """A new file on the server and the file_id string a bot would get for it."""
+        with self.lock:
+            file = self.new_file(kind, name)
+        file_type = {
+            "photo": FileType.PHOTO,
+            "video": FileType.VIDEO,
+            "document": FileType.DOCUMENT,
+            "animation": FileType.ANIMATION,
+            "audio": FileType.AUDIO,
+        }[kind]
+        return FileId(
+            file_type=file_type,
+            dc_id=render.DC_ID,
+            media_id=file.id,
+            access_hash=file.access_hash,
+            file_reference=file.file_reference,
+            thumbnail_source=None,
+        ).encode()
+
+    # --- looking at what happened -------------------------------------------------------------------
+
+    def count(self, method: str | None = None, *, chat_id: int | None = None, since: int = 0) -> int:
+        """How many calls (of `method`, to `chat_id`) Telegram received, from call number `since` on."""
+        with self.lock:
+            return sum(
+                1
+                for call in self.calls[since:]
+                if (method is None or call.method == method) and (chat_id is None or call.chat_id == chat_id)
+            )
+
+    def methods_called(self, since: int = 0) -> list[str]:
+        with self.lock:
+            return [call.method for call in self.calls[since:]]
+
+    def messages(self, chat_id: int, *, include_deleted: bool = False) -> list[Message]:
+        with self.lock:
+            source = (
+                [m for m in self.box.values() if m.chat_id == chat_id]
+                if chat_id > 0
+                else list(self.channel_messages.get(channel_raw_id(chat_id), {}).values())
+            )
+            return sorted((m for m in source if include_deleted or not m.deleted), key=lambda m: m.id)
+
+    def bot_messages(self, chat_id: int) -> list[Message]:
+        return [m for m in self.messages(chat_id) if m.out]
+
+    def message(self, chat_id: int, message_id: int) -> Message | None:
+        with self.lock:
+            return self.stored(chat_id, message_id)
+
+    def find_button(self, chat_id: int, label: str) -> tuple[Message, Button] | None:
+        """The newest live bot message in the chat with a button whose text, callback data or URL is
+        `label` (text also matches without its emoji and case: "get files again")."""
+        wanted = _plain(label)
+        for msg in reversed(self.bot_messages(chat_id)):
+            for row in buttons_of(msg.reply_markup):
+                for button in row:
+                    if label in (button.text, button.callback_data, button.url) or _same_words(button.text, wanted):
+                        return msg, button
+        return None
+
+
+def buttons_of(markup) -> tuple[tuple[Button, ...], ...]:
+    """The domain buttons of a raw ReplyInlineMarkup."""
+    if not isinstance(markup, raw.types.ReplyInlineMarkup):
+        return ()
+    rows = []
+    for row in markup.rows:
+        buttons = []
+        for b in row.buttons:
+            kind = b.type
+            if isinstance(kind, raw.types.InlineButtonTypeUrl):
+                buttons.append(Button(b.text, url=kind.url))
+            elif isinstance(kind, raw.types.InlineButtonTypeCallback):
+                buttons.append(Button(b.text, callback_data=kind.data.decode()))
+        rows.append(tuple(buttons))
+    return tuple(rows)
+
+
+def media_of(file: File | None) -> Media | None:
+    return Media(file.kind, file.name) if file is not None else None
+
+
+def _plain(text: str) -> str:
+    return " ".join("".join(ch for ch in text if ch.isalnum() or ch.isspace()).split()).casefold()
+
+
+def _same_words(button_text: str, wanted: str) -> bool:
+    """ "get files again" names "♻️ Get files again"; "how to verify" names "ℹ️ How to verify"
+    (some emoji count as letters, so a leading symbol word may be left over)."""
+    plain = _plain(button_text)
+    return bool(wanted) and (plain == wanted or plain.endswith(" " + wanted) and len(plain) - len(wanted) <= 3)

@@ -1,0 +1,97 @@
+"""What the in-memory Telegram knows: one bot, its users, its channels, every message and file.
+
+Records only; `server.TelegramServer` owns them under one lock, and `render.py` turns them into
+the TL objects Telegram would send.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+from datetime import datetime
+
+CHANNEL_ID_SHIFT = -1_000_000_000_000  # Bot API id of channel c is -100<c>: -(10**12) - c
+
+
+def channel_api_id(raw_id: int) -> int:
+    return CHANNEL_ID_SHIFT - raw_id
+
+
+def channel_raw_id(api_id: int) -> int:
+    return CHANNEL_ID_SHIFT - api_id
+
+
+def new_hash() -> int:
+    return secrets.randbits(63) or 1
+
+
+@dataclass
+class Bot:
+    id: int
+    username: str
+    first_name: str
+    token: str
+    revoked: bool = False  # the token was revoked in @BotFather: every session gets 401
+    deactivated: bool = False  # the bot's account itself was deleted
+
+
+@dataclass
+class User:
+    id: int
+    first_name: str = ""
+    last_name: str = ""
+    username: str = ""
+    language_code: str = ""
+    access_hash: int = field(default_factory=new_hash)
+    blocked_bot: bool = False
+    deactivated: bool = False
+    # Telegram lets a bot reach a user only after the user wrote to it (or the bot saw them in a chat).
+    known_to_bot: bool = False
+
+
+@dataclass
+class Channel:
+    raw_id: int
+    title: str
+    access_hash: int = field(default_factory=new_hash)
+    bot_is_admin: bool = True
+    members: set[int] = field(default_factory=set)
+    join_requests: set[int] = field(default_factory=set)
+    noforwards: bool = False  # "restrict saving content": forwards and copies are refused
+    next_id: int = 1
+    pts: int = 1
+
+    @property
+    def api_id(self) -> int:
+        return channel_api_id(self.raw_id)
+
+
+@dataclass
+class File:
+    """A photo or document as Telegram stores it, addressed by id + access_hash + file_reference."""
+
+    id: int
+    kind: str  # photo | video | document | animation | audio
+    name: str  # a file name, or the URL it was fetched from
+    access_hash: int = field(default_factory=new_hash)
+    file_reference: bytes = field(default_factory=lambda: secrets.token_bytes(8))
+    size: int = 1024
+    mime_type: str = "application/octet-stream"
+
+
+@dataclass
+class Message:
+    chat_id: int  # Bot API style: a user id, or -100… for a channel
+    id: int
+    date: datetime
+    out: bool  # sent by the bot
+    text: str = ""
+    entities: list = field(default_factory=list)  # raw MessageEntity objects, as sent
+    file: File | None = None
+    reply_markup: object | None = None  # raw ReplyInlineMarkup, as sent
+    noforwards: bool = False
+    service: bool = False  # "user joined" and the like: nothing to copy
+    forward_from: tuple[int, int] | None = None  # (channel api id, message id) shown in the header
+    sender_id: int | None = None  # who wrote it (None: a channel post)
+    deleted: bool = False
+    paid: bool = False  # sent with the paid-broadcast flag
