@@ -3,9 +3,10 @@ from datetime import timedelta
 import pytest
 
 from botapp import clock
-from botapp.telegram.fake import FakeTelegram
 from botapp.telegram.gateway import TgUser
 from botapp.telegram.router import Router
+from botapp.telegram.server.offline import OfflineBot, offline_gateway
+from botapp.telegram.server.server import TelegramServer
 
 ADMIN = 1000
 STORAGE = -1001000000001
@@ -25,32 +26,20 @@ def _clock_and_cache():
 
 
 @pytest.fixture
-def fake():
-    telegram = FakeTelegram(username="CourierBot")
-    telegram.create_channel(STORAGE)
-    return telegram
+def telegram():
+    """The in-memory Telegram (a server kurigram's real client talks to), with a storage channel.
+    Rates are enforced only where a test turns them on: tests send faster than a limiter would."""
+    server = TelegramServer(username="CourierBot", enforce_rates=False)
+    server.create_channel(STORAGE, title="Storage")
+    return server
 
 
 @pytest.fixture
-def router(fake, db):
-    return Router(fake, admin_ids=frozenset({ADMIN}))
-
-
-@pytest.fixture
-def alice():
-    return TgUser(id=1001, first_name="Alice", username="alice", language_code="en")
-
-
-@pytest.fixture
-def say(fake, router):
-    """say(user, text): the user sends `text`; returns the bot messages sent in reply."""
-
-    def send(user: TgUser, text: str):
-        before = len(fake.events)
-        router.handle_message(fake.user_sends(user, text))
-        return fake.events[before:]
-
-    return send
+def gateway(telegram):
+    """A worker's PyrogramGateway on the in-memory Telegram (its own session, no updates)."""
+    gw = offline_gateway(telegram)
+    yield gw
+    gw.stop()
 
 
 @pytest.fixture
@@ -61,9 +50,24 @@ def shortener():
 
 
 @pytest.fixture
-def bot(fake, db, shortener):
-    """The router as runbot builds it: admins, a storage channel, a shortener."""
-    return Router(fake, admin_ids=frozenset({ADMIN}), storage_channel_id=STORAGE, shortener=shortener)
+def bot(telegram, db, shortener):
+    """runbot on the in-memory Telegram: kurigram's client with updates, the pump and the router
+    (admins, a storage channel, a shortener)."""
+    offline = OfflineBot(
+        telegram, lambda gw: Router(gw, admin_ids=frozenset({ADMIN}), storage_channel_id=STORAGE, shortener=shortener)
+    )
+    yield offline
+    offline.stop()
+
+
+@pytest.fixture
+def router(bot):
+    return bot.router
+
+
+@pytest.fixture
+def alice():
+    return TgUser(id=1001, first_name="Alice", username="alice", language_code="en")
 
 
 @pytest.fixture
@@ -77,34 +81,41 @@ def conf(db):
 
 
 @pytest.fixture
-def stored(fake, db):
+def stored(telegram, db):
     """A two-message file in the storage channel: a document and a note."""
     from botapp.services.files import file_store
     from botapp.telegram.gateway import Media
 
-    ids = [fake.post(STORAGE, "Report", media=Media("document", "report.pdf")), fake.post(STORAGE, "Read me")]
+    ids = [telegram.post(STORAGE, "Report", media=Media("document", "report.pdf")), telegram.post(STORAGE, "Read me")]
     return file_store(source_chat_id=STORAGE, message_ids=ids, title="Report")
 
 
 @pytest.fixture
-def chat(fake, bot):
-    """chat(user, text) sends as the user through `bot`; chat.tap(user, label) taps a button.
-    Both return the events (bot actions) that followed."""
+def chat(telegram, bot):
+    """chat(user, text) sends as the user; runbot's client receives the update and the router
+    answers. chat.tap(user, label) taps a button. Each returns the bot's actions that followed."""
 
     class Chat:
-        def __call__(self, user, text):
-            before = len(fake.events)
-            bot.handle_message(fake.user_sends(user, text))
-            return fake.events[before:]
+        def __call__(self, user, text="", **kwargs):
+            before = len(telegram.events)
+            telegram.user_sends(user, text, **kwargs)
+            bot.pump.process()
+            return telegram.events[before:]
 
         def tap(self, user, label):
-            before = len(fake.events)
-            msg, button = fake.find_button(user.id, label)
+            before = len(telegram.events)
+            msg, button = telegram.find_button(user.id, label)
             if button.callback_data:
-                bot.handle_callback(fake.callback_query(user, msg, button.callback_data))
+                telegram.tap(user, msg.id, button.callback_data)
+                bot.pump.process()
             else:
-                url = bot.shortener.follow(button.url) or button.url
+                url = bot.router.shortener.follow(button.url) or button.url
                 self(user, "/start " + url.split("start=", 1)[1])
-            return fake.events[before:]
+            return telegram.events[before:]
 
     return Chat()
+
+
+@pytest.fixture
+def say(chat):
+    return chat

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from django.db import close_old_connections
@@ -61,39 +62,33 @@ class UpdatePump:
         client.add_handler(ChatJoinRequestHandler(self._on_join_request))
         client.add_handler(RawUpdateHandler(self._on_raw), group=1)  # seen alongside the parsed handlers
 
+    async def submit(self, handle: Callable[[object], None], update: object) -> None:
+        """Run `handle(update)` (a router call) on a worker thread: services are sync Django."""
+        await asyncio.get_running_loop().run_in_executor(self.executor, _with_db, handle, update)
+
     async def _on_message(self, client: Client, message: ptypes.Message) -> None:
         if not self.accepting or message.from_user is None:
             return
-        await asyncio.get_running_loop().run_in_executor(
-            self.executor, _with_db, self.router.handle_message, message_from(message)
-        )
+        await self.submit(self.router.handle_message, message_from(message))
 
     async def _on_callback(self, client: Client, query: ptypes.CallbackQuery) -> None:
         update = callback_from(query)
         if not self.accepting or update is None:
             return
-        await asyncio.get_running_loop().run_in_executor(self.executor, _with_db, self.router.handle_callback, update)
+        await self.submit(self.router.handle_callback, update)
 
     async def _on_join_request(self, client: Client, request: ptypes.ChatJoinRequest) -> None:
         if not self.accepting:
             return
-        await asyncio.get_running_loop().run_in_executor(
-            self.executor,
-            _with_db,
-            lambda _: self.router.handle_join_request(channel_id=request.chat.id, user_id=request.from_user.id),
-            None,
+        await self.submit(
+            lambda _: self.router.handle_join_request(channel_id=request.chat.id, user_id=request.from_user.id), None
         )
 
     async def _on_raw(self, client: Client, update, users, chats) -> None:
         # Telegram tells a bot when a user blocks (or unblocks) it: keep the user's state true at once.
         if not self.accepting or not isinstance(update, raw.types.UpdateBotStopped):
             return
-        await asyncio.get_running_loop().run_in_executor(
-            self.executor,
-            _with_db,
-            lambda _: self.router.handle_bot_stopped(user_id=update.user_id, stopped=bool(update.stopped)),
-            None,
-        )
+        await self.submit(lambda _: self.router.handle_bot_stopped(user_id=update.user_id, stopped=bool(update.stopped)), None)
 
     async def drain(self) -> None:
         """Stop taking updates and wait for the ones in flight (their replies still need the loop)."""

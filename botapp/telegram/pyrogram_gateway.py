@@ -39,9 +39,29 @@ log = logging.getLogger(__name__)
 CALL_TIMEOUT = 120  # seconds; pyrogram retries transport errors itself well within this
 
 
-def client_build(*, name: str, api_id: int, api_hash: str, bot_token: str, workdir: Path, no_updates: bool) -> Client:
-    """A bot client with a session file of its own under `workdir` (never share one between processes)."""
+def client_build(
+    *,
+    name: str,
+    api_id: int,
+    api_hash: str,
+    bot_token: str,
+    workdir: Path,
+    no_updates: bool,
+    offline=None,
+    in_memory: bool = False,
+) -> Client:
+    """A bot client with a session file of its own under `workdir` (never share one between processes).
+
+    `offline`: the in-memory Telegram to talk to instead of Telegram (a `TelegramServer` in this
+    process, or the socket path of `manage.py telegram_server`); only the connection differs."""
     workdir.mkdir(parents=True, exist_ok=True)
+    options = {"in_memory": in_memory}
+    if offline is not None:  # the provisioned storage engine is in memory or not
+        from botapp.telegram.server.connection import offline_client_options
+
+        options = offline_client_options(
+            offline, name=name, workdir=workdir, in_memory=in_memory, api_id=api_id, bot_token=bot_token
+        )
     return Client(
         name,
         api_id=api_id,
@@ -49,8 +69,10 @@ def client_build(*, name: str, api_id: int, api_hash: str, bot_token: str, workd
         bot_token=bot_token,
         workdir=str(workdir),
         no_updates=no_updates,
+        skip_updates=False,  # messages users sent while runbot was down are fetched at start
         parse_mode=enums.ParseMode.HTML,
         sleep_threshold=0,  # FloodWait reaches us; the global limiter decides who waits
+        **options,
     )
 
 
@@ -121,13 +143,20 @@ class PyrogramGateway(Gateway):
         self._thread: threading.Thread | None = None
 
     @classmethod
-    def start_in_thread(cls, client: Client) -> PyrogramGateway:
-        """Start `client` on a private loop in a daemon thread (for workers, which are not async)."""
+    def start_in_thread(cls, client: Client, *, before_start=None) -> PyrogramGateway:
+        """Start `client` on a private loop in a daemon thread (for workers, which are not async).
+        `before_start(client)` runs on that loop first (to add update handlers)."""
         loop = asyncio.new_event_loop()
         thread = threading.Thread(target=loop.run_forever, name="pyrogram", daemon=True)
         thread.start()
         gateway = cls(client, loop)
         gateway._thread = thread
+        if before_start is not None:
+
+            async def prepare():
+                before_start(client)
+
+            gateway._run(prepare())
         gateway._call(client.start)
         return gateway
 

@@ -22,8 +22,8 @@ def copies(events):
     return [e for e in events if e.action == "copy"]
 
 
-def test_single_file_is_copied_with_a_deletion_warning_and_a_durable_deletion(chat, alice, conf, fake):
-    doc = fake.post(STORAGE, "Only this", media=Media("video", "clip.mp4"))
+def test_single_file_is_copied_with_a_deletion_warning_and_a_durable_deletion(chat, alice, conf, telegram):
+    doc = telegram.post(STORAGE, "Only this", media=Media("video", "clip.mp4"))
     single = file_store(source_chat_id=STORAGE, message_ids=[doc])
 
     events = chat(alice, f"/start {single.share_id}")
@@ -48,7 +48,7 @@ def test_batch_is_delivered_in_order(chat, alice, conf, stored):
     assert events[0].media == Media("document", "report.pdf")
 
 
-def test_caption_and_protection_come_from_settings(chat, alice, conf, stored, fake):
+def test_caption_and_protection_come_from_settings(chat, alice, conf, stored, telegram):
     conf.file_caption = "From Courier"
     conf.protect_content = True
     conf.auto_delete_minutes = 0
@@ -57,7 +57,7 @@ def test_caption_and_protection_come_from_settings(chat, alice, conf, stored, fa
     events = chat(alice, f"/start {stored.share_id}")
 
     assert [e.text for e in events] == ["From Courier", "Read me"]  # a text message has no caption to replace
-    assert all(fake.message(alice.id, e.message_ids[0]).protect for e in events)
+    assert all(telegram.message(alice.id, e.message_ids[0]).protect for e in events)
     assert not PendingDeletion.objects.exists()
 
 
@@ -89,13 +89,13 @@ def test_fuzzed_start_payloads_always_get_a_reply_and_never_fail(chat, conf, pay
     assert all(e.text != SORRY for e in events), "the handler raised"
 
 
-def test_get_files_again_after_auto_delete(chat, alice, conf, stored, fake, bot):
+def test_get_files_again_after_auto_delete(chat, alice, conf, stored, telegram, gateway):
     chat(alice, f"/start {stored.share_id}")
     clock.clock_advance(timedelta(minutes=31))
     from scheduler.jobs.registry import job_run
 
-    job_run("delete_due_messages", trigger="test", gateway=fake)
-    notice = fake.bot_messages(alice.id)[-1]
+    job_run("delete_due_messages", trigger="test", gateway=gateway)
+    notice = telegram.bot_messages(alice.id)[-1]
     assert notice.text == "Previous message was deleted."
     assert [[b.text for b in row] for row in notice.buttons] == [["♻️ Get files again", "❌ Close"]]
 
@@ -104,17 +104,17 @@ def test_get_files_again_after_auto_delete(chat, alice, conf, stored, fake, bot)
     assert StoredFile.objects.get(pk=stored.pk).delivery_count == 2
 
     chat.tap(alice, "❌ Close")
-    assert fake.message(alice.id, notice.id).deleted
+    assert telegram.message(alice.id, notice.id).deleted
 
 
-def test_verified_user_start_runs_a_constant_number_of_queries(chat, conf, fake):
+def test_verified_user_start_runs_a_constant_number_of_queries(chat, conf, telegram):
     conf.verification_enabled = True
     conf.save()
     user = TgUser(id=3030, first_name="Vera")
     chat(user, "/start")
     TelegramUser.objects.filter(telegram_id=user.id).update(verified_until=clock.now() + timedelta(hours=5))
-    one = file_store(source_chat_id=STORAGE, message_ids=[fake.post(STORAGE, "1")])
-    many = file_store(source_chat_id=STORAGE, message_ids=[fake.post(STORAGE, str(i)) for i in range(20)])
+    one = file_store(source_chat_id=STORAGE, message_ids=[telegram.post(STORAGE, "1")])
+    many = file_store(source_chat_id=STORAGE, message_ids=[telegram.post(STORAGE, str(i)) for i in range(20)])
 
     chat(user, f"/start {one.share_id}")  # the day's first delivery also creates the day's stats row
 
@@ -128,23 +128,21 @@ def test_verified_user_start_runs_a_constant_number_of_queries(chat, conf, fake)
     assert counts[0] <= 8, "\n".join(q["sql"] for q in ctx.captured_queries)
 
 
-def test_auto_delete_survives_a_restart(alice, conf, stored, fake, shortener):
-    """Deliver in one 'process', delete from a fresh one: only the database row carries over."""
-    from botapp.telegram.router import Router
+def test_auto_delete_survives_a_restart(alice, conf, stored, telegram, chat, bot, gateway):
+    """Deliver through runbot, stop it, delete from a worker: only the database row carries over."""
     from scheduler.jobs.deletions import DeletionSweep
     from scheduler.jobs.sweep import Sweep
 
-    first = Router(fake, admin_ids=frozenset(), storage_channel_id=STORAGE, shortener=shortener)
-    first.handle_message(fake.user_sends(alice, f"/start {stored.share_id}"))
-    delivered = [m.id for m in fake.bot_messages(alice.id)]
-    del first
+    chat(alice, f"/start {stored.share_id}")
+    delivered = [m.id for m in telegram.bot_messages(alice.id)]
+    bot.stop()
 
     clock.clock_advance(timedelta(minutes=29))
-    job = DeletionSweep(fake)
+    job = DeletionSweep(gateway)
     assert Sweep(job.claim, job.work, job.record).run() == (0, 0, 0)  # not due yet
 
     clock.clock_advance(timedelta(minutes=2))
-    job = DeletionSweep(fake)  # "after the restart": new objects, same database, same Telegram
+    job = DeletionSweep(gateway)  # "after the restart": new objects, same database, same Telegram
     assert Sweep(job.claim, job.work, job.record).run() == (1, 0, 1)
-    assert all(fake.message(alice.id, i).deleted for i in delivered)
+    assert all(telegram.message(alice.id, i).deleted for i in delivered)
     assert not PendingDeletion.objects.exists()

@@ -95,3 +95,25 @@ class Message:
     sender_id: int | None = None  # who wrote it (None: a channel post)
     deleted: bool = False
     paid: bool = False  # sent with the paid-broadcast flag
+
+    # --- what a test or the sandbox reads ------------------------------------------------------------
+
+    @property
+    def from_bot(self) -> bool:
+        return self.out
+
+    @property
+    def protect(self) -> bool:
+        return self.noforwards
+
+    @property
+    def media(self):
+        from botapp.telegram.server.server import media_of
+
+        return media_of(self.file)
+
+    @property
+    def buttons(self):
+        from botapp.telegram.server.server import buttons_of
+
+        return buttons_of(self.reply_markup)

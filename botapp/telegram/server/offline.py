@@ -1,0 +1,79 @@
+"""Courier's real Telegram code on the in-memory Telegram: a worker's gateway, or runbot's client
+with its update pump, for tests, the sandbox and offline workers.
+
+`OfflineBot` is runbot as it runs in production (kurigram client with updates, the dispatcher,
+`UpdatePump`, the router), except that the router runs in the thread that calls `process()`
+instead of on a pool: tests keep their database transaction, and the sandbox its order.
+"""
+
+from __future__ import annotations
+
+import queue
+import tempfile
+from pathlib import Path
+
+from botapp.telegram.handlers import UpdatePump
+from botapp.telegram.pyrogram_gateway import PyrogramGateway, client_build
+from botapp.telegram.server.server import TelegramServer
+
+API_ID = 1
+API_HASH = "0" * 32
+
+
+def offline_gateway(
+    target: TelegramServer | str, *, name: str = "worker", no_updates: bool = True, workdir: Path | None = None,
+    bot_token: str | None = None, before_start=None,
+) -> PyrogramGateway:  # fmt: skip
+    """A started PyrogramGateway whose client talks to `target` (in memory unless `workdir` is given)."""
+    if bot_token is None:
+        bot_token = target.bot.token if isinstance(target, TelegramServer) else "7000000001:offline-token"
+    client = client_build(
+        name=name,
+        api_id=API_ID,
+        api_hash=API_HASH,
+        bot_token=bot_token,
+        workdir=workdir or Path(tempfile.gettempdir()),
+        no_updates=no_updates,
+        offline=target,
+        in_memory=workdir is None,
+    )
+    return PyrogramGateway.start_in_thread(client, before_start=before_start)
+
+
+class QueuedPump(UpdatePump):
+    """runbot's UpdatePump; parsed updates wait in a queue for `process()`."""
+
+    def __init__(self):
+        super().__init__(router=None, threads=1)
+        self.pending: queue.Queue = queue.Queue()
+
+    async def submit(self, handle, update) -> None:
+        self.pending.put((handle, update))
+
+    def process(self, *, expect: int = 1, timeout: float = 5.0) -> int:
+        """Handle `expect` updates, waiting for each up to `timeout`, then any already queued."""
+        done = 0
+        for _ in range(expect):
+            handle, update = self.pending.get(timeout=timeout)
+            handle(update)
+            done += 1
+        while True:
+            try:
+                handle, update = self.pending.get_nowait()
+            except queue.Empty:
+                return done
+            handle(update)
+            done += 1
+
+
+class OfflineBot:
+    """runbot's client, pump and router on an in-memory Telegram."""
+
+    def __init__(self, server: TelegramServer, router_factory):
+        self.server = server
+        self.pump = QueuedPump()
+        self.gateway = offline_gateway(server, name="bot", no_updates=False, before_start=self.pump.register)
+        self.router = self.pump.router = router_factory(self.gateway)
+
+    def stop(self) -> None:
+        self.gateway.stop()
