@@ -26,9 +26,9 @@ from urllib.parse import parse_qs, urlparse
 
 from botapp import clock
 from botapp.services.outgoing import click_record, click_token_of
-from botapp.telegram.fake import Event, FakeTelegram
-from botapp.telegram.gateway import Button, Media, TgUser
-from botapp.telegram.router import Router
+from botapp.telegram.gateway import Button, Gateway, Media, TgUser
+from botapp.telegram.server.offline import OfflineBot
+from botapp.telegram.server.server import Event, TelegramServer
 from scheduler.jobs.registry import job_run, jobs_due_between
 
 MESSAGE_RE = re.compile(r"^(?P<user>\d+)\s*:\s?(?P<text>.*)$")
@@ -53,15 +53,21 @@ def duration_parse(span: str) -> timedelta:
 
 
 class Sandbox:
-    def __init__(self, *, fake: FakeTelegram, router: Router, out: TextIO, as_json: bool = False, links=None):
-        self.fake = fake
-        self.router = router
-        self.storage_channel_id = router.storage_channel_id
+    """`telegram` is the in-memory Telegram; `bot` is runbot on it (its client, pump and router);
+    `worker` is a worker's gateway (its own session), which the background jobs use."""
+
+    def __init__(
+        self, *, telegram: TelegramServer, bot: OfflineBot, worker: Gateway, out: TextIO, as_json: bool = False, links=None
+    ):
+        self.telegram = telegram
+        self.bot = bot
+        self.worker = worker
+        self.storage_channel_id = bot.router.storage_channel_id
         self.out = out
         self.as_json = as_json
         self.links = links  # follows a shortlink to where it leads (or returns None)
         self.users: dict[int, TgUser] = {}
-        fake.listeners.append(self.print_event)
+        telegram.listeners.append(self.print_event)
 
     # --- output -------------------------------------------------------------------------------
 
@@ -133,23 +139,25 @@ class Sandbox:
         elif m := TAP_RE.match(line):
             self.tap(int(m["user"]), m["label"].strip())
         elif m := BLOCK_RE.match(line):
-            self.fake.block(int(m["user"]))
+            self.telegram.block(int(m["user"]))
+            self.bot.pump.process()  # runbot hears of it (UpdateBotStopped)
             self.note(f"user {m['user']} blocked the bot")
         elif m := SEND_RE.match(line):
             media = Media(m["kind"], m["file"])
-            self.router.handle_message(self.fake.user_sends(self.user(int(m["user"])), m["caption"] or "", media=media))
+            self.telegram.user_sends(self.user(int(m["user"])), m["caption"] or "", media=media)
+            self.bot.pump.process()
         elif m := POST_RE.match(line):
-            message_id = self.fake.post(self.storage_channel_id, m["text"])
+            message_id = self.telegram.post(self.storage_channel_id, m["text"])
             self.note(f"storage channel #{message_id}: {m['text']}", message_id=message_id)
         elif m := FORWARD_RE.match(line):
-            source = self.fake.message(self.storage_channel_id, int(m["message"]))
+            source = self.telegram.message(self.storage_channel_id, int(m["message"]))
             if source is None:
                 self.note(f"the storage channel has no message #{m['message']} (post one first)")
                 return False
-            incoming = self.fake.user_sends(
-                self.user(int(m["user"])), source.text, media=source.media, forward_from=(self.storage_channel_id, source.id)
+            self.telegram.user_sends(
+                self.user(int(m["user"])), source.text, forward_from=(self.storage_channel_id, source.id)
             )
-            self.router.handle_message(incoming)
+            self.bot.pump.process()
         elif m := MESSAGE_RE.match(line):
             if not m["text"].strip():
                 self.note("Telegram does not deliver empty messages: write something after the colon")
@@ -161,16 +169,18 @@ class Sandbox:
         return True
 
     def say(self, user_id: int, text: str) -> None:
-        self.router.handle_message(self.fake.user_sends(self.user(user_id), text))
+        self.telegram.user_sends(self.user(user_id), text)
+        self.bot.pump.process()
 
     def tap(self, user_id: int, label: str) -> None:
-        found = self.fake.find_button(user_id, label)
+        found = self.telegram.find_button(user_id, label)
         if found is None:
             self.note(f"user {user_id} has no message with a button {label!r}")
             return
         msg, button = found
         if button.callback_data is not None:
-            self.router.handle_callback(self.fake.callback_query(self.user(user_id), msg, button.callback_data))
+            self.telegram.tap(self.user(user_id), msg.id, button.callback_data)
+            self.bot.pump.process()
             return
         target = self.follow(button.url)
         payload = self.deep_link_payload(target)
@@ -193,7 +203,7 @@ class Sandbox:
         parsed = urlparse(url)
         if (
             parsed.netloc.lower() not in ("t.me", "telegram.me")
-            or parsed.path.strip("/").lower() != self.fake.bot_username.lower()
+            or parsed.path.strip("/").lower() != self.telegram.bot.username.lower()
         ):
             return None
         return parse_qs(parsed.query).get("start", [""])[0]
@@ -204,7 +214,7 @@ class Sandbox:
         self.note(f"clock {_fmt(before)} -> {_fmt(after)}")
         ran, busy = [], []
         for job in jobs_due_between(before, after):
-            outcome = job_run(job.name, trigger="sandbox", gateway=self.fake)
+            outcome = job_run(job.name, trigger="sandbox", gateway=self.worker)
             ran.append(job.name)
             if outcome.processed or outcome.failed:
                 busy.append(f"{job.name}: {outcome}")
@@ -248,7 +258,7 @@ def stdin_is_tty() -> bool:
     return sys.stdin.isatty()
 
 
-def demo_setup(fake: FakeTelegram, *, storage_channel_id: int):
+def demo_setup(telegram: TelegramServer, *, storage_channel_id: int):
     """Demo data: verification on (through the in-memory shortener), 30-minute auto-delete, an
     onboarding sequence (after 10 min a tracked channel button; after 60 min a reminder only for
     users who did not tap it), and a two-message batch in the sandbox's storage channel (a document
@@ -275,8 +285,8 @@ def demo_setup(fake: FakeTelegram, *, storage_channel_id: int):
     conf.save()
 
     ids = [
-        fake.post(storage_channel_id, "Courier handbook", media=Media("document", "demo-handbook.pdf")),
-        fake.post(storage_channel_id, "Thanks for trying Courier!"),
+        telegram.post(storage_channel_id, "Courier handbook", media=Media("document", "demo-handbook.pdf")),
+        telegram.post(storage_channel_id, "Thanks for trying Courier!"),
     ]
     stored = file_store(source_chat_id=storage_channel_id, message_ids=ids, title="Demo: Courier handbook")
     stored.share_id = "demo"  # a fixed id, so that scripted conversations can name it

@@ -21,8 +21,8 @@ LINES = st.one_of(
 
 
 @pytest.fixture
-def box(fake, bot):
-    return Sandbox(fake=fake, router=bot, out=io.StringIO())
+def box(telegram, bot, gateway):
+    return Sandbox(telegram=telegram, bot=bot, worker=gateway, out=io.StringIO())
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -48,15 +48,16 @@ def test_a_tap_without_a_matching_button_says_so(box):
     assert "has no message with a button 'Nothing here'" in box.out.getvalue()
 
 
-def test_blocks(box, fake, chat):
+def test_blocks(box, gateway, chat):
+    chat(TgUser(id=1001, first_name="A"), "/start")
     box.feed("1001 blocks")
     assert "user 1001 blocked the bot" in box.out.getvalue()
     with pytest.raises(UserBlocked):
-        fake.send_text(1001, "hi")
+        gateway.send_text(1001, "hi")
     assert chat(TgUser(id=1001, first_name="A"), "/start")  # writing again unblocks, as in Telegram
 
 
-def test_admins_store_files_in_the_sandbox(box, fake):
+def test_admins_store_files_in_the_sandbox(box, telegram):
     from botapp.models import StoredFile
 
     box.feed("post Chapter 1")
@@ -68,10 +69,10 @@ def test_admins_store_files_in_the_sandbox(box, fake):
 
     box.feed("1000 sends photo cat.jpg A cat")
     cat = StoredFile.objects.latest("id")
-    assert fake.message(cat.source_chat_id, cat.message_ids[0]).text == "A cat"
+    assert telegram.message(cat.source_chat_id, cat.message_ids[0]).text == "A cat"
 
     assert not box.feed("1000 forwards #99")
     assert "no message #99" in box.out.getvalue()
     box.feed("1000 tap Open link")  # the admin opens the new link: the bot delivers it
-    delivered = [m for m in fake.bot_messages(1000) if m.media is not None]
+    delivered = [m for m in telegram.bot_messages(1000) if m.media is not None]
     assert [m.media.file for m in delivered] == ["cat.jpg"]

@@ -90,10 +90,11 @@ class Command(BaseCommand):
 
     def sandbox(self, *, as_json: bool, demo: bool) -> None:
         from botapp import clock
-        from botapp.sandbox import Sandbox, stdin_is_tty
+        from botapp.sandbox import Sandbox, demo_setup, stdin_is_tty
         from botapp.services.shortener import MemoryShortener
-        from botapp.telegram.fake import FakeTelegram
         from botapp.telegram.router import Router
+        from botapp.telegram.server.offline import OfflineBot, offline_gateway
+        from botapp.telegram.server.server import TelegramServer
 
         if self._verbosity < 2:
             # Job and service logs would drown the conversation; --verbosity 2 shows them.
@@ -101,27 +102,32 @@ class Command(BaseCommand):
         call_command("migrate", verbosity=0, interactive=False)
         if not settings.PUBLIC_URL:
             settings.PUBLIC_URL = "https://courier.example"  # tracked buttons need an address; the sandbox follows them itself
-        fake = FakeTelegram(username=_remember_username("CourierBot"))
+        # One in-memory Telegram; runbot's client and a worker's client talk to it over MTProto.
+        # The sandbox moves a virtual clock, so real-time rate windows would mean nothing here.
+        telegram = TelegramServer(username=_remember_username("CourierBot"), enforce_rates=False)
         storage = storage_channel_load() or SANDBOX_STORAGE
-        fake.create_channel(storage)
+        telegram.create_channel(storage, title="Storage")
         admins = admin_ids_load() or frozenset({SANDBOX_ADMIN})
         shortener = MemoryShortener()  # verification links go "through" an in-memory shortener
-        router = Router(fake, admin_ids=admins, storage_channel_id=storage, shortener=shortener)
-        box = Sandbox(fake=fake, router=router, out=self.stdout._out, as_json=as_json, links=shortener.follow)
-        if demo:
-            from botapp.sandbox import demo_setup
-
-            stored = demo_setup(fake, storage_channel_id=storage)
-            box.note(
-                f"demo file stored: send '1001: /start {stored.share_id}' (link t.me/{fake.bot_username}?start={stored.share_id})",
-                share_id=stored.share_id,
-            )
-        interactive = stdin_is_tty()
-        if interactive:
-            box.note(
-                f"sandbox ready at {timezone.localtime(clock.now()):%Y-%m-%d %H:%M %Z}; admins: {sorted(admins)}. Ctrl-D to quit."
-            )
-        failures = box.run(sys.stdin, interactive=interactive)
+        bot = OfflineBot(telegram, lambda gw: Router(gw, admin_ids=admins, storage_channel_id=storage, shortener=shortener))
+        worker = offline_gateway(telegram, name="worker")
+        try:
+            box = Sandbox(telegram=telegram, bot=bot, worker=worker, out=self.stdout._out, as_json=as_json, links=shortener.follow)
+            if demo:
+                stored = demo_setup(telegram, storage_channel_id=storage)
+                box.note(
+                    f"demo file stored: send '1001: /start {stored.share_id}' (link t.me/{telegram.bot.username}?start={stored.share_id})",
+                    share_id=stored.share_id,
+                )
+            interactive = stdin_is_tty()
+            if interactive:
+                box.note(
+                    f"sandbox ready at {timezone.localtime(clock.now()):%Y-%m-%d %H:%M %Z}; admins: {sorted(admins)}. Ctrl-D to quit."
+                )
+            failures = box.run(sys.stdin, interactive=interactive)
+        finally:
+            worker.stop()
+            bot.stop()
         if failures and not interactive:
             sys.exit(1)
 
