@@ -59,9 +59,27 @@ def storage_channel_load(problems: list[str] | None = None) -> int | None:
     return value
 
 
+# The in-memory Telegram's bot (`manage.py telegram_server`): its token starts with its id, as Telegram's do.
+OFFLINE_BOT_TOKEN = "7000000001:offline-token"
+
+
 def bot_config_load() -> BotConfig:
-    """Everything `runbot` needs to talk to Telegram; raises ConfigError naming every bad variable."""
+    """Everything `runbot` needs to talk to Telegram; raises ConfigError naming every bad variable.
+    With TELEGRAM_OFFLINE=1 the credentials are the in-memory Telegram's and need not be set."""
     problems: list[str] = []
+    if settings.TELEGRAM_OFFLINE:
+        admin_ids = _ids(settings.ADMIN_IDS, "ADMIN_IDS", problems)
+        storage = storage_channel_load(problems)
+        if problems:
+            raise ConfigError(problems)
+        return BotConfig(
+            bot_token=OFFLINE_BOT_TOKEN,
+            api_id=1,
+            api_hash="0" * 32,
+            admin_ids=admin_ids,
+            storage_channel_id=storage,
+            session_dir=settings.TELEGRAM_SESSION_DIR / "offline",
+        )
     token = settings.BOT_TOKEN.strip()
     if not token:
         problems.append("BOT_TOKEN is not set (get one from @BotFather)")

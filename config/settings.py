@@ -114,6 +114,8 @@ STORAGE_CHANNEL_ID = env("STORAGE_CHANNEL_ID", default="")
 TELEGRAM_SESSION_DIR = Path(env("TELEGRAM_SESSION_DIR", default=str(VAR_DIR / "sessions")))
 # Workers use the in-memory Telegram instead (to watch the job pipeline without a bot). Never in production.
 TELEGRAM_OFFLINE = env.bool("TELEGRAM_OFFLINE", default=False)
+# Where `manage.py telegram_server` (the in-memory Telegram) listens; offline runbot and workers connect here.
+TELEGRAM_OFFLINE_SOCKET = Path(env("TELEGRAM_OFFLINE_SOCKET", default=str(VAR_DIR / "telegram.sock")))
 
 # --- Celery: JSON only; schedules live in the database (django-celery-beat). ---
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL)

@@ -34,7 +34,7 @@ def worker_gateway() -> Gateway:
 def _session_slot() -> str:
     """Hold an exclusive lock on the first free worker-<n>.lock for the life of this process."""
     global _slot_file
-    directory = settings.TELEGRAM_SESSION_DIR
+    directory = settings.TELEGRAM_SESSION_DIR / "offline" if settings.TELEGRAM_OFFLINE else settings.TELEGRAM_SESSION_DIR
     directory.mkdir(parents=True, exist_ok=True)
     n = 1
     while True:
@@ -50,15 +50,16 @@ def _session_slot() -> str:
 
 
 def _build() -> Gateway:
-    if settings.TELEGRAM_OFFLINE:
-        return _build_offline()
     from botapp.config import bot_config_load
     from botapp.telegram.limited import LimitedGateway
-    from botapp.telegram.pyrogram_gateway import PyrogramGateway, client_build
     from botapp.telegram.limiter import RedisLimiter
+    from botapp.telegram.pyrogram_gateway import PyrogramGateway, client_build
 
     config = bot_config_load()
     name = _session_slot()
+    offline = settings.TELEGRAM_OFFLINE_SOCKET if settings.TELEGRAM_OFFLINE else None
+    if offline is not None:
+        log.warning("TELEGRAM_OFFLINE is set: this worker talks to the in-memory Telegram at %s, not to Telegram", offline)
     client = client_build(
         name=name,
         api_id=config.api_id,
@@ -66,23 +67,9 @@ def _build() -> Gateway:
         bot_token=config.bot_token,
         workdir=config.session_dir,
         no_updates=True,
+        offline=offline,
     )
     inner = PyrogramGateway.start_in_thread(client)
     atexit.register(inner.stop)
     log.info("worker sender ready: session=%s bot=@%s", name, inner.bot_username)
     return LimitedGateway(inner, RedisLimiter.from_settings(), max_flood_wait=settings.TELEGRAM_MAX_FLOOD_WAIT)
-
-
-def _build_offline() -> Gateway:
-    """TELEGRAM_OFFLINE=1: the in-memory Telegram, for trying the worker pipeline without a bot.
-    Every action is logged; messages "deleted" there were never really sent."""
-    from botapp.telegram.fake import FakeTelegram
-    from botapp.telegram.limited import LimitedGateway
-    from botapp.telegram.limiter import RedisLimiter
-
-    fake = FakeTelegram(username="CourierOffline")
-    fake.listeners.append(
-        lambda e: log.info("offline telegram: %s chat=%s ids=%s %s", e.action, e.chat_id, e.message_ids, e.text[:60])
-    )
-    log.warning("TELEGRAM_OFFLINE is set: this worker talks to an in-memory Telegram, not to Telegram")
-    return LimitedGateway(fake, RedisLimiter.from_settings(), max_flood_wait=settings.TELEGRAM_MAX_FLOOD_WAIT)

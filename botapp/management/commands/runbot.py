@@ -66,6 +66,7 @@ class Command(BaseCommand):
             bot_token=config.bot_token,
             workdir=config.session_dir,
             no_updates=False,
+            offline=settings.TELEGRAM_OFFLINE_SOCKET if settings.TELEGRAM_OFFLINE else None,
         )
         loop = asyncio.get_running_loop()
         gateway = PyrogramGateway(client, loop)

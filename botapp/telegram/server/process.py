@@ -1,0 +1,149 @@
+"""The in-memory Telegram as a process of its own, on a Unix socket (`manage.py telegram_server`).
+
+runbot, workers and the sandbox connect with `SocketConnection` (MTProto packets in frames), so
+several processes share one Telegram as they share the real one, and what a killed worker sent
+is still counted. Tests and scripts steer it with `RemoteTelegram`: the same controls as a
+`TelegramServer` in-process (user_sends, block, fail_next, count, ...), as JSON over the socket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import os
+import socket
+import struct
+import threading
+from pathlib import Path
+
+from botapp.telegram.gateway import Media, TgUser
+from botapp.telegram.server.connection import CONTROL, CONTROL_ANSWER, HELLO, PACKET, frame, read_frame
+from botapp.telegram.server.server import TelegramServer
+
+# What a remote caller may ask of the server: the test and sandbox controls, nothing internal.
+CONTROLS = {
+    "create_channel", "join", "leave", "request_join", "post", "delete_post", "user_sends", "tap", "block", "unblock",
+    "deactivate", "revoke_token", "fail_next", "file_id", "count", "methods_called", "events_since", "flood_waits",
+    "set_rates",
+}  # fmt: skip
+
+
+def _control(server: TelegramServer, name: str, args: list, kwargs: dict):
+    if name not in CONTROLS:
+        raise ValueError(f"unknown control {name!r}")
+    if name == "events_since":
+        with server.lock:
+            return [dataclasses.asdict(e) for e in server.events[args[0] if args else 0 :]]
+    if name == "flood_waits":
+        return server.flood_waits
+    if name == "set_rates":
+        with server.lock:
+            for key in ("enforce_rates", "global_rate", "paid_rate", "latency"):
+                if key in kwargs:
+                    setattr(server, key, kwargs[key])
+        return None
+    if name in ("user_sends", "tap", "request_join"):
+        user_index = 1 if name == "request_join" else 0
+        args = list(args)
+        args[user_index] = TgUser(**args[user_index])
+    if "media" in kwargs and kwargs["media"] is not None:
+        kwargs["media"] = Media(**kwargs["media"])
+    if "forward_from" in kwargs and kwargs["forward_from"] is not None:
+        kwargs["forward_from"] = tuple(kwargs["forward_from"])
+    return getattr(server, name)(*args, **kwargs)
+
+
+async def serve(server: TelegramServer, path: Path, *, ready: threading.Event | None = None) -> None:
+    """Listen on `path` until cancelled."""
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    path.parent.mkdir(parents=True, exist_ok=True)
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        loop = asyncio.get_running_loop()
+        endpoint = None
+
+        def write(data: bytes) -> None:
+            if not writer.is_closing():
+                writer.write(data)
+
+        def push(packet: bytes) -> None:  # any thread (answers can be delayed by a timer)
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(write, frame(PACKET, packet))
+
+        try:
+            while True:
+                kind, payload = await read_frame(reader)
+                if kind == HELLO:
+                    endpoint = server.connect(payload, push)
+                elif kind == PACKET and endpoint is not None:
+                    endpoint.receive(payload)
+                elif kind == CONTROL:
+                    request = json.loads(payload)
+                    try:
+                        answer = {"ok": _control(server, request["name"], request.get("args", []), request.get("kwargs", {}))}
+                    except Exception as exc:  # noqa: BLE001 - the caller gets the error, the server goes on
+                        answer = {"error": f"{type(exc).__name__}: {exc}"}
+                    write(frame(CONTROL_ANSWER, json.dumps(answer, default=str).encode()))
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            if endpoint is not None:
+                endpoint.close()
+            writer.close()
+
+    unix_server = await asyncio.start_unix_server(handle, path=str(path))
+    os.chmod(path, 0o600)
+    if ready is not None:
+        ready.set()
+    async with unix_server:
+        await unix_server.serve_forever()
+
+
+class RemoteTelegram:
+    """Controls of a `telegram_server` process: `remote.block(1001)`, `remote.count("messages.SendMessage")`."""
+
+    def __init__(self, path: Path | str, *, timeout: float = 10.0):
+        self.path = str(path)
+        self.timeout = timeout
+        self._lock = threading.Lock()
+        self._sock: socket.socket | None = None
+
+    def call(self, name: str, *args, **kwargs):
+        args = [dataclasses.asdict(a) if dataclasses.is_dataclass(a) else a for a in args]
+        kwargs = {k: dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v for k, v in kwargs.items()}
+        payload = json.dumps({"name": name, "args": args, "kwargs": kwargs}).encode()
+        with self._lock:
+            if self._sock is None:
+                self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                self._sock.settimeout(self.timeout)
+                self._sock.connect(self.path)
+            self._sock.sendall(frame(CONTROL, payload))
+            (length,) = struct.unpack(">I", self._recv(4))
+            data = self._recv(length)
+        answer = json.loads(data[1:])
+        if "error" in answer:
+            raise RuntimeError(answer["error"])
+        return answer["ok"]
+
+    def _recv(self, n: int) -> bytes:
+        chunks = b""
+        while len(chunks) < n:
+            chunk = self._sock.recv(n - len(chunks))
+            if not chunk:
+                raise ConnectionError("telegram_server closed the connection")
+            chunks += chunk
+        return chunks
+
+    def __getattr__(self, name: str):
+        if name not in CONTROLS:
+            raise AttributeError(name)
+        return lambda *args, **kwargs: self.call(name, *args, **kwargs)
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
