@@ -51,7 +51,7 @@ def _session_slot() -> str:
 
 def _build() -> Gateway:
     from botapp.config import bot_config_load
-    from botapp.telegram.limited import LimitedGateway
+    from botapp.services.users import user_access_hash
     from botapp.telegram.limiter import RedisLimiter
     from botapp.telegram.pyrogram_gateway import PyrogramGateway, client_build
 
@@ -69,7 +69,13 @@ def _build() -> Gateway:
         no_updates=True,
         offline=offline,
     )
-    inner = PyrogramGateway.start_in_thread(client)
-    atexit.register(inner.stop)
-    log.info("worker sender ready: session=%s bot=@%s", name, inner.bot_username)
-    return LimitedGateway(inner, RedisLimiter.from_settings(), max_flood_wait=settings.TELEGRAM_MAX_FLOOD_WAIT)
+    gateway = PyrogramGateway.start_in_thread(
+        client,
+        limiter=RedisLimiter.from_settings(),
+        max_flood_wait=settings.TELEGRAM_MAX_FLOOD_WAIT,
+        peers=user_access_hash,  # stored by runbot: a send costs no resolution call
+        paid=settings.TELEGRAM_PAID_BROADCASTS,  # bulk sends carry the paid flag, or 1000/s is a FloodWait storm
+    )
+    atexit.register(gateway.stop)
+    log.info("worker sender ready: session=%s bot=@%s", name, gateway.bot_username)
+    return gateway

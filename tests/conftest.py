@@ -37,7 +37,9 @@ def telegram():
 @pytest.fixture
 def gateway(telegram):
     """A worker's PyrogramGateway on the in-memory Telegram (its own session, no updates)."""
-    gw = offline_gateway(telegram)
+    from botapp.services.users import user_access_hash
+
+    gw = offline_gateway(telegram, peers=user_access_hash)
     yield gw
     gw.stop()
 
@@ -53,8 +55,12 @@ def shortener():
 def bot(telegram, db, shortener):
     """runbot on the in-memory Telegram: kurigram's client with updates, the pump and the router
     (admins, a storage channel, a shortener)."""
+    from botapp.services.users import user_access_hash
+
     offline = OfflineBot(
-        telegram, lambda gw: Router(gw, admin_ids=frozenset({ADMIN}), storage_channel_id=STORAGE, shortener=shortener)
+        telegram,
+        lambda gw: Router(gw, admin_ids=frozenset({ADMIN}), storage_channel_id=STORAGE, shortener=shortener),
+        peers=user_access_hash,
     )
     yield offline
     offline.stop()

@@ -26,6 +26,8 @@ def user_seen(*, tg: TgUser, start_payload: str = "") -> tuple[TelegramUser, boo
         "language_code": (tg.language_code or "")[:16],
         "last_seen_at": now,
     }
+    if tg.access_hash is not None:
+        fields["access_hash"] = tg.access_hash
     user, created = TelegramUser.objects.get_or_create(
         telegram_id=tg.id,
         defaults={**fields, "start_payload": start_payload[:64], "joined_at": now},
@@ -40,6 +42,12 @@ def user_seen(*, tg: TgUser, start_payload: str = "") -> tuple[TelegramUser, boo
         if changed:
             user.save(update_fields=changed)
     return user, created
+
+
+def user_access_hash(telegram_id: int) -> int | None:
+    """The access hash runbot stored for the user (None: the bot never saw them), so a worker can
+    send without asking Telegram who the user is."""
+    return TelegramUser.objects.filter(telegram_id=telegram_id).values_list("access_hash", flat=True).first()
 
 
 def user_resume(*, user: TelegramUser) -> bool:

@@ -1,9 +1,9 @@
 """The one interface through which Courier talks to Telegram, and the errors it raises.
 
-Services receive a `Gateway` and never import pyrogram. Two implementations:
-`pyrogram_gateway.PyrogramGateway` (the real one) and `fake.FakeTelegram` (in memory, for tests and
-the offline sandbox). Every method is synchronous and thread-safe, so sweeps can send from a
-thread pool and bot handlers from their worker threads.
+Services receive a `Gateway` and never import pyrogram. Its one implementation is
+`pyrogram_gateway.PyrogramGateway` (kurigram); tests and the sandbox run that same class against
+the in-memory Telegram server (`botapp.telegram.server`). Every method is synchronous and
+thread-safe, so sweeps can send from a thread pool and bot handlers from their worker threads.
 """
 
 from __future__ import annotations
@@ -12,8 +12,10 @@ import abc
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-# Telegram refuses more ids than this in one delete call.
-DELETE_CHUNK = 100
+from botapp.telegram.limits import CALLBACK_DATA_BYTES, IDS_PER_CALL
+
+# Telegram refuses more ids than this in one delete or forward call.
+DELETE_CHUNK = IDS_PER_CALL
 
 
 # --- What we send -------------------------------------------------------------------------
@@ -30,8 +32,8 @@ class Button:
     def __post_init__(self):
         if (self.url is None) == (self.callback_data is None):
             raise ValueError("a button has exactly one of url or callback_data")
-        if self.callback_data is not None and len(self.callback_data.encode()) > 64:
-            raise ValueError("callback_data is at most 64 bytes")
+        if self.callback_data is not None and len(self.callback_data.encode()) > CALLBACK_DATA_BYTES:
+            raise ValueError(f"callback_data is at most {CALLBACK_DATA_BYTES} bytes")
 
 
 Keyboard = Sequence[Sequence[Button]]
@@ -65,6 +67,7 @@ class TgUser:
     last_name: str = ""
     username: str = ""
     language_code: str = ""
+    access_hash: int | None = None  # this bot's key to the user, from Telegram's updates
 
 
 @dataclass(frozen=True)
@@ -127,8 +130,43 @@ class MessageTooOld(TelegramError):
     """The message is outside the window in which a bot may delete or edit it."""
 
 
+class PeerUnknown(ChatNotFound):
+    """A user the bot has never seen (no access hash stored): nothing was sent."""
+
+
+class ForwardsRestricted(TelegramError):
+    """The source chat forbids forwarding and saving its content (the storage channel's setting)."""
+
+
+class BadRequest(TelegramError):
+    """Telegram (or kurigram, before sending) refused the request itself: empty or too long text,
+    a malformed or mismatched file id, an invalid id. Retrying the same request cannot help."""
+
+
 class TransientError(TelegramError):
-    """A server-side or network problem: safe to retry with back-off."""
+    """A server-side or network problem before Telegram acted: safe to retry with back-off."""
+
+
+class OutcomeUnknown(TelegramError):
+    """The request left and no answer came (timeout, a 5xx, a duplicate random id): Telegram may
+    have delivered it. A send in this state is never repeated by Courier (at most once)."""
+
+
+@dataclass
+class CopyIncomplete(TelegramError):
+    """A copy of several messages stopped partway: `sent` arrived (record them), `cause` stopped the rest."""
+
+    sent: list
+    cause: TelegramError
+
+    def __str__(self) -> str:
+        return f"copy stopped after {len(self.sent)} message(s): {self.cause}"
+
+
+class BotUnauthorized(Exception):  # noqa: N818 - not a TelegramError on purpose
+    """Telegram no longer accepts the bot (token revoked, account deleted, session ended): every call
+    fails the same way. Not a TelegramError, so no per-user handler swallows it: sweeps stop, and
+    no user is marked blocked or deactivated because of it."""
 
 
 # --- The interface ------------------------------------------------------------------------

@@ -18,23 +18,33 @@ from botapp.telegram.router import Router
 log = logging.getLogger(__name__)
 
 
-def user_from(u: ptypes.User) -> TgUser:
+def user_from(u: ptypes.User, access_hash: int | None = None) -> TgUser:
     return TgUser(
         id=u.id,
         first_name=u.first_name or "",
         last_name=u.last_name or "",
         username=u.username or "",
         language_code=u.language_code or "",
+        access_hash=access_hash,
     )
 
 
-def message_from(m: ptypes.Message) -> IncomingMessage:
+async def access_hash_of(client: Client, user_id: int) -> int | None:
+    """The user's access hash, which kurigram cached from this very update (no call to Telegram)."""
+    try:
+        peer = await client.storage.get_peer_by_id(user_id)
+    except KeyError:
+        return None
+    return getattr(peer, "access_hash", None)
+
+
+def message_from(m: ptypes.Message, access_hash: int | None = None) -> IncomingMessage:
     origin = getattr(m, "forward_origin", None)
     origin_chat = getattr(origin, "chat", None) if origin else None
     return IncomingMessage(
         chat_id=m.chat.id,
         message_id=m.id,
-        user=user_from(m.from_user),
+        user=user_from(m.from_user, access_hash),
         text=m.text or m.caption or "",
         has_media=m.media is not None,
         forward_from_chat_id=origin_chat.id if origin_chat else None,
@@ -42,10 +52,12 @@ def message_from(m: ptypes.Message) -> IncomingMessage:
     )
 
 
-def callback_from(q: ptypes.CallbackQuery) -> CallbackQuery | None:
+def callback_from(q: ptypes.CallbackQuery, access_hash: int | None = None) -> CallbackQuery | None:
     if q.message is None or not isinstance(q.data, str):
         return None  # inline-mode or game queries: not ours
-    return CallbackQuery(id=q.id, user=user_from(q.from_user), chat_id=q.message.chat.id, message_id=q.message.id, data=q.data)
+    return CallbackQuery(
+        id=q.id, user=user_from(q.from_user, access_hash), chat_id=q.message.chat.id, message_id=q.message.id, data=q.data
+    )
 
 
 class UpdatePump:
@@ -69,10 +81,11 @@ class UpdatePump:
     async def _on_message(self, client: Client, message: ptypes.Message) -> None:
         if not self.accepting or message.from_user is None:
             return
-        await self.submit(self.router.handle_message, message_from(message))
+        update = message_from(message, await access_hash_of(client, message.from_user.id))
+        await self.submit(self.router.handle_message, update)
 
     async def _on_callback(self, client: Client, query: ptypes.CallbackQuery) -> None:
-        update = callback_from(query)
+        update = callback_from(query, await access_hash_of(client, query.from_user.id))
         if not self.accepting or update is None:
             return
         await self.submit(self.router.handle_callback, update)

@@ -4,28 +4,43 @@ The client runs on an asyncio loop; the Gateway methods are synchronous and may 
 any thread except the loop's own: each call is scheduled on the loop and waited for. `runbot`
 runs the client on its main loop and calls services from worker threads; a Celery worker starts
 a loop in a background thread (`PyrogramGateway.start_in_thread`).
+
+Every Telegram call goes through `_call`: one slot of the shared limiter, a FloodWait paused for
+every sender and retried, a transient failure retried only when nothing can have been delivered,
+and every exception kurigram raises turned into a domain error. A copy of many messages is many
+calls, each with its own slot; if it stops partway, what was sent is reported, never sent again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import threading
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import Protocol
 
-from pyrogram import Client, enums, errors, types
+from pyrogram import Client, enums, errors, raw, types, utils
+from pyrogram.session import Session
 
 from botapp.telegram.gateway import (
     DELETE_CHUNK,
+    BadRequest,
+    BotUnauthorized,
     ChatNotFound,
+    CopyIncomplete,
     FloodWait,
+    ForwardsRestricted,
     Gateway,
     Keyboard,
     Media,
     MessageNotFound,
     MessageTooOld,
+    OutcomeUnknown,
+    PeerUnknown,
     Sent,
     TelegramError,
     TransientError,
@@ -36,7 +51,17 @@ from botapp.telegram.gateway import (
 
 log = logging.getLogger(__name__)
 
-CALL_TIMEOUT = 120  # seconds; pyrogram retries transport errors itself well within this
+# Longer than kurigram's own retry loop for one request (MAX_RETRIES attempts of WAIT_TIMEOUT plus
+# RETRY_DELAY each, about 160 s): while kurigram still retries (with the same random_id, which
+# Telegram deduplicates), Courier never gives up and sends again with a new one.
+CALL_TIMEOUT = Session.MAX_RETRIES * (Session.WAIT_TIMEOUT + Session.RETRY_DELAY) + 30
+MAX_ATTEMPTS = 3
+BACKOFF_BASE = 0.5  # seconds: 0.5, 1, 2 ...
+
+
+class Limiter(Protocol):
+    def acquire(self, chat_id: int | None = None) -> float: ...
+    def pause(self, seconds: float) -> float: ...
 
 
 def client_build(
@@ -88,14 +113,21 @@ async def client_start(client: Client) -> None:
         raise ConfigError([f"API_ID / API_HASH were refused by Telegram ({exc.ID}): check them at my.telegram.org"]) from exc
 
 
-def error_to_domain(exc: Exception) -> TelegramError:
-    """Map a pyrogram exception to the domain error callers act on."""
+def error_to_domain(exc: BaseException, *, send: bool = False) -> TelegramError | BotUnauthorized:
+    """Map anything kurigram raises to the domain error callers act on. `send`: the call delivers
+    something, so a lost answer means the outcome is unknown rather than a safe retry."""
+    text = str(exc) or type(exc).__name__
     if isinstance(exc, errors.Flood):
         return FloodWait(seconds=int(getattr(exc, "value", 0) or 1))
+    if isinstance(exc, errors.Unauthorized):
+        # 401: AUTH_KEY_UNREGISTERED, SESSION_REVOKED, USER_DEACTIVATED(_BAN) are about the bot itself.
+        return BotUnauthorized(text)
     if isinstance(exc, errors.UserIsBlocked):
-        return UserBlocked(str(exc))
-    if isinstance(exc, (errors.InputUserDeactivated, errors.UserDeactivated, errors.UserDeactivatedBan)):
-        return UserDeactivated(str(exc))
+        return UserBlocked(text)
+    if isinstance(exc, errors.InputUserDeactivated):
+        return UserDeactivated(text)
+    if isinstance(exc, errors.ChatForwardsRestricted):
+        return ForwardsRestricted(text)
     if isinstance(
         exc,
         (
@@ -108,14 +140,20 @@ def error_to_domain(exc: Exception) -> TelegramError:
             errors.ChatWriteForbidden,
         ),
     ):
-        return ChatNotFound(str(exc))
-    if isinstance(exc, (errors.MessageIdInvalid, errors.MessageEmpty)):
-        return MessageNotFound(str(exc))
+        return ChatNotFound(text)
+    if isinstance(exc, errors.MessageIdInvalid):
+        return MessageNotFound(text)
     if isinstance(exc, (errors.MessageEditTimeExpired, errors.MessageDeleteForbidden)):
-        return MessageTooOld(str(exc))
-    if isinstance(exc, (errors.InternalServerError, errors.ServiceUnavailable, OSError, TimeoutError, asyncio.TimeoutError)):
-        return TransientError(str(exc) or type(exc).__name__)
-    return TelegramError(str(exc) or type(exc).__name__)
+        return MessageTooOld(text)
+    if isinstance(exc, errors.RandomIdDuplicate):
+        return OutcomeUnknown(text)  # an earlier attempt of this very request got through
+    if isinstance(exc, (errors.InternalServerError, errors.ServiceUnavailable, TimeoutError, asyncio.TimeoutError)):
+        return OutcomeUnknown(text) if send else TransientError(text)
+    if isinstance(exc, (ConnectionError, OSError)):
+        return TransientError(text)  # not connected: the request never left
+    if isinstance(exc, (errors.BadRequest, ValueError, KeyError, TypeError, AttributeError)):
+        return BadRequest(f"{type(exc).__name__}: {text}")
+    return TelegramError(f"{type(exc).__name__}: {text}")
 
 
 def markup(buttons: Keyboard | None) -> types.InlineKeyboardMarkup | None:
@@ -134,22 +172,49 @@ def markup(buttons: Keyboard | None) -> types.InlineKeyboardMarkup | None:
     )
 
 
+async def _on_loop(fn, *args, **kwargs):
+    """Call `fn` on the client's loop: kurigram's methods turn into blocking wrappers when called
+    from a thread without a running loop."""
+    return await fn(*args, **kwargs)
+
+
 class PyrogramGateway(Gateway):
-    def __init__(self, client: Client, loop: asyncio.AbstractEventLoop, *, username: str = ""):
+    """`limiter`: the shared send limiter (None: no pacing, for tests that want raw calls).
+    `peers(user_id) -> access_hash | None`: where a worker finds the access hashes runbot stored,
+    so a send costs no resolution call. `paid`: sends carry the paid-broadcast flag."""
+
+    def __init__(
+        self,
+        client: Client,
+        loop: asyncio.AbstractEventLoop,
+        *,
+        username: str = "",
+        limiter: Limiter | None = None,
+        max_flood_wait: int = 60,
+        peers: Callable[[int], int | None] | None = None,
+        paid: bool = False,
+        sleep=time.sleep,
+    ):
         self.client = client
         self.loop = loop
         client.loop = loop  # the client schedules its own tasks on client.loop: it must be this one
         self._username = username
         self._thread: threading.Thread | None = None
+        self.limiter = limiter
+        self.max_flood_wait = max_flood_wait
+        self.peers = peers
+        self.paid = paid or None
+        self.sleep = sleep
+        self._known_peers: set[int] = set()
 
     @classmethod
-    def start_in_thread(cls, client: Client, *, before_start=None) -> PyrogramGateway:
+    def start_in_thread(cls, client: Client, *, before_start=None, **options) -> PyrogramGateway:
         """Start `client` on a private loop in a daemon thread (for workers, which are not async).
         `before_start(client)` runs on that loop first (to add update handlers)."""
         loop = asyncio.new_event_loop()
         thread = threading.Thread(target=loop.run_forever, name="pyrogram", daemon=True)
         thread.start()
-        gateway = cls(client, loop)
+        gateway = cls(client, loop, **options)
         gateway._thread = thread
         if before_start is not None:
 
@@ -157,30 +222,65 @@ class PyrogramGateway(Gateway):
                 before_start(client)
 
             gateway._run(prepare())
-        gateway._call(client.start)
+        gateway._run(_on_loop(client.start))
         return gateway
 
     def stop(self) -> None:
         if self._thread is None:
             return
         with contextlib.suppress(Exception):
-            self._call(self.client.stop)
+            self._run(_on_loop(self.client.stop))
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout=10)
         self._thread = None
 
     # --- plumbing -----------------------------------------------------------------------------
 
-    def _call(self, fn, *args, **kwargs):
-        """Run `await fn(*args, **kwargs)` on the client's loop and wait for it. The call itself is made
-        on the loop: pyrogram's methods behave differently (sync wrappers) when called elsewhere."""
+    def _call(self, fn, *args, chat_id: int | None = None, send: bool = False, paced: bool = True, **kwargs):
+        """One Telegram call: `await fn(*args, **kwargs)` on the client's loop, under the limiter."""
+        if chat_id is not None and chat_id > 0:
+            self._peer_ready(chat_id)
+        attempt = 1
+        while True:
+            if self.limiter is not None and paced:
+                self.limiter.acquire(chat_id if send else None)
+            try:
+                return self._run(_on_loop(fn, *args, **kwargs), send=send)
+            except FloodWait as exc:  # Telegram did nothing: waiting and asking again is safe
+                if self.limiter is not None:
+                    self.limiter.pause(exc.seconds)
+                log.warning("FloodWait %ss chat=%s: every sender pauses", exc.seconds, chat_id)
+                if self.limiter is None or exc.seconds > self.max_flood_wait or attempt >= MAX_ATTEMPTS:
+                    raise
+            except TransientError as exc:  # the request never reached Telegram
+                if attempt >= MAX_ATTEMPTS:
+                    raise
+                delay = BACKOFF_BASE * 2 ** (attempt - 1)
+                log.info("transient error chat=%s attempt=%s, retrying in %.1fs: %s", chat_id, attempt, delay, exc)
+                self.sleep(delay)
+            attempt += 1
 
-        async def call():
-            return await fn(*args, **kwargs)
+    def _peer_ready(self, user_id: int) -> None:
+        """Make sure kurigram knows the user's access hash without asking Telegram (users.getUsers
+        is a call the limiter does not see, and it fails for users the bot never met)."""
+        if user_id in self._known_peers:
+            return
 
-        return self._run(call())
+        async def known():
+            try:
+                await self.client.storage.get_peer_by_id(user_id)
+                return True
+            except KeyError:
+                return False
 
-    def _run(self, coro):
+        if not self._run(known()):
+            access_hash = self.peers(user_id) if self.peers is not None else None
+            if access_hash is None:
+                raise PeerUnknown(f"user {user_id} has never written to the bot: no access hash")
+            self._run(self.client.storage.update_peers([(user_id, access_hash, "user", None)]))
+        self._known_peers.add(user_id)
+
+    def _run(self, coro, *, send: bool = False):
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:
@@ -191,13 +291,13 @@ class PyrogramGateway(Gateway):
         future = asyncio.run_coroutine_threadsafe(coro, self.loop)
         try:
             return future.result(timeout=CALL_TIMEOUT)
-        except TelegramError:
+        except (TelegramError, BotUnauthorized):
             raise
-        except errors.RPCError as exc:
-            raise error_to_domain(exc) from exc
-        except (OSError, TimeoutError) as exc:
+        except concurrent.futures.TimeoutError as exc:
             future.cancel()
-            raise error_to_domain(exc) from exc
+            raise (OutcomeUnknown if send else TransientError)(f"no answer in {CALL_TIMEOUT}s") from exc
+        except Exception as exc:  # noqa: BLE001 - nothing kurigram raises may escape the gateway
+            raise error_to_domain(exc, send=send) from exc
 
     # --- Gateway ------------------------------------------------------------------------------
 
@@ -214,6 +314,9 @@ class PyrogramGateway(Gateway):
             reply_markup=markup(buttons),
             protect_content=protect or None,
             link_preview_options=types.LinkPreviewOptions(is_disabled=True),
+            allow_paid_broadcast=self.paid,
+            chat_id=chat_id,
+            send=True,
         )
         return Sent(chat_id, message.id)
 
@@ -222,41 +325,82 @@ class PyrogramGateway(Gateway):
     ) -> Sent:
         send = getattr(self.client, f"send_{media.kind}")
         message = self._call(
-            send, chat_id, media.file, caption=caption, reply_markup=markup(buttons), protect_content=protect or None
+            send,
+            chat_id,
+            media.file,
+            caption=caption,
+            reply_markup=markup(buttons),
+            protect_content=protect or None,
+            allow_paid_broadcast=self.paid,
+            chat_id=chat_id,
+            send=True,
         )
         return Sent(chat_id, message.id)
 
     def copy_messages(
         self, chat_id: int, from_chat_id: int, message_ids: Sequence[int], *, caption: str | None = None, protect: bool = False
     ) -> list[Sent]:
-        if caption is None:
-            # One ForwardMessages call per 100 messages, without the "forwarded from" header.
-            return self._call(self._forward_hidden, chat_id, from_chat_id, list(message_ids), protect)
-        # A new caption needs a real copy: get + send per message.
-        return [
-            Sent(
-                chat_id,
-                self._call(
-                    self.client.copy_message, chat_id, from_chat_id, mid, caption=caption, protect_content=protect or None
-                ).id,
-            )
-            for mid in message_ids
-        ]
-
-    async def _forward_hidden(self, chat_id, from_chat_id, ids, protect) -> list[Sent]:
-        sent = []
-        for chunk in chunked(ids, DELETE_CHUNK):
-            messages = await self.client.forward_messages(
-                chat_id, from_chat_id, chunk, hide_sender_name=True, protect_content=protect or None
-            )
-            if len(messages) < len(chunk):
-                raise MessageNotFound(f"{len(chunk) - len(messages)} of {from_chat_id}/{chunk} could not be copied")
-            sent.extend(Sent(chat_id, m.id) for m in messages)
+        """Without a caption: one ForwardMessages call per 100 ids (no "forwarded from" header);
+        ids Telegram cannot forward (deleted, service messages) are skipped. With a caption: one
+        GetMessages call per 100 ids, then one send per message. Raises MessageNotFound when
+        nothing could be copied, CopyIncomplete when it stopped partway."""
+        sent: list[Sent] = []
+        try:
+            if caption is None:
+                for chunk in chunked(list(message_ids), DELETE_CHUNK):
+                    messages = self._call(
+                        self.client.forward_messages,
+                        chat_id,
+                        from_chat_id,
+                        chunk,
+                        hide_sender_name=True,
+                        protect_content=protect or None,
+                        allow_paid_broadcast=self.paid,
+                        chat_id=chat_id,
+                        send=True,
+                    )
+                    sent.extend(Sent(chat_id, m.id) for m in messages)
+            else:
+                for chunk in chunked(list(message_ids), DELETE_CHUNK):
+                    for source in self._fetch(from_chat_id, chunk):
+                        copy = self._call(
+                            source.copy,
+                            chat_id,
+                            caption=caption,
+                            protect_content=protect or None,
+                            allow_paid_broadcast=self.paid,
+                            chat_id=chat_id,
+                            send=True,
+                        )
+                        sent.append(Sent(chat_id, copy.id))
+        except (TelegramError, BotUnauthorized) as exc:
+            if sent and isinstance(exc, TelegramError):
+                raise CopyIncomplete(sent=sent, cause=exc) from exc
+            raise
+        if not sent:
+            raise MessageNotFound(f"none of {from_chat_id}/{list(message_ids)[:5]}… can be copied")
         return sent
+
+    def _fetch(self, chat_id: int, ids: list[int]) -> list[types.Message]:
+        """The messages that can be copied, in order (one call; a FloodWait reaches the limiter
+        instead of being slept through inside kurigram, as get_messages would)."""
+
+        async def fetch():
+            peer = await self.client.resolve_peer(chat_id)
+            refs = [raw.types.InputMessageID(id=i) for i in ids]
+            query = (
+                raw.functions.channels.GetMessages(channel=peer, id=refs)
+                if isinstance(peer, raw.types.InputPeerChannel)
+                else raw.functions.messages.GetMessages(id=refs)
+            )
+            return await utils.parse_messages(self.client, await self.client.invoke(query, sleep_threshold=0), replies=0)
+
+        return [m for m in self._call(fetch) if not m.empty and not m.service]
 
     def delete_messages(self, chat_id: int, message_ids: Iterable[int]) -> int:
         deleted = 0
         for chunk in chunked(list(message_ids), DELETE_CHUNK):
+            # Deletes are not messages to the chat: they count against the global rate only.
             try:
                 deleted += self._call(self.client.delete_messages, chat_id, chunk)
             except (MessageTooOld, MessageNotFound) as exc:
@@ -264,7 +408,7 @@ class PyrogramGateway(Gateway):
         return deleted
 
     def edit_text(self, chat_id: int, message_id: int, text: str, *, buttons: Keyboard | None = None) -> None:
-        self._call(self._edit_text, chat_id, message_id, text, buttons)
+        self._call(self._edit_text, chat_id, message_id, text, buttons, chat_id=chat_id)
 
     async def _edit_text(self, chat_id, message_id, text, buttons):
         try:
@@ -273,13 +417,17 @@ class PyrogramGateway(Gateway):
             pass  # the user tapped twice: the message already says this
 
     def answer_callback(self, callback_id: str, text: str = "", *, alert: bool = False) -> None:
+        # Answering a button press is not a message; Telegram does not rate it like one.
         try:
-            self._call(self.client.answer_callback_query, callback_id, text=text or None, show_alert=alert)
+            self._call(
+                self.client.answer_callback_query, callback_id, text=text or None, show_alert=alert, paced=False
+            )
         except TelegramError as exc:
             # A query older than ~15 s cannot be answered any more; nothing is lost.
             log.info("callback %s not answered: %s", callback_id, exc)
 
     def is_member(self, chat_id: int, user_id: int) -> bool:
+        self._peer_ready(user_id)
         return self._call(self._is_member, chat_id, user_id)
 
     async def _is_member(self, chat_id, user_id) -> bool:

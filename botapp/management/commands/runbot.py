@@ -53,11 +53,11 @@ class Command(BaseCommand):
             sys.exit(2)
 
     async def serve(self, config, *, threads: int) -> None:
+        from botapp.services.users import user_access_hash
         from botapp.telegram.handlers import UpdatePump
-        from botapp.telegram.limited import LimitedGateway
+        from botapp.telegram.limiter import RedisLimiter
         from botapp.telegram.pyrogram_gateway import PyrogramGateway, client_build, client_start
         from botapp.telegram.router import Router
-        from botapp.telegram.limiter import RedisLimiter
 
         client = client_build(
             name="bot",
@@ -69,10 +69,15 @@ class Command(BaseCommand):
             offline=settings.TELEGRAM_OFFLINE_SOCKET if settings.TELEGRAM_OFFLINE else None,
         )
         loop = asyncio.get_running_loop()
-        gateway = PyrogramGateway(client, loop)
         # runbot shares the global send limiter with every worker.
-        limited = LimitedGateway(gateway, RedisLimiter.from_settings(), max_flood_wait=settings.TELEGRAM_MAX_FLOOD_WAIT)
-        router = Router(limited, admin_ids=config.admin_ids, storage_channel_id=config.storage_channel_id)
+        gateway = PyrogramGateway(
+            client,
+            loop,
+            limiter=RedisLimiter.from_settings(),
+            max_flood_wait=settings.TELEGRAM_MAX_FLOOD_WAIT,
+            peers=user_access_hash,
+        )
+        router = Router(gateway, admin_ids=config.admin_ids, storage_channel_id=config.storage_channel_id)
         pump = UpdatePump(router, threads=threads)
         pump.register(client)
 
@@ -93,6 +98,7 @@ class Command(BaseCommand):
         from botapp import clock
         from botapp.sandbox import Sandbox, demo_setup, stdin_is_tty
         from botapp.services.shortener import MemoryShortener
+        from botapp.services.users import user_access_hash
         from botapp.telegram.router import Router
         from botapp.telegram.server.offline import OfflineBot, offline_gateway
         from botapp.telegram.server.server import TelegramServer
@@ -110,8 +116,12 @@ class Command(BaseCommand):
         telegram.create_channel(storage, title="Storage")
         admins = admin_ids_load() or frozenset({SANDBOX_ADMIN})
         shortener = MemoryShortener()  # verification links go "through" an in-memory shortener
-        bot = OfflineBot(telegram, lambda gw: Router(gw, admin_ids=admins, storage_channel_id=storage, shortener=shortener))
-        worker = offline_gateway(telegram, name="worker")
+        bot = OfflineBot(
+            telegram,
+            lambda gw: Router(gw, admin_ids=admins, storage_channel_id=storage, shortener=shortener),
+            peers=user_access_hash,
+        )
+        worker = offline_gateway(telegram, name="worker", peers=user_access_hash)
         try:
             box = Sandbox(telegram=telegram, bot=bot, worker=worker, out=self.stdout._out, as_json=as_json, links=shortener.follow)
             if demo:

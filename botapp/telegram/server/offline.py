@@ -22,9 +22,10 @@ API_HASH = "0" * 32
 
 def offline_gateway(
     target: TelegramServer | str, *, name: str = "worker", no_updates: bool = True, workdir: Path | None = None,
-    bot_token: str | None = None, before_start=None,
+    bot_token: str | None = None, before_start=None, **options,
 ) -> PyrogramGateway:  # fmt: skip
-    """A started PyrogramGateway whose client talks to `target` (in memory unless `workdir` is given)."""
+    """A started PyrogramGateway whose client talks to `target` (in memory unless `workdir` is given);
+    `options` go to PyrogramGateway (limiter, peers, paid)."""
     if bot_token is None:
         bot_token = target.bot.token if isinstance(target, TelegramServer) else "7000000001:offline-token"
     client = client_build(
@@ -37,7 +38,7 @@ def offline_gateway(
         offline=target,
         in_memory=workdir is None,
     )
-    return PyrogramGateway.start_in_thread(client, before_start=before_start)
+    return PyrogramGateway.start_in_thread(client, before_start=before_start, **options)
 
 
 class QueuedPump(UpdatePump):
@@ -69,10 +70,10 @@ class QueuedPump(UpdatePump):
 class OfflineBot:
     """runbot's client, pump and router on an in-memory Telegram."""
 
-    def __init__(self, server: TelegramServer, router_factory):
+    def __init__(self, server: TelegramServer, router_factory, **options):
         self.server = server
         self.pump = QueuedPump()
-        self.gateway = offline_gateway(server, name="bot", no_updates=False, before_start=self.pump.register)
+        self.gateway = offline_gateway(server, name="bot", no_updates=False, before_start=self.pump.register, **options)
         self.router = self.pump.router = router_factory(self.gateway)
 
     def stop(self) -> None:

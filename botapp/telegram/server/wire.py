@@ -5,19 +5,18 @@ are the client's side; these are their mirror images, so every byte kurigram par
 
 from __future__ import annotations
 
+import functools
+import inspect
 import itertools
+import linecache
 import os
+import re
+import sys
 import threading
 import time
 from dataclasses import dataclass
 from hashlib import sha1, sha256
 from io import BytesIO
-
-import functools
-import inspect
-import linecache
-import re
-import sys
 
 from pyrogram.crypto import aes
 from pyrogram.crypto.mtproto import kdf
