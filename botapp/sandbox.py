@@ -154,9 +154,7 @@ class Sandbox:
             if source is None:
                 self.note(f"the storage channel has no message #{m['message']} (post one first)")
                 return False
-            self.telegram.user_sends(
-                self.user(int(m["user"])), source.text, forward_from=(self.storage_channel_id, source.id)
-            )
+            self.telegram.user_sends(self.user(int(m["user"])), source.text, forward_from=(self.storage_channel_id, source.id))
             self.bot.pump.process()
         elif m := MESSAGE_RE.match(line):
             if not m["text"].strip():

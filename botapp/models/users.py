@@ -14,7 +14,10 @@ class TelegramUser(models.Model):
 
     telegram_id = models.BigIntegerField(unique=True)
     access_hash = models.BigIntegerField(
-        null=True, blank=True, editable=False, help_text="This bot's key to the user, from Telegram's updates: workers send with it."
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="This bot's key to the user, from Telegram's updates: workers send with it.",
     )
     username = models.CharField(max_length=64, blank=True)
     first_name = models.CharField(max_length=128, blank=True)

@@ -34,7 +34,16 @@ from botapp.services.verification import (
     user_ban_remaining,
     user_is_verified,
 )
-from botapp.telegram.gateway import Button, ChatNotFound, Gateway, MessageNotFound, Sent
+from botapp.telegram.gateway import (
+    Button,
+    ChatNotFound,
+    CopyIncomplete,
+    ForwardsRestricted,
+    Gateway,
+    MessageNotFound,
+    Sent,
+    TelegramError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +53,8 @@ MAX_PAYLOAD = 64  # Telegram's limit for a deep-link payload
 BAD_LINK = "This link is not valid. Please check that you copied all of it."
 NO_FILE = "This link does not exist or its files were removed."
 FILE_GONE = "Sorry, these files are no longer available."
+FILE_RESTRICTED = "Sorry, these files cannot be sent right now. The admins have been told; please try again later."
+FILE_INCOMPLETE = "Only {sent} of these files could be sent just now. Open the link again in a minute to get all of them."
 JOIN_FIRST = "Please join our channel first, then tap <b>Try again</b>."
 JOIN_FIRST_MANY = "Please join our channels first, then tap <b>Try again</b>."
 VERIFY = "Verify once to get your files: tap <b>Verify</b>, pass the page, and come back. Verification lasts {hours}."
@@ -186,6 +197,7 @@ def channels_missing(gateway: Gateway, user_id: int) -> list[ForceSubChannel]:
 def file_deliver(*, gateway: Gateway, chat_id: int, stored: StoredFile, conf: BotSettings) -> list[Sent]:
     """Copy the file's messages to the chat; with auto-delete on, tell the user and record the
     deletion (a durable row: it survives restarts)."""
+    incomplete = None
     try:
         sent = gateway.copy_messages(
             chat_id,
@@ -198,12 +210,30 @@ def file_deliver(*, gateway: Gateway, chat_id: int, stored: StoredFile, conf: Bo
         log.error("stored file unavailable share=%s: %s", stored.share_id, exc)
         gateway.send_text(chat_id, FILE_GONE)
         return []
+    except ForwardsRestricted as exc:
+        log.error("storage channel forbids copying share=%s chat=%s: %s", stored.share_id, stored.source_chat_id, exc)
+        gateway.send_text(chat_id, FILE_RESTRICTED)
+        return []
+    except CopyIncomplete as exc:
+        # Part of the file went out: those messages are the user's now, and are deleted like the rest.
+        log.warning("delivery stopped partway share=%s chat=%s: %s", stored.share_id, chat_id, exc)
+        sent, incomplete = exc.sent, exc
     now = clock.now()
+    notice = FILE_INCOMPLETE.format(sent=len(sent)) if incomplete is not None else ""
     if conf.auto_delete_minutes:
-        warning = gateway.send_text(chat_id, WILL_DELETE.format(minutes=human_span(timedelta(minutes=conf.auto_delete_minutes))))
+        notice = " ".join(
+            filter(None, [notice, WILL_DELETE.format(minutes=human_span(timedelta(minutes=conf.auto_delete_minutes)))])
+        )
+    ids = [s.message_id for s in sent]
+    if notice:
+        try:
+            ids.append(gateway.send_text(chat_id, notice).message_id)
+        except TelegramError as exc:  # the files arrived: they are recorded for deletion all the same
+            log.warning("delivery notice not sent share=%s chat=%s: %s", stored.share_id, chat_id, exc)
+    if conf.auto_delete_minutes:
         PendingDeletion.objects.create(
             chat_id=chat_id,
-            message_ids=[s.message_id for s in sent] + [warning.message_id],
+            message_ids=ids,
             delete_at=now + timedelta(minutes=conf.auto_delete_minutes),
             share_id=stored.share_id,
         )

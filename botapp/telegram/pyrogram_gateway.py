@@ -419,9 +419,7 @@ class PyrogramGateway(Gateway):
     def answer_callback(self, callback_id: str, text: str = "", *, alert: bool = False) -> None:
         # Answering a button press is not a message; Telegram does not rate it like one.
         try:
-            self._call(
-                self.client.answer_callback_query, callback_id, text=text or None, show_alert=alert, paced=False
-            )
+            self._call(self.client.answer_callback_query, callback_id, text=text or None, show_alert=alert, paced=False)
         except TelegramError as exc:
             # A query older than ~15 s cannot be answered any more; nothing is lost.
             log.info("callback %s not answered: %s", callback_id, exc)

@@ -17,6 +17,7 @@ from botapp.services.shortener import shortener_for
 from botapp.services.stats import stat_today
 from botapp.services.texts import text_render
 from botapp.telegram.gateway import (
+    BotUnauthorized,
     Button,
     CallbackQuery,
     Gateway,
@@ -72,6 +73,9 @@ class Router:
     def _guarded(self, user_id: int, fn: Callable[[], None]) -> None:
         try:
             fn()
+        except BotUnauthorized as exc:
+            # The token was revoked (or the bot deleted): no reply can go out, and no user is to blame.
+            log.critical("Telegram refuses the bot itself (%s): check BOT_TOKEN in @BotFather. user=%s", exc, user_id)
         except UserBlocked:
             users.user_mark_unreachable(telegram_id=user_id, state=TelegramUser.State.BLOCKED)
         except UserDeactivated:

@@ -20,7 +20,7 @@ from django.db.models import Exists, F, OuterRef
 from botapp import clock
 from botapp.models import Broadcast, BroadcastDelivery, TelegramUser
 from botapp.services.broadcasts import BroadcastMessage, broadcasts_start_due
-from botapp.telegram.gateway import FloodWait, Gateway, TelegramError, UserBlocked, UserDeactivated
+from botapp.telegram.gateway import FloodWait, Gateway, OutcomeUnknown, TelegramError, UserBlocked, UserDeactivated
 from scheduler.jobs.registry import Job, Outcome, job_register
 from scheduler.jobs.sweep import sweep_outcome
 
@@ -73,6 +73,8 @@ class BroadcastSendSweep:
             return Result(delivery_id, broadcast_id, user_id, Status.BLOCKED)
         except UserDeactivated:
             return Result(delivery_id, broadcast_id, user_id, Status.BLOCKED, error="account deleted")
+        except OutcomeUnknown as exc:  # it may have arrived: at most once, so never again
+            return Result(delivery_id, broadcast_id, user_id, Status.INTERRUPTED, error=str(exc)[:255])
         except TelegramError as exc:
             log.warning("broadcast send failed broadcast=%s user=%s: %s", broadcast_id, user_id, exc)
             return Result(delivery_id, broadcast_id, user_id, Status.FAILED, error=str(exc)[:255])

@@ -123,7 +123,9 @@ class Command(BaseCommand):
         )
         worker = offline_gateway(telegram, name="worker", peers=user_access_hash)
         try:
-            box = Sandbox(telegram=telegram, bot=bot, worker=worker, out=self.stdout._out, as_json=as_json, links=shortener.follow)
+            box = Sandbox(
+                telegram=telegram, bot=bot, worker=worker, out=self.stdout._out, as_json=as_json, links=shortener.follow
+            )
             if demo:
                 stored = demo_setup(telegram, storage_channel_id=storage)
                 box.note(

@@ -140,7 +140,9 @@ async def read_frame(reader: asyncio.StreamReader) -> tuple[int, bytes]:
     return data[0], data[1:]
 
 
-def offline_client_options(target: TelegramServer | str, *, name: str, workdir, in_memory: bool, api_id: int, bot_token: str) -> dict:
+def offline_client_options(
+    target: TelegramServer | str, *, name: str, workdir, in_memory: bool, api_id: int, bot_token: str
+) -> dict:
     """`Client(**options)` for a client of the in-memory Telegram: `target` is a server in this
     process or the path of `manage.py telegram_server`'s socket."""
     storage = ProvisionedStorage(name, workdir=workdir, in_memory=in_memory, api_id=api_id, bot_token=bot_token)

@@ -208,7 +208,9 @@ class TelegramServer:
             endpoint.send(pong.write(), answer=True, content=False)
             return
         query, updates = body, True
-        while isinstance(query, (raw.functions.InvokeWithLayer, raw.functions.InitConnection, raw.functions.InvokeWithoutUpdates)):
+        while isinstance(
+            query, (raw.functions.InvokeWithLayer, raw.functions.InitConnection, raw.functions.InvokeWithoutUpdates)
+        ):
             if isinstance(query, raw.functions.InvokeWithoutUpdates):
                 updates = False
             query = query.query
@@ -386,11 +388,14 @@ class TelegramServer:
             record.known_to_bot = True
             channel.join_requests.add(user.id)
             self.qts += 1
-            invite = raw.types.ChatInviteExported(
-                link="https://t.me/+offline", admin_id=self.bot.id, date=0, request_needed=True
-            )
+            invite = raw.types.ChatInviteExported(link="https://t.me/+offline", admin_id=self.bot.id, date=0, request_needed=True)
             update = raw.types.UpdateBotChatInviteRequester(
-                peer=render.peer_tl(chat_id), date=int(clock.now().timestamp()), user_id=user.id, about="", invite=invite, qts=self.qts
+                peer=render.peer_tl(chat_id),
+                date=int(clock.now().timestamp()),
+                user_id=user.id,
+                about="",
+                invite=invite,
+                qts=self.qts,
             )
             self.update_log.append(("qts", self.qts, update))
             self.push(self.updates_tl([update], users=[record], channels=[channel]))
