@@ -236,6 +236,7 @@ def send_message(server, query):
     check_text(query.message, caption=False)
     check_markup(query.reply_markup)
     chat_id, user, channel = writable(server, query.peer, paid=bool(query.allow_paid_floodskip))
+    server.claim_random_ids([query.random_id])
     msg = server.new_message(
         chat_id,
         out=True,
@@ -277,6 +278,7 @@ def send_media(server, query):
     check_markup(query.reply_markup)
     file = media_file(server, query.media)
     chat_id, user, channel = writable(server, query.peer, paid=bool(query.allow_paid_floodskip))
+    server.claim_random_ids([query.random_id])
     msg = server.new_message(
         chat_id,
         out=True,
@@ -300,6 +302,7 @@ def forward_messages(server, query):
     if from_channel is not None and from_channel.noforwards:
         raise RpcFault("CHAT_FORWARDS_RESTRICTED")
     chat_id, user, channel = writable(server, query.to_peer, paid=bool(query.allow_paid_floodskip))
+    server.claim_random_ids(query.random_id)
     sent, random_ids = [], []
     for source_id, random_id in zip(query.id, query.random_id, strict=False):
         source = server.stored(from_id, source_id)

@@ -54,6 +54,10 @@ def error_code(message: str) -> int:
     return ERROR_CODES.get(message, 400)
 
 
+# fail_next(LOSE_ANSWER): the call takes effect but its answer is lost on the way back.
+LOSE_ANSWER = "LOSE_ANSWER"
+
+
 class RpcFault(Exception):
     """Telegram's answer is an error: `rpc_error#2144ca19 error_code:int error_message:string`."""
 
@@ -177,6 +181,7 @@ class TelegramServer:
         self.callbacks: dict[int, tuple[int, float]] = {}  # query id -> (user id, monotonic time)
         self._query_ids = itertools.count(900_000_000_001)
         self.faults: list[Fault] = []
+        self.random_ids: set[int] = set()
         self.calls: list[Call] = []
         self._send_times: collections.deque[float] = collections.deque()
         self._paid_times: collections.deque[float] = collections.deque()
@@ -218,6 +223,8 @@ class TelegramServer:
         try:
             with self.lock:
                 result = self._invoke(endpoint, name, query, subscribe=updates)
+                if self._answer_lost(name):
+                    return  # done, but the answer never reaches the client (a dropped connection)
             body_bytes = wire.rpc_result(msg_id, result)
         except RpcFault as fault:
             body_bytes = wire.rpc_result(msg_id, raw.types.RpcError(error_code=fault.code, error_message=fault.message))
@@ -251,8 +258,26 @@ class TelegramServer:
                 return -1_000_000_000_000 - peer.channel_id
         return None
 
+    def _answer_lost(self, name: str) -> bool:
+        for fault in self.faults:
+            if fault.error == LOSE_ANSWER and (fault.methods is None or name in fault.methods):
+                fault.remaining -= 1
+                if fault.remaining <= 0:
+                    self.faults.remove(fault)
+                return True
+        return False
+
+    def claim_random_ids(self, random_ids) -> None:
+        """Telegram remembers each send's random_id: a repeat (a client retrying a request whose
+        answer it lost) is refused rather than delivered twice."""
+        if any(r in self.random_ids for r in random_ids):
+            raise RpcFault("RANDOM_ID_DUPLICATE")
+        self.random_ids.update(random_ids)
+
     def _raise_fault(self, name: str, chat_id: int | None) -> None:
         for fault in self.faults:
+            if fault.error == LOSE_ANSWER:
+                continue
             if fault.methods is not None and name not in fault.methods:
                 continue
             if fault.chat_id is not None and fault.chat_id != chat_id:
@@ -485,7 +510,8 @@ class TelegramServer:
         self, error: str, *, methods: Iterable[str] | None = None, times: int = 1, chat_id: int | None = None, after: int = 0
     ) -> None:
         """The next `times` calls (of `methods`, to `chat_id`) after `after` matching ones answer
-        `error` ("FLOOD_WAIT_7", "USER_IS_BLOCKED", "INTERNAL", ...), as Telegram would."""
+        `error` ("FLOOD_WAIT_7", "USER_IS_BLOCKED", "INTERNAL", ...), as Telegram would; LOSE_ANSWER
+        lets the call take effect and drops its answer."""
         with self.lock:
             self.faults.append(Fault(error, frozenset(methods) if methods else None, chat_id, times, after))
 
