@@ -16,8 +16,8 @@ BOB = TgUser(id=2002, first_name="Bob")
 
 
 @pytest.fixture
-def channel(fake, db):
-    fake.create_channel(CHANNEL)
+def channel(telegram, db):
+    telegram.create_channel(CHANNEL, title="News")
     return ForceSubChannel.objects.create(chat_id=CHANNEL, title="News", invite_link="https://t.me/+news")
 
 
@@ -33,16 +33,31 @@ def files_in(events):
     return [e.text for e in events if e.action == "copy"]
 
 
-def token_from(fake, shortener, user_id):
-    _, button = fake.find_button(user_id, "✅ Verify")
+def token_from(telegram, shortener, user_id):
+    _, button = telegram.find_button(user_id, "✅ Verify")
     link = shortener.follow(button.url)
     return parse_qs(urlparse(link).query)["start"][0].removeprefix("verify-")
+
+
+def callback_answers(telegram):
+    """(query id, text, alert) of every callback answer the bot sends, read from the request Telegram
+    receives (the server's events do not say whether an answer is an alert)."""
+    answers = []
+    answer = telegram.methods["messages.SetBotCallbackAnswer"]
+
+    def spy(server, query):
+        answers.append((query.query_id, query.message or "", bool(query.alert)))
+        return answer(server, query)
+
+    telegram.methods = {**telegram.methods, "messages.SetBotCallbackAnswer": spy}
+    return answers
 
 
 # --- force-subscribe ----------------------------------------------------------------------------
 
 
-def test_non_member_gets_join_buttons_and_try_again_rechecks_for_real(chat, alice, conf, stored, channel, fake):
+def test_non_member_gets_join_buttons_and_try_again_rechecks_for_real(chat, alice, conf, stored, channel, telegram):
+    answers = callback_answers(telegram)
     (prompt,) = chat(alice, f"/start {stored.share_id}")
     assert prompt.text.startswith("Please join our channel first")
     assert [[(b.text, b.url or b.callback_data) for b in row] for row in prompt.buttons] == [
@@ -52,32 +67,34 @@ def test_non_member_gets_join_buttons_and_try_again_rechecks_for_real(chat, alic
 
     events = chat.tap(alice, "🔄 Try again")  # still not a member: an alert, no message
     assert [(e.action, e.chat_id, e.text) for e in events] == [("answer", alice.id, "You have not joined News yet.")]
-    assert fake.callback_answers[-1][2] is True
+    assert answers[-1][2] is True
 
-    fake.join(CHANNEL, alice.id)
+    telegram.join(CHANNEL, alice.id)
     events = chat.tap(alice, "🔄 Try again")
     assert events[0].action == "delete" and events[0].message_ids == prompt.message_ids
     assert files_in(events) == ["Report", "Read me"]
 
 
-def test_member_goes_straight_through(chat, alice, conf, stored, channel, fake):
-    fake.join(CHANNEL, alice.id)
+def test_member_goes_straight_through(chat, alice, conf, stored, channel, telegram):
+    telegram.join(CHANNEL, alice.id)
     assert files_in(chat(alice, f"/start {stored.share_id}")) == ["Report", "Read me"]
 
 
-def test_join_request_counts_in_join_request_mode(chat, alice, conf, stored, channel, bot):
+def test_join_request_counts_in_join_request_mode(chat, alice, conf, stored, channel, telegram, bot):
     channel.join_request = True
     channel.save()
     assert "join" in chat(alice, f"/start {stored.share_id}")[0].text
 
-    bot.handle_join_request(channel_id=CHANNEL, user_id=alice.id)
+    telegram.request_join(CHANNEL, alice)  # runbot gets UpdateBotChatInviteRequester
+    bot.pump.process()
 
     assert ChannelJoinRequest.objects.filter(user_id=alice.id).exists()
     assert files_in(chat(alice, f"/start {stored.share_id}")) == ["Report", "Read me"]
 
 
-def test_disabled_or_unreachable_channels_do_not_lock_users_out(chat, alice, conf, stored, channel):
-    ForceSubChannel.objects.create(chat_id=-1009999, title="Gone", invite_link="https://t.me/+gone")  # bot not in it
+def test_disabled_or_unreachable_channels_do_not_lock_users_out(chat, alice, conf, stored, channel, telegram):
+    telegram.create_channel(-1009000000009, title="Gone", bot_is_admin=False)  # the bot was removed from it
+    ForceSubChannel.objects.create(chat_id=-1009000000009, title="Gone", invite_link="https://t.me/+gone")
     channel.enabled = False
     channel.save()
     assert files_in(chat(alice, f"/start {stored.share_id}")) == ["Report", "Read me"]
@@ -86,7 +103,7 @@ def test_disabled_or_unreachable_channels_do_not_lock_users_out(chat, alice, con
 # --- verification --------------------------------------------------------------------------------
 
 
-def test_full_verification_journey(chat, alice, verify_on, stored, fake, shortener):
+def test_full_verification_journey(chat, alice, verify_on, stored, telegram, shortener):
     (prompt,) = chat(alice, f"/start {stored.share_id}")
     assert prompt.text.startswith("Verify once to get your files")
     assert [b.text for row in prompt.buttons for b in row] == ["✅ Verify", "ℹ️ How to verify"]
@@ -116,7 +133,7 @@ def test_full_verification_journey(chat, alice, verify_on, stored, fake, shorten
     assert chat(alice, f"/start {stored.share_id}")[0].text.startswith("Verify once")
 
 
-def test_coming_back_too_fast_is_a_bypass_and_repeats_escalate_to_bans(chat, alice, verify_on, stored, fake, shortener):
+def test_coming_back_too_fast_is_a_bypass_and_repeats_escalate_to_bans(chat, alice, verify_on, stored, telegram, shortener):
     chat(alice, f"/start {stored.share_id}")
     clock.clock_advance(timedelta(seconds=5))
     events = chat.tap(alice, "✅ Verify")
@@ -143,12 +160,12 @@ def test_coming_back_too_fast_is_a_bypass_and_repeats_escalate_to_bans(chat, ali
     assert chat(alice, f"/start {stored.share_id}")[0].text.startswith("Verify once")
 
 
-def test_token_refusals(chat, alice, verify_on, stored, fake, shortener):
+def test_token_refusals(chat, alice, verify_on, stored, telegram, shortener):
     assert chat(alice, "/start verify-")[0].text.startswith("This verification link is incomplete")
     assert chat(alice, "/start verify-nonexistenttoken")[0].text.startswith("This verification link is not valid")
 
     chat(BOB, f"/start {stored.share_id}")
-    bobs = token_from(fake, shortener, BOB.id)
+    bobs = token_from(telegram, shortener, BOB.id)
     clock.clock_advance(timedelta(seconds=30))
     assert chat(alice, f"/start verify-{bobs}")[0].text.startswith("This verification link belongs to someone else")
     assert VerificationToken.objects.get(token=bobs).status == "pending"  # still Bob's to use
@@ -157,29 +174,29 @@ def test_token_refusals(chat, alice, verify_on, stored, fake, shortener):
     assert chat(BOB, f"/start verify-{bobs}")[0].text.startswith("This verification link was already used. You are verified for")
 
 
-def test_expired_unused_token_offers_a_new_one(chat, alice, verify_on, stored, fake, shortener):
+def test_expired_unused_token_offers_a_new_one(chat, alice, verify_on, stored, telegram, shortener):
     chat(alice, f"/start {stored.share_id}")
-    old = token_from(fake, shortener, alice.id)
+    old = token_from(telegram, shortener, alice.id)
     clock.clock_advance(timedelta(minutes=61))
 
     (reply,) = chat(alice, f"/start verify-{old}")
 
     assert reply.text.startswith("This verification link has expired. Here is a new one:")
-    new = token_from(fake, shortener, alice.id)
+    new = token_from(telegram, shortener, alice.id)
     assert new != old
     clock.clock_advance(timedelta(seconds=30))
     assert files_in(chat(alice, f"/start verify-{new}")) == ["Report", "Read me"]
 
 
-def test_a_pending_token_is_reused_not_counted_again(chat, alice, verify_on, stored, fake, shortener):
+def test_a_pending_token_is_reused_not_counted_again(chat, alice, verify_on, stored, telegram, shortener):
     chat(alice, f"/start {stored.share_id}")
-    first = token_from(fake, shortener, alice.id)
+    first = token_from(telegram, shortener, alice.id)
     chat(alice, f"/start {stored.share_id}")
-    assert token_from(fake, shortener, alice.id) == first
+    assert token_from(telegram, shortener, alice.id) == first
     assert DailyTokenCount.objects.get().count == 1
 
 
-def test_daily_token_limit_and_its_reset(chat, alice, verify_on, stored, fake, settings):
+def test_daily_token_limit_and_its_reset(chat, alice, verify_on, stored, telegram, settings):
     verify_on.daily_token_limit = 2
     verify_on.save()
     for _ in range(2):

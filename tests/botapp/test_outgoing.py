@@ -5,6 +5,7 @@ from django.core.exceptions import ValidationError
 
 from botapp.models import ButtonClick
 from botapp.services.outgoing import ButtonSpec, Outgoing, buttons_parse, click_token_of
+from botapp.telegram.gateway import TgUser
 from tests.factories import TelegramUserFactory
 
 
@@ -29,14 +30,15 @@ def test_tracking_needs_a_public_url(settings):
 
 
 @pytest.mark.django_db
-def test_a_tracked_button_records_the_click_and_redirects(client, settings, fake):
+def test_a_tracked_button_records_the_click_and_redirects(client, settings, telegram, gateway, chat):
     settings.PUBLIC_URL = "https://courier.example"
     settings.SECURE_SSL_REDIRECT = False
     user = TelegramUserFactory()
+    chat(TgUser(id=user.telegram_id, first_name=user.first_name), "/start")  # a bot reaches only users who wrote to it
     message = Outgoing.compose(text="Hi", media_kind="", media="", buttons="Join | https://t.me/+abc | joined", protect=False)
-    sent = message.send(fake, user.telegram_id, user_id=user.pk)
+    sent = message.send(gateway, user.telegram_id, user_id=user.pk)
 
-    url = fake.message(user.telegram_id, sent.message_id).buttons[0][0].url
+    url = telegram.message(user.telegram_id, sent.message_id).buttons[0][0].url
     assert url.startswith("https://courier.example/go/")
     response = client.get(f"/go/{click_token_of(url)}/")
 

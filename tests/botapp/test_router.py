@@ -1,12 +1,49 @@
-"""The conversation as a Telegram user sees it (fake Telegram, real PostgreSQL)."""
+"""The conversation as a Telegram user sees it (runbot on the in-memory Telegram, real PostgreSQL)."""
+
+import html
 
 import pytest
+from pyrogram import raw
 
 from botapp.models import BotSettings, TelegramUser
 from botapp.telegram.gateway import TgUser
 from tests.conftest import ADMIN
 
 pytestmark = pytest.mark.django_db
+
+TAGS = {
+    raw.types.MessageEntityBold: "b",
+    raw.types.MessageEntityItalic: "i",
+    raw.types.MessageEntityUnderline: "u",
+    raw.types.MessageEntityStrike: "s",
+    raw.types.MessageEntityCode: "code",
+    raw.types.MessageEntityPre: "pre",
+}
+
+
+def html_of(telegram, event):
+    """The message an event made, as the HTML the bot sent: Telegram keeps plain text and entities
+    (kurigram parsed the HTML), so tags and escapes are put back from the entities here."""
+    msg = telegram.message(event.chat_id, event.message_ids[0])
+    units = msg.text.encode("utf-16-le")  # entity offsets count UTF-16 code units
+
+    def plain(start, end):
+        return html.escape(units[2 * start : 2 * end].decode("utf-16-le"), quote=False)
+
+    marks = []  # (position, closing first, nesting order, tag)
+    for e in msg.entities:
+        if isinstance(e, raw.types.MessageEntityTextUrl):
+            opening, closing = f'<a href="{html.escape(e.url)}">', "</a>"
+        else:
+            tag = TAGS[type(e)]  # another kind of entity: teach this helper about it
+            opening, closing = f"<{tag}>", f"</{tag}>"
+        marks.append((e.offset, 1, -e.length, opening))
+        marks.append((e.offset + e.length, 0, e.offset, closing))
+    out, at = "", 0
+    for position, _, _, tag in sorted(marks):
+        out += plain(at, position) + tag
+        at = position
+    return out + plain(at, len(units) // 2)
 
 
 def test_start_registers_the_user_and_welcomes_them(say, alice):
@@ -34,14 +71,14 @@ def test_returning_user_gets_updated_names(say, alice):
     assert (user.first_name, user.username) == ("Alicia", "alicia")
 
 
-def test_welcome_text_comes_from_settings_and_escapes_names(say):
+def test_welcome_text_comes_from_settings_and_escapes_names(say, telegram):
     conf = BotSettings.load()
     conf.welcome_text = "Hi {first_name}, {unknown} stays"
     conf.save()
 
     replies = say(TgUser(id=7, first_name="<b>Eve</b>"), "/start")
 
-    assert replies[0].text == "Hi &lt;b&gt;Eve&lt;/b&gt;, {unknown} stays"
+    assert html_of(telegram, replies[0]) == "Hi &lt;b&gt;Eve&lt;/b&gt;, {unknown} stays"
 
 
 @pytest.mark.parametrize("command,field", [("/help", "help_text"), ("/about", "about_text"), ("/faq", "faq_text")])
@@ -63,11 +100,11 @@ def test_stop_opts_out_and_start_opts_back_in(say, alice):
     assert TelegramUser.objects.get(telegram_id=alice.id).state == "active"
 
 
-def test_stats_is_for_admins_only(say, alice):
+def test_stats_is_for_admins_only(say, alice, telegram):
     say(alice, "/start")
     assert "did not understand" in say(alice, "/stats")[0].text
 
-    text = say(TgUser(id=ADMIN, first_name="Op"), "/stats")[0].text
+    text = html_of(telegram, say(TgUser(id=ADMIN, first_name="Op"), "/stats")[0])
     assert "<b>Users</b>: 2 (new today: 2)" in text
     assert "Active: 2" in text
 
@@ -81,49 +118,62 @@ def test_command_addressed_to_the_bot_by_name(say, alice):
     assert say(alice, "/start@CourierBot")[0].text.startswith("Hello Alice")
 
 
-def test_a_user_who_blocked_the_bot_is_marked_blocked(fake, router, say, alice):
+def test_a_user_who_blocked_the_bot_is_marked_blocked(telegram, bot, say, alice):
     say(alice, "/start")
-    incoming = fake.user_sends(alice, "/help")
-    fake.block(alice.id)  # blocks right after writing: the reply fails
+    since = len(telegram.calls)
+    telegram.user_sends(alice, "/help")
+    telegram.block(alice.id)  # blocks right after writing: the reply fails (and Telegram says so, UpdateBotStopped)
 
-    router.handle_message(incoming)
+    bot.pump.process(expect=2)
 
+    # The reply was tried once and refused: the router knew the error (no apology tried after it).
+    assert telegram.count("messages.SendMessage", chat_id=alice.id, since=since) == 1
     assert TelegramUser.objects.get(telegram_id=alice.id).state == "blocked"
-    say(alice, "/help")  # writing again unblocks
+    telegram.user_sends(alice, "/help")  # writing again unblocks
+    bot.pump.process(expect=2)  # the unblock (UpdateBotStopped) and the message
     assert TelegramUser.objects.get(telegram_id=alice.id).state == "active"
 
 
-def test_an_unexpected_error_gets_an_apology_not_silence(fake, router, alice, monkeypatch):
+def test_an_unexpected_error_gets_an_apology_not_silence(telegram, chat, alice, monkeypatch):
     def boom(*args, **kwargs):
         raise RuntimeError("database on fire")
 
     monkeypatch.setattr("botapp.telegram.router.BotSettings.load", boom)
-    router.handle_message(fake.user_sends(alice, "/start"))
+    chat(alice, "/start")
 
-    assert fake.events[-1].text.startswith("Sorry, something went wrong")
+    assert telegram.events[-1].text.startswith("Sorry, something went wrong")
 
 
-def test_close_button_deletes_the_message(fake, router, alice):
+def test_close_button_deletes_the_message(telegram, gateway, bot, say, alice):
     from botapp.telegram.gateway import Button
 
-    sent = fake.send_text(alice.id, "closable", buttons=[[Button("Close", callback_data="close")]])
-    msg = fake.message(alice.id, sent.message_id)
+    say(alice, "/start")  # a bot reaches only users who wrote to it
+    sent = gateway.send_text(alice.id, "closable", buttons=[[Button("Close", callback_data="close")]])
 
-    router.handle_callback(fake.callback_query(alice, msg, "close"))
+    telegram.tap(alice, sent.message_id, "close")
+    bot.pump.process()
 
-    assert fake.message(alice.id, sent.message_id).deleted
-
-
-def test_stale_callback_is_answered(fake, router, alice):
-    sent = fake.send_text(alice.id, "old")
-    router.handle_callback(fake.callback_query(alice, fake.message(alice.id, sent.message_id), "gone:1"))
-
-    assert fake.callback_answers[-1][1] == "This button is no longer available."
+    assert telegram.message(alice.id, sent.message_id).deleted
 
 
-def test_block_updates_keep_a_stop_choice(say, alice, router):
+def test_stale_callback_is_answered(telegram, gateway, bot, say, alice):
+    say(alice, "/start")
+    sent = gateway.send_text(alice.id, "old")
+    before = len(telegram.events)
+
+    telegram.tap(alice, sent.message_id, "gone:1")
+    bot.pump.process()
+
+    assert [(e.action, e.chat_id, e.text) for e in telegram.events[before:]] == [
+        ("answer", alice.id, "This button is no longer available.")
+    ]
+
+
+def test_block_updates_keep_a_stop_choice(telegram, bot, say, alice):
     say(alice, "/start")
     say(alice, "/stop")
-    router.handle_bot_stopped(user_id=alice.id, stopped=True)
-    router.handle_bot_stopped(user_id=alice.id, stopped=False)
+    telegram.block(alice.id)  # Telegram tells runbot: UpdateBotStopped(stopped=True)
+    bot.pump.process()
+    telegram.unblock(alice.id)  # ...and stopped=False
+    bot.pump.process()
     assert TelegramUser.objects.get(telegram_id=alice.id).state == "stopped"

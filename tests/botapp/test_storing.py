@@ -17,50 +17,54 @@ pytestmark = pytest.mark.django_db
 OP = TgUser(id=ADMIN, first_name="Op")
 
 
-def test_admin_sends_a_file_and_gets_its_link(fake, bot, conf):
-    bot.handle_message(fake.user_sends(OP, "Price list", media=Media("document", "prices.pdf")))
+def test_admin_sends_a_file_and_gets_its_link(telegram, chat, conf):
+    chat(OP, "Price list", media=Media("document", "prices.pdf"))
 
     stored = StoredFile.objects.get()
-    copy = fake.message(STORAGE, stored.message_ids[0])
+    copy = telegram.message(STORAGE, stored.message_ids[0])
     assert (copy.media, copy.text) == (Media("document", "prices.pdf"), "Price list")  # kept in the storage channel
-    reply = fake.bot_messages(ADMIN)[-1]
+    reply = telegram.bot_messages(ADMIN)[-1]
     link = f"https://t.me/CourierBot?start={stored.share_id}"
     assert link in reply.text and reply.buttons[0][0].url == link
     assert stored.created_by == ADMIN and stored.title == "Price list"
 
 
-def test_admin_forwards_a_storage_post(fake, bot, conf):
-    post = fake.post(STORAGE, "Already here")
-    bot.handle_message(fake.user_sends(OP, "Already here", forward_from=(STORAGE, post)))
+def test_admin_forwards_a_storage_post(telegram, chat, conf):
+    post = telegram.post(STORAGE, "Already here")
+    chat(OP, "Already here", forward_from=(STORAGE, post))
     assert StoredFile.objects.get().message_ids == [post]
 
 
-def test_batch_from_first_and_last_forwarded_message(fake, bot, conf):
-    posts = [fake.post(STORAGE, f"part {i}") for i in range(5)]
-    bot.handle_message(fake.user_sends(OP, "/batch"))
-    assert "first" in fake.bot_messages(ADMIN)[-1].text
-    bot.handle_message(fake.user_sends(OP, "", forward_from=(STORAGE, posts[3])))
-    assert "last" in fake.bot_messages(ADMIN)[-1].text
-    bot.handle_message(fake.user_sends(OP, "", forward_from=(STORAGE, posts[1])))
+def test_batch_from_first_and_last_forwarded_message(telegram, chat, conf):
+    posts = [telegram.post(STORAGE, f"part {i}") for i in range(5)]
+    chat(OP, "/batch")
+    assert "first" in telegram.bot_messages(ADMIN)[-1].text
+    chat(OP, "", forward_from=(STORAGE, posts[3]))
+    assert "last" in telegram.bot_messages(ADMIN)[-1].text
+    chat(OP, "", forward_from=(STORAGE, posts[1]))
 
     stored = StoredFile.objects.get()
     assert stored.message_ids == posts[1:4]
-    assert "Batch of 3 messages stored." in fake.bot_messages(ADMIN)[-1].text
+    assert "Batch of 3 messages stored." in telegram.bot_messages(ADMIN)[-1].text
 
 
-def test_batch_refuses_other_chats_and_can_be_cancelled(fake, bot, conf):
-    bot.handle_message(fake.user_sends(OP, "/batch"))
-    bot.handle_message(fake.user_sends(OP, "", forward_from=(-100777, 5)))
-    assert fake.bot_messages(ADMIN)[-1].text.startswith("Forward messages from the storage channel")
-    bot.handle_message(fake.user_sends(OP, "/cancel"))
-    assert fake.bot_messages(ADMIN)[-1].text == "Batch cancelled."
+def test_batch_refuses_other_chats_and_can_be_cancelled(telegram, chat, conf):
+    elsewhere = -1007770000001
+    telegram.create_channel(elsewhere, title="Elsewhere")
+    for i in range(5):
+        telegram.post(elsewhere, f"post {i}")
+    chat(OP, "/batch")
+    chat(OP, "", forward_from=(elsewhere, 5))
+    assert telegram.bot_messages(ADMIN)[-1].text.startswith("Forward messages from the storage channel")
+    chat(OP, "/cancel")
+    assert telegram.bot_messages(ADMIN)[-1].text == "Batch cancelled."
     assert not StoredFile.objects.exists()
 
 
-def test_media_from_a_non_admin_is_not_stored(fake, bot, alice):
-    bot.handle_message(fake.user_sends(alice, "", media=Media("photo", "cat.jpg")))
+def test_media_from_a_non_admin_is_not_stored(telegram, chat, alice):
+    chat(alice, "", media=Media("photo", "cat.jpg"))
     assert not StoredFile.objects.exists()
-    assert fake.bot_messages(alice.id)[-1].text.startswith("I did not understand")
+    assert telegram.bot_messages(alice.id)[-1].text.startswith("I did not understand")
 
 
 def test_operator_registers_a_batch_in_the_admin(admin_client, settings):
