@@ -208,31 +208,51 @@ class PyrogramGateway(Gateway):
         self._known_peers: set[int] = set()
 
     @classmethod
-    def start_in_thread(cls, client: Client, *, before_start=None, **options) -> PyrogramGateway:
-        """Start `client` on a private loop in a daemon thread (for workers, which are not async).
-        `before_start(client)` runs on that loop first (to add update handlers)."""
+    def in_thread(cls, client: Client, **options) -> PyrogramGateway:
+        """A gateway for `client` on a private loop in a daemon thread (for workers, which are not
+        async); call `start()` next."""
         loop = asyncio.new_event_loop()
         thread = threading.Thread(target=loop.run_forever, name="pyrogram", daemon=True)
         thread.start()
         gateway = cls(client, loop, **options)
         gateway._thread = thread
+        return gateway
+
+    @classmethod
+    def start_in_thread(cls, client: Client, **options) -> PyrogramGateway:
+        gateway = cls.in_thread(client, **options)
+        gateway.start()
+        return gateway
+
+    def start(self, *, before_start=None) -> None:
+        """Sign in; `before_start(client)` runs on the loop first (to add update handlers)."""
         if before_start is not None:
 
             async def prepare():
-                before_start(client)
+                before_start(self.client)
 
-            gateway._run(prepare())
-        gateway._run(_on_loop(client.start))
-        return gateway
+            self._run(prepare())
+        self._run(_on_loop(self.client.start))
 
     def stop(self) -> None:
         if self._thread is None:
             return
         with contextlib.suppress(Exception):
             self._run(_on_loop(self.client.stop))
+
+        async def cancel_the_rest():  # a stop that failed halfway leaves kurigram's tasks behind
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        with contextlib.suppress(Exception):
+            self._run(cancel_the_rest())
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout=10)
         self._thread = None
+        if not self.loop.is_running():
+            self.loop.close()
 
     # --- plumbing -----------------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ API_HASH = "0" * 32
 
 def offline_gateway(
     target: TelegramServer | str, *, name: str = "worker", no_updates: bool = True, workdir: Path | None = None,
-    bot_token: str | None = None, before_start=None, **options,
+    bot_token: str | None = None, start: bool = True, **options,
 ) -> PyrogramGateway:  # fmt: skip
     """A started PyrogramGateway whose client talks to `target` (in memory unless `workdir` is given);
     `options` go to PyrogramGateway (limiter, peers, paid)."""
@@ -38,7 +38,10 @@ def offline_gateway(
         offline=target,
         in_memory=workdir is None,
     )
-    return PyrogramGateway.start_in_thread(client, before_start=before_start, **options)
+    gateway = PyrogramGateway.in_thread(client, **options)
+    if start:
+        gateway.start()
+    return gateway
 
 
 class QueuedPump(UpdatePump):
@@ -73,8 +76,9 @@ class OfflineBot:
     def __init__(self, server: TelegramServer, router_factory, **options):
         self.server = server
         self.pump = QueuedPump()
-        self.gateway = offline_gateway(server, name="bot", no_updates=False, before_start=self.pump.register, **options)
+        self.gateway = offline_gateway(server, name="bot", no_updates=False, start=False, **options)
         self.router = self.pump.router = router_factory(self.gateway)
+        self.gateway.start(before_start=self.pump.register)  # updates missed while down arrive now
 
     def stop(self) -> None:
         self.gateway.stop()

@@ -94,7 +94,7 @@ def message_tl(msg: Message, *, bot_id: int):
     peer = peer_tl(msg.chat_id)
     if msg.service:
         return raw.types.MessageService(
-            id=msg.id, peer_id=peer, date=ts(msg.date), action=raw.types.MessageActionChatJoinedByLink(inviter_id=bot_id)
+            id=msg.id, peer_id=peer, date=ts(msg.date), action=raw.types.MessageActionChatEditTitle(title="Storage")
         )
     fwd = None
     if msg.forward_from is not None:

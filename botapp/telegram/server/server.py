@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from pyrogram import raw
-from pyrogram.file_id import FileId, FileType
+from pyrogram.file_id import FileId, FileType, ThumbnailSource
 
 from botapp import clock
 from botapp.telegram import limits
@@ -526,13 +526,22 @@ class TelegramServer:
             "animation": FileType.ANIMATION,
             "audio": FileType.AUDIO,
         }[kind]
+        photo = {}
+        if kind == "photo":  # as kurigram's Photo._parse builds it
+            photo = dict(
+                thumbnail_source=ThumbnailSource.THUMBNAIL,
+                thumbnail_file_type=FileType.PHOTO,
+                thumbnail_size="x",
+                volume_id=0,
+                local_id=0,
+            )
         return FileId(
             file_type=file_type,
             dc_id=render.DC_ID,
             media_id=file.id,
             access_hash=file.access_hash,
             file_reference=file.file_reference,
-            thumbnail_source=None,
+            **photo,
         ).encode()
 
     # --- looking at what happened -------------------------------------------------------------------
