@@ -1,49 +1,71 @@
-"""`runbot` serving: real pyrogram dispatcher, the shared limiter in Redis, a clean stop on SIGTERM.
-Only the network is replaced (the recording client from the gateway tests)."""
+"""`runbot` serving as in production: its real client over a socket to the in-memory Telegram
+(`telegram_server`'s code, in a thread here), the shared limiter in Redis, a clean stop on SIGTERM."""
 
 import asyncio
+import contextlib
 import os
 import signal
+import tempfile
+import threading
+from pathlib import Path
 
 import pytest
-from pyrogram import types
 
-from botapp.config import BotConfig
+from botapp.config import OFFLINE_BOT_TOKEN, BotConfig
 from botapp.management.commands.runbot import Command
 from botapp.models import BotSettings, TelegramUser
-from tests.botapp.telegram.test_handlers import UpdatesClient, new_message
+from botapp.telegram.gateway import TgUser
+from botapp.telegram.server.process import RemoteTelegram, serve
+from botapp.telegram.server.server import TelegramServer
 
 
-class ServingClient(UpdatesClient):
-    async def start(self):
-        self.me = types.User(id=42, is_self=True, is_bot=True, first_name="Courier", username="CourierBot")
-        await self.dispatcher.start()
-        return self
+@pytest.fixture
+def telegram_process():
+    """The in-memory Telegram on a Unix socket, served from a thread of this process."""
+    server = TelegramServer(username="CourierBot", enforce_rates=False)
+    with tempfile.TemporaryDirectory(prefix="tg") as directory:  # short: socket paths are limited to ~100 bytes
+        path = Path(directory) / "telegram.sock"
+        loop = asyncio.new_event_loop()
+        ready = threading.Event()
+        task = loop.create_task(serve(server, path, ready=ready))
+        def run():
+            with contextlib.suppress(asyncio.CancelledError):
+                loop.run_until_complete(task)
 
-    async def stop(self, block=True):
-        await self.dispatcher.stop()
-        self.stopped = True
-        return self
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        assert ready.wait(5)
+        yield server, path
+        loop.call_soon_threadsafe(task.cancel)
+        thread.join(5)
 
 
 @pytest.mark.django_db(transaction=True)
-def test_runbot_answers_and_stops_cleanly_on_sigterm(monkeypatch, tmp_path):
-    client = ServingClient()
-    monkeypatch.setattr("botapp.telegram.pyrogram_gateway.client_build", lambda **kwargs: client)
+def test_runbot_answers_and_stops_cleanly_on_sigterm(settings, tmp_path, telegram_process):
+    server, path = telegram_process
+    settings.TELEGRAM_OFFLINE = True
+    settings.TELEGRAM_OFFLINE_SOCKET = path
     config = BotConfig(
-        bot_token="1:x", api_id=1, api_hash="0" * 32, admin_ids=frozenset(), storage_channel_id=None, session_dir=tmp_path
+        bot_token=OFFLINE_BOT_TOKEN,
+        api_id=1,
+        api_hash="0" * 32,
+        admin_ids=frozenset(),
+        storage_channel_id=None,
+        session_dir=tmp_path,
     )
+    remote = RemoteTelegram(path)
 
     async def scenario():
         loop = asyncio.get_running_loop()
-        loop.call_later(0.5, lambda: client.dispatcher.updates_queue.put_nowait(new_message(1, "/start")))
-        loop.call_later(2.0, os.kill, os.getpid(), signal.SIGTERM)
+        loop.call_later(1.0, remote.user_sends, TgUser(id=1001, first_name="Alice"), "/start")
+        loop.call_later(3.0, os.kill, os.getpid(), signal.SIGTERM)
         await Command().serve(config, threads=2)
 
     asyncio.run(asyncio.wait_for(scenario(), timeout=20))
+    remote.close()
 
-    assert client.stopped
-    assert client.names() == ["SendMessage"]
-    assert client.requests[0].message.startswith("Hello Alice!")
-    assert TelegramUser.objects.filter(telegram_id=1001).exists()
+    (reply,) = [e for e in server.events if e.chat_id == 1001]
+    assert reply.text.startswith("Hello Alice!")
+    assert TelegramUser.objects.get(telegram_id=1001).access_hash == server.users[1001].access_hash
     assert BotSettings.load().bot_username == "CourierBot"
+    assert server.endpoints == []  # runbot disconnected when it stopped
