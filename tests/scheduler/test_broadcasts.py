@@ -9,16 +9,26 @@ from django.urls import reverse
 from botapp import clock
 from botapp.models import Broadcast, BroadcastDelivery, TelegramUser
 from botapp.services.broadcasts import broadcast_cancel, broadcast_start
-from botapp.telegram.gateway import FloodWait, Media
+from botapp.telegram.gateway import Media
 from scheduler.jobs.broadcast_send import BroadcastSendSweep
 from scheduler.jobs.registry import job_run
 from scheduler.jobs.sweep import Sweep
 from tests.concurrency import run_in_threads
-from tests.factories import TelegramUserFactory
+from tests.factories import meet, met_user, telegram_on_socket
 
 
-def users(n, **kwargs):
-    return [TelegramUserFactory(**kwargs) for _ in range(n)]
+def users(telegram, n, **kwargs):
+    """Users who wrote to the bot (runbot stored their access hashes)."""
+    return [met_user(telegram, **kwargs) for _ in range(n)]
+
+
+def bold_text(msg):
+    """A message's text and its entities: Telegram keeps "<b>50% off</b> today" as plain text
+    plus a bold entity (kurigram parsed the HTML)."""
+    return msg.text, [(type(e).__name__, e.offset, e.length) for e in msg.entities]
+
+
+SALE = ("50% off today", [("MessageEntityBold", 0, 7)])  # "<b>50% off</b> today" as Telegram stores it
 
 
 def draft(**kwargs):
@@ -30,23 +40,23 @@ def draft(**kwargs):
     return Broadcast.objects.create(**{**fields, **kwargs})
 
 
-@pytest.mark.django_db
-def test_a_broadcast_reaches_every_active_user_once(fake):
-    active = users(5)
-    stopped = users(1, state="stopped")[0]
-    blocked_before = users(1, state="blocked")[0]
-    fake.block(active[4].telegram_id)  # blocks the bot now: we learn it when sending
+@pytest.mark.django_db(transaction=True)  # the sender's pool threads read users runbot stored
+def test_a_broadcast_reaches_every_active_user_once(telegram, gateway):
+    active = users(telegram, 5)
+    stopped = users(telegram, 1, state="stopped")[0]
+    blocked_before = users(telegram, 1, state="blocked")[0]
+    telegram.block(active[4].telegram_id)  # blocks the bot now: we learn it when sending
     broadcast = draft(delete_after_minutes=60)
 
     assert broadcast_start(broadcast=broadcast) == 5
-    outcome = job_run("send_broadcasts", trigger="test", gateway=fake)
+    outcome = job_run("send_broadcasts", trigger="test", gateway=gateway)
 
     assert (outcome.processed, outcome.failed) == (5, 0)
     for user in active[:4]:
-        (msg,) = fake.bot_messages(user.telegram_id)
-        assert msg.text == "<b>50% off</b> today"
+        (msg,) = telegram.bot_messages(user.telegram_id)
+        assert bold_text(msg) == SALE
         assert [[b.text for b in row] for row in msg.buttons] == [["Shop"], ["A", "B"]]
-    assert fake.bot_messages(stopped.telegram_id) == [] and fake.bot_messages(blocked_before.telegram_id) == []
+    assert telegram.bot_messages(stopped.telegram_id) == [] and telegram.bot_messages(blocked_before.telegram_id) == []
     broadcast.refresh_from_db()
     assert (broadcast.status, broadcast.total, broadcast.sent, broadcast.blocked, broadcast.failed) == ("done", 5, 4, 1, 0)
     assert broadcast.finished_at is not None
@@ -55,84 +65,87 @@ def test_a_broadcast_reaches_every_active_user_once(fake):
     assert sent.count() == 4 and all(abs(d.delete_at - d.sent_at - timedelta(minutes=60)) < timedelta(seconds=1) for d in sent)
 
     # Running again sends nothing more.
-    assert job_run("send_broadcasts", trigger="test", gateway=fake).processed == 0
+    assert job_run("send_broadcasts", trigger="test", gateway=gateway).processed == 0
 
 
-@pytest.mark.django_db
-def test_media_broadcast_and_its_deletion_after_the_lifetime(fake):
-    user = users(1)[0]
-    broadcast = draft(media_kind="photo", media="AgACAgQAAx0", buttons="", protect_content=True, delete_after_minutes=30)
+@pytest.mark.django_db(transaction=True)  # the sender's pool threads read users runbot stored
+def test_media_broadcast_and_its_deletion_after_the_lifetime(telegram, gateway):
+    user = users(telegram, 1)[0]
+    photo = telegram.file_id("photo", "sale.jpg")  # a photo the operator got from Telegram
+    broadcast = draft(media_kind="photo", media=photo, buttons="", protect_content=True, delete_after_minutes=30)
     broadcast_start(broadcast=broadcast)
-    job_run("send_broadcasts", trigger="test", gateway=fake)
-    (msg,) = fake.bot_messages(user.telegram_id)
-    assert (msg.media, msg.text, msg.protect) == (Media("photo", "AgACAgQAAx0"), "<b>50% off</b> today", True)
+    job_run("send_broadcasts", trigger="test", gateway=gateway)
+    (msg,) = telegram.bot_messages(user.telegram_id)
+    assert (msg.media, bold_text(msg), msg.protect) == (Media("photo", "sale.jpg"), SALE, True)
 
     clock.clock_advance(timedelta(minutes=31))
-    assert job_run("delete_expired_broadcasts", trigger="test", gateway=fake).processed == 1
-    assert fake.message(user.telegram_id, msg.id).deleted
+    assert job_run("delete_expired_broadcasts", trigger="test", gateway=gateway).processed == 1
+    assert telegram.message(user.telegram_id, msg.id).deleted
 
 
 @pytest.mark.django_db
-def test_flood_wait_leaves_the_user_for_later_other_errors_are_final(fake):
-    first, second = users(2)
+def test_flood_wait_leaves_the_user_for_later_other_errors_are_final(telegram, gateway):
+    first, second = users(telegram, 2)
     broadcast = draft()
     broadcast_start(broadcast=broadcast)
-    fake.fail_next(FloodWait(seconds=5), methods=["send_text"])
-    fake.deactivate(second.telegram_id)
+    telegram.fail_next("FLOOD_WAIT_5", methods={"messages.SendMessage"})
+    telegram.deactivate(second.telegram_id)
 
-    sweep = BroadcastSendSweep(fake)
+    sweep = BroadcastSendSweep(gateway)
     Sweep(sweep.claim, sweep.work, sweep.record, concurrency=1).run()
 
     statuses = dict(BroadcastDelivery.objects.values_list("user_id", "status"))
     assert statuses == {first.pk: "pending", second.pk: "blocked"}
     assert TelegramUser.objects.get(pk=second.pk).state == "deactivated"
     assert Broadcast.objects.get(pk=broadcast.pk).status == "sending"
-    job_run("send_broadcasts", trigger="test", gateway=fake)
-    assert len(fake.bot_messages(first.telegram_id)) == 1
+    job_run("send_broadcasts", trigger="test", gateway=gateway)
+    assert len(telegram.bot_messages(first.telegram_id)) == 1
     assert Broadcast.objects.get(pk=broadcast.pk).status == "done"
 
 
 @pytest.mark.django_db
-def test_only_drafts_start_and_cancel_stops_the_rest(fake):
-    users(3)
+def test_only_drafts_start_and_cancel_stops_the_rest(telegram, gateway):
+    users(telegram, 3)
     broadcast = draft()
     broadcast_start(broadcast=broadcast)
     with pytest.raises(ValidationError):
         broadcast_start(broadcast=broadcast)
     assert broadcast_cancel(broadcast=broadcast) == 3
-    assert job_run("send_broadcasts", trigger="test", gateway=fake).processed == 0
+    assert job_run("send_broadcasts", trigger="test", gateway=gateway).processed == 0
     assert Broadcast.objects.get(pk=broadcast.pk).status == "cancelled"
 
 
 @pytest.mark.django_db
-def test_a_crash_mid_send_is_interrupted_not_resent(fake):
-    user = users(1)[0]
+def test_a_crash_mid_send_is_interrupted_not_resent(telegram, gateway):
+    user = users(telegram, 1)[0]
     broadcast_start(broadcast=draft())
-    sweep = BroadcastSendSweep(fake)
+    sweep = BroadcastSendSweep(gateway)
     sweep.claim(10)  # claimed and marked sending... then the worker dies
     clock.clock_advance(timedelta(minutes=6))
     job_run("reap_expired_claims", trigger="test")
-    job_run("send_broadcasts", trigger="test", gateway=fake)
+    job_run("send_broadcasts", trigger="test", gateway=gateway)
 
     assert BroadcastDelivery.objects.get().status == "interrupted"
-    assert fake.bot_messages(user.telegram_id) == []
+    assert telegram.bot_messages(user.telegram_id) == []
 
 
 @pytest.mark.django_db(transaction=True)
-def test_two_senders_never_send_twice(fake, monkeypatch):
+def test_two_senders_never_send_twice(telegram, gateway, monkeypatch):
     monkeypatch.setattr("botapp.services.broadcasts._wake_sender", lambda: None)  # no worker here to wake
-    fake.latency = 0.001
-    TelegramUser.objects.bulk_create([TelegramUser(telegram_id=700_000 + i) for i in range(600)])
+    TelegramUser.objects.bulk_create(
+        [TelegramUser(telegram_id=700_000 + i, access_hash=meet(telegram, 700_000 + i)) for i in range(600)]
+    )
     broadcast_start(broadcast=draft(buttons=""))
+    telegram.latency = 0.001  # answers take a moment: calls overlap like network calls
 
     def run():
-        sweep = BroadcastSendSweep(fake)
+        sweep = BroadcastSendSweep(gateway)
         return Sweep(sweep.claim, sweep.work, sweep.record, batch_size=50, concurrency=4).run()
 
     results = run_in_threads(run)
     assert all(r[0] > 0 for r in results), results  # both took part
 
-    sends = [e.chat_id for e in fake.events if e.action == "send"]
+    sends = [e.chat_id for e in telegram.events if e.action == "send"]
     assert len(sends) == 600 and len(set(sends)) == 600
     assert Broadcast.objects.get().sent == 600
 
@@ -162,8 +175,8 @@ def test_admin_compose_validates_and_previews(operator):
 
 
 @pytest.mark.django_db
-def test_admin_start_action_queues_for_active_users(operator, monkeypatch, django_capture_on_commit_callbacks):
-    users(2)
+def test_admin_start_action_queues_for_active_users(operator, telegram, monkeypatch, django_capture_on_commit_callbacks):
+    users(telegram, 2)
     broadcast = draft()
     woken = []
     monkeypatch.setattr("botapp.services.broadcasts._wake_sender", lambda: woken.append(1))
@@ -177,33 +190,33 @@ def test_admin_start_action_queues_for_active_users(operator, monkeypatch, djang
     assert "0/2 (0%)" in operator.get(changelist).content.decode()
 
 
-@pytest.mark.django_db
-def test_a_scheduled_broadcast_goes_out_at_its_time_to_whoever_is_active_then(fake):
-    early = users(1)[0]
+@pytest.mark.django_db(transaction=True)  # the sender's pool threads read users runbot stored
+def test_a_scheduled_broadcast_goes_out_at_its_time_to_whoever_is_active_then(telegram, gateway):
+    early = users(telegram, 1)[0]
     broadcast = draft(scheduled_at=clock.now() + timedelta(hours=2), buttons="")
     assert broadcast_start(broadcast=broadcast) == 0
     assert broadcast.status == "scheduled" and not BroadcastDelivery.objects.exists()
 
-    late = users(1)[0]  # joins after the broadcast was scheduled
+    late = users(telegram, 1)[0]  # joins after the broadcast was scheduled
     clock.clock_advance(timedelta(hours=1))
-    job_run("send_broadcasts", trigger="test", gateway=fake)
-    assert fake.bot_messages(early.telegram_id) == []
+    job_run("send_broadcasts", trigger="test", gateway=gateway)
+    assert telegram.bot_messages(early.telegram_id) == []
 
     clock.clock_advance(timedelta(hours=1, minutes=1))
-    outcome = job_run("send_broadcasts", trigger="test", gateway=fake)
+    outcome = job_run("send_broadcasts", trigger="test", gateway=gateway)
     assert "1 scheduled broadcast(s) started" in outcome.detail
-    assert len(fake.bot_messages(early.telegram_id)) == 1 and len(fake.bot_messages(late.telegram_id)) == 1
+    assert len(telegram.bot_messages(early.telegram_id)) == 1 and len(telegram.bot_messages(late.telegram_id)) == 1
     assert Broadcast.objects.get(pk=broadcast.pk).status == "done"
 
 
 @pytest.mark.django_db
-def test_a_scheduled_broadcast_can_be_cancelled_before_its_time(fake):
-    users(1)
+def test_a_scheduled_broadcast_can_be_cancelled_before_its_time(telegram, gateway):
+    users(telegram, 1)
     broadcast = draft(scheduled_at=clock.now() + timedelta(hours=1))
     broadcast_start(broadcast=broadcast)
     assert broadcast_cancel(broadcast=broadcast) == 0
     clock.clock_advance(timedelta(hours=2))
-    assert job_run("send_broadcasts", trigger="test", gateway=fake).processed == 0
+    assert job_run("send_broadcasts", trigger="test", gateway=gateway).processed == 0
     assert Broadcast.objects.get(pk=broadcast.pk).status == "cancelled"
 
 
@@ -217,20 +230,30 @@ def test_admin_refuses_a_schedule_in_the_past(operator):
 
 
 @pytest.mark.django_db
-def test_a_test_goes_to_the_admins_only(settings, monkeypatch):
+def test_a_test_goes_to_the_admins_only(telegram, settings, monkeypatch, tmp_path):
     from scheduler import sender
     from scheduler.tasks import send_broadcast_test
 
-    settings.TELEGRAM_OFFLINE = True
+    settings.TELEGRAM_SESSION_DIR = tmp_path
     settings.ADMIN_IDS = "1000,1001"
     monkeypatch.setattr(sender, "_gateway", None)
-    users(2)
+    monkeypatch.setattr(sender, "_slot_file", None)
+    met_user(telegram, telegram_id=1000), met_user(telegram, telegram_id=1001)  # the admins talk to the bot too
+    users(telegram, 2)
     broadcast = draft()
 
-    assert send_broadcast_test.apply(args=[broadcast.pk]).get() == f"test of broadcast {broadcast.pk} sent to 2 admin(s)"
+    with telegram_on_socket(telegram) as socket:  # the worker reaches the in-memory Telegram as `telegram_server`
+        settings.TELEGRAM_OFFLINE = True
+        settings.TELEGRAM_OFFLINE_SOCKET = socket
+        try:
+            assert send_broadcast_test.apply(args=[broadcast.pk]).get() == f"test of broadcast {broadcast.pk} sent to 2 admin(s)"
+        finally:
+            if sender._gateway is not None:
+                sender._gateway.stop()
+            if sender._slot_file is not None:
+                sender._slot_file.close()
 
-    fake = sender.worker_gateway().inner
-    assert [m.text for m in fake.bot_messages(1000)] == ["<b>50% off</b> today"]
-    assert len(fake.bot_messages(1001)) == 1
-    assert [e.chat_id for e in fake.events] == [1000, 1001]
+    assert [bold_text(m) for m in telegram.bot_messages(1000)] == [SALE]
+    assert len(telegram.bot_messages(1001)) == 1
+    assert [e.chat_id for e in telegram.events] == [1000, 1001]
     assert Broadcast.objects.get(pk=broadcast.pk).status == "draft"

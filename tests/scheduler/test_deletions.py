@@ -9,38 +9,39 @@ from django.test.utils import CaptureQueriesContext
 
 from botapp import clock
 from botapp.models import PendingDeletion, TelegramUser
-from botapp.telegram.gateway import FloodWait
 from scheduler.jobs.deletions import DeletionSweep
 from scheduler.jobs.registry import job_run
 from scheduler.jobs.sweep import Sweep
 from scheduler.models import JobRun
 from tests.concurrency import run_in_threads
-from tests.factories import TelegramUserFactory
+from tests.factories import meet, met_user
 
 
-def schedule(fake, chat_id, *, minutes, n=2, share_id="abc"):
-    ids = [fake.send_text(chat_id, f"file {i}").message_id for i in range(n)]
+def schedule(gateway, chat_id, *, minutes, n=2, share_id="abc"):
+    """Messages the bot sent to a user (who wrote to it first), due for deletion in `minutes`."""
+    ids = [gateway.send_text(chat_id, f"file {i}").message_id for i in range(n)]
     return PendingDeletion.objects.create(
         chat_id=chat_id, message_ids=ids, delete_at=clock.now() + timedelta(minutes=minutes), share_id=share_id
     )
 
 
-def sweep(fake, **kwargs):
-    job = DeletionSweep(fake)
+def sweep(gateway, **kwargs):
+    job = DeletionSweep(gateway)
     return Sweep(job.claim, job.work, job.record, **kwargs).run()
 
 
 @pytest.mark.django_db
-def test_due_rows_are_deleted_with_a_notice_and_future_rows_stay(fake, conf):
-    due = schedule(fake, 1, minutes=-1)
-    later = schedule(fake, 2, minutes=10)
+def test_due_rows_are_deleted_with_a_notice_and_future_rows_stay(telegram, gateway, conf):
+    met_user(telegram, telegram_id=1), met_user(telegram, telegram_id=2)
+    due = schedule(gateway, 1, minutes=-1)
+    later = schedule(gateway, 2, minutes=10)
 
-    outcome = job_run("delete_due_messages", trigger="test", gateway=fake)
+    outcome = job_run("delete_due_messages", trigger="test", gateway=gateway)
 
     assert (outcome.processed, outcome.failed) == (1, 0)
-    assert all(fake.message(1, i).deleted for i in due.message_ids)
-    assert not any(fake.message(2, i).deleted for i in later.message_ids)
-    notice = fake.bot_messages(1)[-1]
+    assert all(telegram.message(1, i).deleted for i in due.message_ids)
+    assert not any(telegram.message(2, i).deleted for i in later.message_ids)
+    notice = telegram.bot_messages(1)[-1]
     assert notice.text == "Previous message was deleted."
     assert notice.buttons[0][0].url == "https://t.me/CourierBot?start=abc"
     assert list(PendingDeletion.objects.values_list("id", flat=True)) == [later.id]
@@ -49,54 +50,59 @@ def test_due_rows_are_deleted_with_a_notice_and_future_rows_stay(fake, conf):
 
 
 @pytest.mark.django_db
-def test_messages_telegram_will_not_delete_are_dropped_not_retried(fake, conf):
-    old = schedule(fake, 1, minutes=0)
+def test_messages_telegram_will_not_delete_are_dropped_not_retried(telegram, gateway, conf):
+    met_user(telegram, telegram_id=1)
+    old = schedule(gateway, 1, minutes=0)
     clock.clock_advance(timedelta(hours=49))  # the bot's 48-hour window is over
 
-    assert sweep(fake) == (1, 0, 1)
+    assert sweep(gateway) == (1, 0, 1)
     assert not PendingDeletion.objects.exists()
-    assert not fake.message(1, old.message_ids[0]).deleted
+    assert not telegram.message(1, old.message_ids[0]).deleted
 
 
 @pytest.mark.django_db
-def test_a_user_who_blocked_the_bot_is_marked_and_the_row_removed(fake, conf):
-    TelegramUserFactory(telegram_id=1)
-    schedule(fake, 1, minutes=-1)
-    fake.block(1)
+def test_a_user_who_blocked_the_bot_is_marked_and_the_row_removed(telegram, gateway, conf):
+    met_user(telegram, telegram_id=1)
+    schedule(gateway, 1, minutes=-1)
+    telegram.block(1)
 
-    assert sweep(fake) == (1, 0, 1)
+    assert sweep(gateway) == (1, 0, 1)
     assert TelegramUser.objects.get(telegram_id=1).state == "blocked"
     assert not PendingDeletion.objects.exists()
 
 
 @pytest.mark.django_db
-def test_flood_wait_hands_the_row_back_for_later(fake, conf):
-    row = schedule(fake, 1, minutes=-1)
-    fake.fail_next(FloodWait(seconds=30), methods=["delete_messages"])
+def test_flood_wait_hands_the_row_back_for_later(telegram, gateway, conf):
+    met_user(telegram, telegram_id=1)
+    row = schedule(gateway, 1, minutes=-1)
+    telegram.fail_next("FLOOD_WAIT_30", methods={"messages.DeleteMessages"})
 
-    assert sweep(fake) == (0, 1, 1)
+    assert sweep(gateway) == (0, 1, 1)
     row.refresh_from_db()
     assert (row.status, row.attempts, row.lease_until) == ("pending", 1, None)
     assert row.delete_at > clock.now()
     clock.clock_advance(timedelta(minutes=2))
-    assert sweep(fake) == (1, 0, 1)
+    assert sweep(gateway) == (1, 0, 1)
 
 
 @pytest.mark.django_db
-def test_dry_run_counts_without_deleting(fake, conf):
-    schedule(fake, 1, minutes=-1)
-    assert job_run("delete_due_messages", trigger="test", gateway=fake, dry_run=True).processed == 1
+def test_dry_run_counts_without_deleting(telegram, gateway, conf):
+    met_user(telegram, telegram_id=1)
+    schedule(gateway, 1, minutes=-1)
+    assert job_run("delete_due_messages", trigger="test", gateway=gateway, dry_run=True).processed == 1
     assert PendingDeletion.objects.count() == 1
     assert not JobRun.objects.exists()
 
 
 @pytest.mark.django_db
-def test_batch_queries_do_not_grow_with_batch_size(fake, conf):
+def test_batch_queries_do_not_grow_with_batch_size(telegram, gateway, conf):
     def queries_for(n):
         PendingDeletion.objects.all().delete()
-        for i in range(n):
-            schedule(fake, 10_000 + i, minutes=-1, n=1)
-        job = DeletionSweep(fake)
+        chats = [10_000 + n * 1000 + i for i in range(n)]
+        TelegramUser.objects.bulk_create([TelegramUser(telegram_id=c, access_hash=meet(telegram, c)) for c in chats])
+        for chat in chats:
+            schedule(gateway, chat, minutes=-1, n=1)
+        job = DeletionSweep(gateway)
         with CaptureQueriesContext(connection) as ctx:
             assert Sweep(job.claim, job.work, job.record, batch_size=n, concurrency=1).run() == (n, 0, 1)
         return len(ctx.captured_queries)
@@ -105,28 +111,29 @@ def test_batch_queries_do_not_grow_with_batch_size(fake, conf):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_two_concurrent_sweepers_process_each_row_exactly_once(fake, conf):
-    fake.latency = 0.0005  # calls overlap like network calls
+def test_two_concurrent_sweepers_process_each_row_exactly_once(telegram, gateway, conf):
+    chats = [100_000 + i for i in range(2000)]
+    TelegramUser.objects.bulk_create([TelegramUser(telegram_id=c, access_hash=meet(telegram, c)) for c in chats])
     rows = []
-    for i in range(2000):
-        chat = 100_000 + i
+    for chat in chats:
         rows.append(
             PendingDeletion(
                 chat_id=chat,
-                message_ids=[fake.send_text(chat, "f").message_id],
+                message_ids=[gateway.send_text(chat, "f").message_id],
                 delete_at=clock.now() - timedelta(seconds=1),
                 share_id="s",
             )
         )
     PendingDeletion.objects.bulk_create(rows)
-    fake.events.clear()
+    telegram.events.clear()
+    telegram.latency = 0.0005  # answers take a moment: calls overlap like network calls
 
-    results = run_in_threads(lambda: sweep(fake, batch_size=100, concurrency=4))
+    results = run_in_threads(lambda: sweep(gateway, batch_size=100, concurrency=4))
 
     assert sum(r[0] for r in results) == 2000
     assert all(r[0] > 0 for r in results), results  # both really took part
-    deletes = collections.Counter(e.chat_id for e in fake.events if e.action == "delete")
-    notices = collections.Counter(e.chat_id for e in fake.events if e.action == "send")
+    deletes = collections.Counter(e.chat_id for e in telegram.events if e.action == "delete")
+    notices = collections.Counter(e.chat_id for e in telegram.events if e.action == "send")
     assert len(deletes) == 2000 and set(deletes.values()) == {1}
     assert len(notices) == 2000 and set(notices.values()) == {1}
     assert not PendingDeletion.objects.exists()

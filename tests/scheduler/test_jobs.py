@@ -13,7 +13,7 @@ from botapp.models import BroadcastDelivery, ClaimStatus, DailyTokenCount, Pendi
 from scheduler.jobs.registry import JOBS, job_run, jobs_due_between
 from scheduler.models import JobRun
 from scheduler.schedules import schedules_install
-from tests.factories import TelegramUserFactory
+from tests.factories import TelegramUserFactory, met_user
 
 pytestmark = pytest.mark.django_db
 
@@ -72,14 +72,14 @@ def test_reaper_requeues_deletions_and_interrupts_sends():
     assert (stale.status, live.status, sending.status) == ("pending", "claimed", "interrupted")
 
 
-def test_broadcast_deleter(fake):
+def test_broadcast_deleter(telegram, gateway):
     from botapp.models import Broadcast
 
     broadcast = Broadcast.objects.create(title="b", text="hi", delete_after_minutes=60)
     rows = []
     for minutes in [-5, 30]:
-        user = TelegramUserFactory()
-        sent = fake.send_text(user.telegram_id, "hi")
+        user = met_user(telegram)
+        sent = gateway.send_text(user.telegram_id, "hi")
         rows.append(
             BroadcastDelivery.objects.create(
                 broadcast=broadcast,
@@ -91,10 +91,10 @@ def test_broadcast_deleter(fake):
             )
         )
 
-    assert job_run("delete_expired_broadcasts", trigger="test", gateway=fake).processed == 1
+    assert job_run("delete_expired_broadcasts", trigger="test", gateway=gateway).processed == 1
     due, later = (BroadcastDelivery.objects.get(pk=r.pk) for r in rows)
-    assert due.status == "deleted" and fake.message(due.chat_id, due.message_id).deleted
-    assert later.status == "sent" and not fake.message(later.chat_id, later.message_id).deleted
+    assert due.status == "deleted" and telegram.message(due.chat_id, due.message_id).deleted
+    assert later.status == "sent" and not telegram.message(later.chat_id, later.message_id).deleted
 
 
 # --- commands ---------------------------------------------------------------------------------------

@@ -7,9 +7,9 @@ import pytest
 import redis
 from django.conf import settings
 
-from botapp.telegram.gateway import FloodWait, TransientError, UserBlocked
-from botapp.telegram.limited import LimitedGateway
+from botapp.telegram.gateway import FloodWait, Sent, TgUser, TransientError, UserBlocked
 from botapp.telegram.limiter import RedisLimiter
+from botapp.telegram.server.offline import offline_gateway
 
 
 @pytest.fixture
@@ -94,22 +94,6 @@ def test_a_pause_never_shortens_a_longer_one(prefix):
     assert lim.pause(1) > 4
 
 
-class Scripted:
-    """A gateway whose send_text fails as scripted, then succeeds."""
-
-    bot_username = "CourierBot"
-
-    def __init__(self, *errors):
-        self.errors = list(errors)
-        self.calls = 0
-
-    def send_text(self, chat_id, text, **kwargs):
-        self.calls += 1
-        if self.errors:
-            raise self.errors.pop(0)
-        return "sent"
-
-
 class Recorder:
     def __init__(self):
         self.acquired, self.paused = [], []
@@ -123,43 +107,90 @@ class Recorder:
         return seconds
 
 
-def test_limited_gateway_pauses_everyone_and_retries_a_short_flood_wait():
+USER = TgUser(id=7, first_name="Gus")
+
+
+@pytest.fixture
+def limited(telegram):
+    """limited(limiter, **options): a worker's PyrogramGateway on the in-memory Telegram, pacing its
+    calls with `limiter`. User 7 has written to the bot; `peers` hands out the access hash runbot
+    would have stored for them."""
+    telegram.user_sends(USER, "/start")
+    made = []
+
+    def make(limiter, **options):
+        gateway = offline_gateway(telegram, limiter=limiter, peers=lambda user_id: telegram.users[user_id].access_hash, **options)
+        made.append(gateway)
+        return gateway
+
+    yield make
+    for gateway in made:
+        gateway.stop()
+
+
+def scripted(gateway, name, *failures):
+    """The gateway's kurigram method `name` raises `failures` (kurigram's own exceptions) one per
+    call, then does its real work. Returns the list of calls."""
+    real, pending, calls = getattr(gateway.client, name), list(failures), []
+
+    async def method(*args, **kwargs):
+        calls.append(args)
+        if pending:
+            raise pending.pop(0)
+        return await real(*args, **kwargs)
+
+    setattr(gateway.client, name, method)
+    return calls
+
+
+def test_gateway_pauses_everyone_and_retries_a_short_flood_wait(telegram, limited):
     lim, sleeps = Recorder(), []
-    gateway = LimitedGateway(Scripted(FloodWait(seconds=3)), lim, max_flood_wait=60, sleep=sleeps.append)
-    assert gateway.send_text(7, "hi") == "sent"
+    gateway = limited(lim, max_flood_wait=60, sleep=sleeps.append)
+    telegram.fail_next("FLOOD_WAIT_3", methods={"messages.SendMessage"})
+    assert gateway.send_text(7, "hi") == Sent(7, telegram.bot_messages(7)[0].id)
+    assert [m.text for m in telegram.bot_messages(7)] == ["hi"]
     assert lim.paused == [3] and lim.acquired == [7, 7]
 
 
-def test_limited_gateway_reports_a_long_flood_wait():
+def test_gateway_reports_a_long_flood_wait(telegram, limited):
     lim = Recorder()
-    gateway = LimitedGateway(Scripted(FloodWait(seconds=600)), lim, max_flood_wait=60)
+    gateway = limited(lim, max_flood_wait=60)
+    telegram.fail_next("FLOOD_WAIT_600", methods={"messages.SendMessage"})
     with pytest.raises(FloodWait):
         gateway.send_text(7, "hi")
     assert lim.paused == [600]
 
 
-def test_transient_errors_back_off_exponentially_three_attempts_at_most():
+def test_transient_errors_back_off_exponentially_three_attempts_at_most(telegram, limited):
+    # Transient: the request never reached Telegram (the connection was down), so sending again is safe.
     sleeps = []
-    inner = Scripted(TransientError("500"), TransientError("500"), TransientError("500"))
-    gateway = LimitedGateway(inner, Recorder(), sleep=sleeps.append)
+    gateway = limited(Recorder(), sleep=sleeps.append)
+    calls = scripted(gateway, "send_message", ConnectionError("lost"), ConnectionError("lost"), ConnectionError("lost"))
     with pytest.raises(TransientError):
         gateway.send_text(7, "hi")
-    assert inner.calls == 3 and sleeps == [0.5, 1.0]
+    assert len(calls) == 3 and sleeps == [0.5, 1.0]
+    assert telegram.bot_messages(7) == []
 
-    inner = Scripted(TransientError("500"))
-    assert LimitedGateway(inner, Recorder(), sleep=sleeps.append).send_text(7, "hi") == "sent"
+    gateway = limited(Recorder(), sleep=sleeps.append)
+    scripted(gateway, "send_message", ConnectionError("lost"))
+    assert gateway.send_text(7, "hi") == Sent(7, telegram.bot_messages(7)[0].id)
+    assert [m.text for m in telegram.bot_messages(7)] == ["hi"]
 
 
-def test_blocked_users_are_never_retried():
-    inner = Scripted(UserBlocked(7))
+def test_blocked_users_are_never_retried(telegram, limited):
+    gateway = limited(Recorder())
+    telegram.block(7)
     with pytest.raises(UserBlocked):
-        LimitedGateway(inner, Recorder()).send_text(7, "hi")
-    assert inner.calls == 1
+        gateway.send_text(7, "hi")
+    assert telegram.count("messages.SendMessage", chat_id=7) == 1
 
 
-def test_limited_gateway_over_the_fake_sends_deletes_in_chunks(fake):
+def test_gateway_deletes_in_chunks_one_limiter_slot_per_call(telegram, limited):
     lim = Recorder()
-    gateway = LimitedGateway(fake, lim)
-    ids = [fake.send_text(1, str(i)).message_id for i in range(250)]
-    assert gateway.delete_messages(1, ids) == 250
+    gateway = limited(lim)
+    ids = [gateway.send_text(7, str(i)).message_id for i in range(250)]
+    lim.acquired.clear()
+    calls = len(telegram.calls)
+    assert gateway.delete_messages(7, ids) == 250
     assert lim.acquired == [None, None, None]  # one slot per Telegram call
+    assert telegram.methods_called(since=calls) == ["messages.DeleteMessages"] * 3
