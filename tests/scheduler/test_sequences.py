@@ -14,6 +14,7 @@ from botapp.telegram.gateway import TgUser
 from scheduler.jobs.registry import job_run
 from scheduler.jobs.sequence_send import SequenceSendSweep
 from scheduler.jobs.sweep import Sweep
+from tests.factories import meet
 
 pytestmark = pytest.mark.django_db
 
@@ -30,34 +31,35 @@ def onboarding(settings):
     return sequence
 
 
-def texts(fake, user):
-    return [m.text for m in fake.bot_messages(user.id)]
+def texts(telegram, user):
+    return [m.text for m in telegram.bot_messages(user.id)]
 
 
-def run(fake):
-    return job_run("send_sequence_messages", trigger="test", gateway=fake)
+def run(gateway):
+    return job_run("send_sequence_messages", trigger="test", gateway=gateway)
 
 
-def test_steps_go_out_when_due_and_follow_the_click_condition(chat, alice, fake, onboarding):
+@pytest.mark.django_db(transaction=True)  # the sender's pool threads read users runbot stored
+def test_steps_go_out_when_due_and_follow_the_click_condition(chat, alice, telegram, gateway, onboarding):
     chat(alice, "/start")
     chat(BOB, "/start")
     assert SequenceMessage.objects.count() == 6
 
     clock.clock_advance(timedelta(minutes=9))
-    assert run(fake).processed == 0
+    assert run(gateway).processed == 0
     clock.clock_advance(timedelta(minutes=2))
-    run(fake)
-    assert texts(fake, alice)[-1] == "Join us"
+    run(gateway)
+    assert texts(telegram, alice)[-1] == "Join us"
 
     ButtonClick.objects.create(user=TelegramUser.objects.get(telegram_id=alice.id), button="joined")
     clock.clock_advance(timedelta(hours=2))
-    run(fake)
+    run(gateway)
 
-    assert texts(fake, alice) == ["Hello Alice! I deliver files shared through my links.", "Join us", "Thanks for joining!"]
-    assert texts(fake, BOB) == ["Hello Bob! I deliver files shared through my links.", "Join us", "Still not joined?"]
+    assert texts(telegram, alice) == ["Hello Alice! I deliver files shared through my links.", "Join us", "Thanks for joining!"]
+    assert texts(telegram, BOB) == ["Hello Bob! I deliver files shared through my links.", "Join us", "Still not joined?"]
     skipped = SequenceMessage.objects.filter(status="skipped").values_list("user__telegram_id", "error")
     assert sorted(skipped) == [(alice.id, "clicked joined"), (BOB.id, "did not click joined")]
-    assert run(fake).processed == 0  # nothing twice
+    assert run(gateway).processed == 0  # nothing twice
 
 
 def test_returning_users_are_not_enrolled_again(chat, alice, onboarding):
@@ -74,15 +76,16 @@ def test_a_sequence_can_be_limited_to_one_start_payload(chat, alice, onboarding)
     assert set(SequenceMessage.objects.values_list("user__telegram_id", flat=True)) == {BOB.id}
 
 
-def test_stop_skips_the_rest_and_blocking_is_noticed(chat, alice, fake, onboarding):
+@pytest.mark.django_db(transaction=True)  # the sender's pool threads read users runbot stored
+def test_stop_skips_the_rest_and_blocking_is_noticed(chat, alice, telegram, gateway, onboarding):
     chat(alice, "/start")
     chat(BOB, "/start")
     chat(alice, "/stop")
-    fake.block(BOB.id)
+    telegram.block(BOB.id)
     clock.clock_advance(timedelta(minutes=11))
-    run(fake)
+    run(gateway)
 
-    assert texts(fake, alice)[-1].startswith("You will get no more messages")
+    assert texts(telegram, alice)[-1].startswith("You will get no more messages")
     assert TelegramUser.objects.get(telegram_id=BOB.id).state == "blocked"
     assert dict(SequenceMessage.objects.filter(step__delay_minutes=10).values_list("user__telegram_id", "error")) == {
         alice.id: "user is stopped",
@@ -90,27 +93,28 @@ def test_stop_skips_the_rest_and_blocking_is_noticed(chat, alice, fake, onboardi
     }
 
 
-def test_a_crash_mid_send_is_interrupted_not_resent(chat, alice, fake, onboarding):
+def test_a_crash_mid_send_is_interrupted_not_resent(chat, alice, telegram, gateway, onboarding):
     chat(alice, "/start")
     clock.clock_advance(timedelta(minutes=11))
-    SequenceSendSweep(fake).claim(10)  # marked sending... then the worker dies
+    SequenceSendSweep(gateway).claim(10)  # marked sending... then the worker dies
     clock.clock_advance(timedelta(minutes=6))
     job_run("reap_expired_claims", trigger="test")
-    run(fake)
+    run(gateway)
     assert SequenceMessage.objects.get(step__delay_minutes=10).status == "interrupted"
-    assert "Join us" not in texts(fake, alice)
+    assert "Join us" not in texts(telegram, alice)
 
 
-def test_batch_queries_do_not_grow_with_batch_size(fake, onboarding):
+def test_batch_queries_do_not_grow_with_batch_size(telegram, gateway, onboarding):
     step = onboarding.steps.get(delay_minutes=60)  # a conditional step: the click lookup is part of the batch
 
     def queries_for(n):
         SequenceMessage.objects.all().delete()
-        users = TelegramUser.objects.bulk_create([TelegramUser(telegram_id=900_000 + n * 1000 + i) for i in range(n)])
+        chats = [900_000 + n * 1000 + i for i in range(n)]
+        users = TelegramUser.objects.bulk_create([TelegramUser(telegram_id=c, access_hash=meet(telegram, c)) for c in chats])
         SequenceMessage.objects.bulk_create(
             [SequenceMessage(user=u, step=step, chat_id=u.telegram_id, due_at=clock.now() - timedelta(minutes=1)) for u in users]
         )
-        sweep = SequenceSendSweep(fake)
+        sweep = SequenceSendSweep(gateway)
         with CaptureQueriesContext(connection) as ctx:
             assert Sweep(sweep.claim, sweep.work, sweep.record, batch_size=n, concurrency=1).run()[0] == n
         return len(ctx.captured_queries)
