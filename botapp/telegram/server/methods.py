@@ -436,7 +436,7 @@ def set_bot_callback_answer(server, query):
     if found is None or time.monotonic() - found[1] > limits.CALLBACK_ANSWER_WINDOW.total_seconds():
         raise RpcFault("QUERY_ID_INVALID")
     if query.message:
-        server.emit(Event("answer", found[0], [], text=query.message))
+        server.emit(Event("answer", found[0], [], text=query.message, alert=bool(query.alert)))
     return True
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import collections
 import itertools
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -77,6 +78,7 @@ class Event:
     text: str = ""
     media: Media | None = None
     buttons: tuple[tuple[Button, ...], ...] = ()
+    alert: bool = False  # an answer shown as an alert rather than a toast
 
 
 @dataclass(frozen=True)
@@ -185,7 +187,7 @@ class TelegramServer:
         self.calls: list[Call] = []
         self._send_times: collections.deque[float] = collections.deque()
         self._paid_times: collections.deque[float] = collections.deque()
-        self._chat_times: dict[int, collections.deque[float]] = collections.defaultdict(collections.deque)
+        self._chat_tat: dict[int, float] = {}  # per chat: when its bucket is empty again
         self.flood_waits = 0
         self.events: list[Event] = []
         self.listeners: list[Callable[[Event], None]] = []
@@ -295,9 +297,11 @@ class TelegramServer:
     # --- rules every send obeys -------------------------------------------------------------------
 
     def check_rate(self, chat_id: int, *, paid: bool) -> None:
-        """FLOOD_WAIT_X when a send exceeds Telegram's limits. Window shapes are inferred: a sliding
-        second overall, a leaky bucket per private chat (PRIVATE_CHAT_BURST, then 1/s), and
-        GROUP_PER_MINUTE in any minute for a channel or group."""
+        """FLOOD_WAIT_X when a send exceeds Telegram's limits. The shapes are inferred (Telegram
+        documents the rates, not the windows): overall, at most `global_rate` sends in any sliding
+        second (`paid_rate` for requests with the paid flag); per chat, a burst of
+        PRIVATE_CHAT_BURST and then one per PRIVATE_CHAT_INTERVAL (GROUP_CHAT_INTERVAL in a group
+        or channel), a leaky bucket."""
         if not self.enforce_rates:
             return
         now = time.monotonic()
@@ -305,21 +309,17 @@ class TelegramServer:
         rate = self.paid_rate if paid else self.global_rate
         while window and now - window[0] >= 1.0:
             window.popleft()
-        chat = self._chat_times[chat_id]
-        if chat_id > 0:
-            span, allowed = limits.PRIVATE_CHAT_INTERVAL * limits.PRIVATE_CHAT_BURST, limits.PRIVATE_CHAT_BURST
-        else:
-            span, allowed = 60.0, limits.GROUP_PER_MINUTE
-        while chat and now - chat[0] >= span:
-            chat.popleft()
         if len(window) >= rate:
             self.flood_waits += 1
             raise RpcFault("FLOOD_WAIT_1")
-        if len(chat) >= allowed:
+        interval = limits.PRIVATE_CHAT_INTERVAL if chat_id > 0 else limits.GROUP_CHAT_INTERVAL
+        tat = max(self._chat_tat.get(chat_id, 0.0), now)
+        allowed_at = tat - (limits.PRIVATE_CHAT_BURST - 1) * interval
+        if now < allowed_at - 0.05:  # a little slack for clocks and scheduling, as any server has
             self.flood_waits += 1
-            raise RpcFault(f"FLOOD_WAIT_{max(1, int(span - (now - chat[0])) + 1)}")
+            raise RpcFault(f"FLOOD_WAIT_{max(1, math.ceil(allowed_at - now))}")
+        self._chat_tat[chat_id] = tat + interval
         window.append(now)
-        chat.append(now)
 
     # --- records ----------------------------------------------------------------------------------
 

@@ -1,0 +1,107 @@
+"""The in-memory Telegram keeps Telegram's rules, seen through kurigram's real client."""
+
+import time
+
+import pytest
+from pyrogram import raw
+
+from botapp.telegram.gateway import BadRequest, Button, FloodWait, TgUser
+from botapp.telegram.pyrogram_gateway import _on_loop
+from botapp.telegram.server.offline import offline_gateway
+from botapp.telegram.server.process import RemoteTelegram
+from tests.conftest import STORAGE
+
+pytestmark = pytest.mark.django_db
+
+ANN, BEN = TgUser(id=1001, first_name="Ann"), TgUser(id=1002, first_name="Ben")
+
+
+@pytest.fixture
+def raw_gateway(telegram):
+    """A client that resolves users like an unpatched bot would (users.getUsers with hash 0)."""
+    for user in (ANN, BEN):
+        telegram.user_sends(user, "/start")
+    gw = offline_gateway(telegram, peers=lambda uid: telegram.users[uid].access_hash if uid in telegram.users else None)
+    yield gw
+    gw.stop()
+
+
+def test_private_chat_message_ids_are_one_sequence_for_all_chats(telegram, raw_gateway):
+    a = raw_gateway.send_text(ANN.id, "a").message_id
+    b = raw_gateway.send_text(BEN.id, "b").message_id
+    c = raw_gateway.send_text(ANN.id, "c").message_id
+    assert a < b < c and len({a, b, c}) == 3
+
+
+def test_channels_count_their_own_ids(telegram):
+    channel = -1003000000003
+    telegram.create_channel(channel)
+    assert [telegram.post(channel, "x"), telegram.post(channel, "y")] == [1, 2]
+
+
+def test_more_than_thirty_messages_a_second_is_a_flood_wait(telegram, raw_gateway):
+    users = [TgUser(id=6000 + i, first_name="U") for i in range(31)]
+    for user in users:
+        telegram.user_sends(user, "/start")
+    telegram.enforce_rates = True
+    with pytest.raises(FloodWait):
+        for user in users:
+            raw_gateway.send_text(user.id, "hi")
+    assert telegram.flood_waits == 1
+    assert len([u for u in users if telegram.bot_messages(u.id)]) == 30
+
+
+def test_one_private_chat_takes_a_short_burst_then_about_one_a_second(telegram, raw_gateway):
+    telegram.enforce_rates = True
+    for i in range(3):
+        raw_gateway.send_text(ANN.id, f"burst {i}")
+    with pytest.raises(FloodWait) as wait:
+        raw_gateway.send_text(ANN.id, "one too many")
+    assert 1 <= wait.value.seconds <= 4
+    time.sleep(1.1)
+    raw_gateway.send_text(ANN.id, "after a second")
+
+
+def test_more_than_100_ids_in_one_call_is_refused(telegram, raw_gateway):
+    query = raw.functions.messages.DeleteMessages(id=list(range(1, 102)), revoke=True)
+    with pytest.raises(BadRequest):
+        raw_gateway._run(_on_loop(raw_gateway.client.invoke, query))
+
+
+def test_a_callback_answer_records_toast_or_alert(telegram, gateway, chat):
+    chat(ANN, "/start")
+    sent = gateway.send_text(ANN.id, "pick", buttons=[[Button("Go", callback_data="go")]])
+    query_id = telegram.tap(ANN, sent.message_id, "go")
+    gateway.answer_callback(str(query_id), "Not yet", alert=True)
+    answer = telegram.events[-1]
+    assert (answer.action, answer.chat_id, answer.text, answer.alert) == ("answer", ANN.id, "Not yet", True)
+
+
+def test_controls_over_the_socket(tmp_path):
+    """`manage.py telegram_server` answers RemoteTelegram's controls (the process tests steer)."""
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    with tempfile.TemporaryDirectory(prefix="tg") as directory:
+        path = Path(directory) / "t.sock"
+        proc = subprocess.Popen(
+            [sys.executable, "manage.py", "telegram_server", "--socket", str(path), "--channel", str(STORAGE)], cwd=root
+        )
+        try:
+            for _ in range(100):
+                if path.exists():
+                    break
+                time.sleep(0.1)
+            remote = RemoteTelegram(path)
+            assert remote.post(STORAGE, "hello") == 1
+            remote.user_sends(ANN, "/start")
+            assert remote.methods_called() == []
+            with pytest.raises(RuntimeError, match="unknown control"):
+                remote.call("lock")
+            remote.close()
+        finally:
+            proc.terminate()
+            assert proc.wait(10) == 0
