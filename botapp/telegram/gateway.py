@@ -208,6 +208,11 @@ class Gateway(abc.ABC):
     def is_member(self, chat_id: int, user_id: int) -> bool:
         """Whether the user is a member of the channel/group (joined, admin or owner)."""
 
+    @abc.abstractmethod
+    def peers_remember(self, access_hashes: dict[int, int | None]) -> None:
+        """Access hashes a sweep loaded with its batch (user id -> hash), so that sending to them
+        asks neither Telegram nor the database again."""
+
 
 def chunked(ids: Sequence[int], size: int = DELETE_CHUNK) -> Iterable[list[int]]:
     for start in range(0, len(ids), size):

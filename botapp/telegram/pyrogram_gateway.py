@@ -206,6 +206,10 @@ class PyrogramGateway(Gateway):
         self.paid = paid or None
         self.sleep = sleep
         self._known_peers: set[int] = set()
+        self._peer_hashes: dict[int, int] = {}
+
+    def peers_remember(self, access_hashes: dict[int, int | None]) -> None:
+        self._peer_hashes.update((uid, h) for uid, h in access_hashes.items() if h is not None)
 
     @classmethod
     def in_thread(cls, client: Client, **options) -> PyrogramGateway:
@@ -294,7 +298,9 @@ class PyrogramGateway(Gateway):
                 return False
 
         if not self._run(known()):
-            access_hash = self.peers(user_id) if self.peers is not None else None
+            access_hash = self._peer_hashes.get(user_id)
+            if access_hash is None and self.peers is not None:
+                access_hash = self.peers(user_id)
             if access_hash is None:
                 raise PeerUnknown(f"user {user_id} has never written to the bot: no access hash")
             self._run(self.client.storage.update_peers([(user_id, access_hash, "user", None)]))
@@ -422,7 +428,7 @@ class PyrogramGateway(Gateway):
         for chunk in chunked(list(message_ids), DELETE_CHUNK):
             # Deletes are not messages to the chat: they count against the global rate only.
             try:
-                deleted += self._call(self.client.delete_messages, chat_id, chunk)
+                deleted += self._call(self.client.delete_messages, chat_id, chunk, chat_id=chat_id)
             except (MessageTooOld, MessageNotFound) as exc:
                 log.info("delete skipped chat=%s ids=%s: %s", chat_id, chunk, exc)
         return deleted

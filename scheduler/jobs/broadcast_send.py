@@ -53,10 +53,12 @@ class BroadcastSendSweep:
                 BroadcastDelivery.objects.select_for_update(skip_locked=True, of=("self",))
                 .filter(status=Status.PENDING, broadcast__status__in=ACTIVE)
                 .order_by("broadcast_id", "id")
-                .values_list("id", "broadcast_id", "user_id", "chat_id")[:n]
+                .values_list("id", "broadcast_id", "user_id", "chat_id", "user__access_hash")[:n]
             )
             if not rows:
                 return []
+            self.gateway.peers_remember({r[3]: r[4] for r in rows})
+            rows = [r[:4] for r in rows]
             BroadcastDelivery.objects.filter(id__in=[r[0] for r in rows]).update(status=Status.SENDING, lease_until=now + LEASE)
             ids = {r[1] for r in rows}
             Broadcast.objects.filter(id__in=ids, status=Broadcast.Status.QUEUED).update(status=Broadcast.Status.SENDING)

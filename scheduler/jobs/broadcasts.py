@@ -32,12 +32,13 @@ class BroadcastDeletionSweep:
                 BroadcastDelivery.objects.select_for_update(skip_locked=True, of=("self",))
                 .filter(status=Status.SENT, delete_at__isnull=False, delete_at__lte=now)
                 .order_by("delete_at")
-                .values_list("id", "chat_id", "message_id")[:n]
+                .values_list("id", "chat_id", "message_id", "user__access_hash")[:n]
             )
             # Pushing delete_at forward is the lease: a dead sweeper's rows come due again later.
             if rows:
                 BroadcastDelivery.objects.filter(id__in=[r[0] for r in rows]).update(delete_at=now + RETRY_AFTER)
-        return rows
+        self.gateway.peers_remember({r[1]: r[3] for r in rows})
+        return [r[:3] for r in rows]
 
     def work(self, row: tuple[int, int, int]) -> tuple[int, str]:
         delivery_id, chat_id, message_id = row

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, OuterRef, Subquery
 
 from botapp import clock
 from botapp.models import BotSettings, ClaimStatus, PendingDeletion, TelegramUser
@@ -54,13 +54,17 @@ class DeletionSweep:
                 PendingDeletion.objects.select_for_update(skip_locked=True, of=("self",))
                 .filter(status=ClaimStatus.PENDING, delete_at__lte=now)
                 .order_by("delete_at")
-                .values_list("id", "chat_id", "message_ids", "share_id")[:n]
+                .annotate(
+                    access_hash=Subquery(TelegramUser.objects.filter(telegram_id=OuterRef("chat_id")).values("access_hash")[:1])
+                )
+                .values_list("id", "chat_id", "message_ids", "share_id", "access_hash")[:n]
             )
             if rows:
                 PendingDeletion.objects.filter(id__in=[r[0] for r in rows]).update(
                     status=ClaimStatus.CLAIMED, lease_until=now + LEASE
                 )
-        return [Due(*r) for r in rows]
+        self.gateway.peers_remember({r[1]: r[4] for r in rows})
+        return [Due(*r[:4]) for r in rows]
 
     def work(self, due: Due) -> Done:
         try:

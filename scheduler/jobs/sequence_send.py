@@ -63,7 +63,12 @@ class SequenceSendSweep:
             SequenceMessage.objects.filter(id__in=[r.id for r in rows]).update(status=Status.SENDING, lease_until=now + LEASE)
         steps = SequenceStep.objects.in_bulk({r.step_id for r in rows})
         user_ids = {r.user_id for r in rows}
-        states = dict(TelegramUser.objects.filter(id__in=user_ids).values_list("id", "state"))
+        users = {
+            pk: (state, access_hash)
+            for pk, state, access_hash in TelegramUser.objects.filter(id__in=user_ids).values_list("id", "state", "access_hash")
+        }
+        states = {pk: state for pk, (state, _) in users.items()}
+        self.gateway.peers_remember({r.chat_id: users.get(r.user_id, (None, None))[1] for r in rows})
         keys = {s.condition_button for s in steps.values() if s.condition != Condition.ALWAYS}
         clicked = (
             set(ButtonClick.objects.filter(user_id__in=user_ids, button__in=keys).values_list("user_id", "button"))
