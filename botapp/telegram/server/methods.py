@@ -297,7 +297,7 @@ def send_media(server, query):
 @method("messages.ForwardMessages")
 def forward_messages(server, query):
     if len(query.id) > limits.IDS_PER_CALL:
-        raise RpcFault("MESSAGE_IDS_TOO_MANY")  # inferred name; the limit is documented
+        raise RpcFault("LIMIT_INVALID")  # inferred name; the 100-id limit is documented
     from_id, _, from_channel = resolve_chat(server, query.from_peer)
     if from_channel is not None and from_channel.noforwards:
         raise RpcFault("CHAT_FORWARDS_RESTRICTED")
@@ -387,7 +387,7 @@ def delete(server, messages: list[Message]) -> int:
 @method("messages.DeleteMessages")
 def delete_messages(server, query):
     if len(query.id) > limits.IDS_PER_CALL:
-        raise RpcFault("MESSAGE_IDS_TOO_MANY")  # inferred name
+        raise RpcFault("LIMIT_INVALID")  # inferred name
     count = delete(server, [server.box.get(i) for i in query.id])
     server.pts += count
     return raw.types.messages.AffectedMessages(pts=server.pts, pts_count=count)
@@ -399,7 +399,7 @@ def channel_delete_messages(server, query):
     if not channel.bot_is_admin:
         raise RpcFault("MESSAGE_DELETE_FORBIDDEN")
     if len(query.id) > limits.IDS_PER_CALL:
-        raise RpcFault("MESSAGE_IDS_TOO_MANY")
+        raise RpcFault("LIMIT_INVALID")
     count = delete(server, [server.channel_messages[channel.raw_id].get(i) for i in query.id])
     channel.pts += count
     return raw.types.messages.AffectedMessages(pts=channel.pts, pts_count=count)
