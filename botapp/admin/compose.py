@@ -3,9 +3,7 @@
 from django import forms
 
 from botapp.services.outgoing import buttons_parse
-
-CAPTION_LIMIT = 1024  # with media
-TEXT_LIMIT = 4096
+from botapp.telegram.limits import CAPTION_LENGTH, TEXT_LENGTH
 
 
 class ComposedMessageForm(forms.ModelForm):
@@ -20,8 +18,8 @@ class ComposedMessageForm(forms.ModelForm):
         if bool(data.get("media_kind")) != bool(data.get("media", "").strip()):
             raise forms.ValidationError("Choose a media kind and give its file id or URL, or neither.")
         text = data.get("text", "")
-        if data.get("media_kind") and len(text) > CAPTION_LIMIT:
-            self.add_error("text", f"A caption is at most {CAPTION_LIMIT} characters (Telegram's limit with media).")
-        if not data.get("media_kind") and len(text) > TEXT_LIMIT:
-            self.add_error("text", f"A message is at most {TEXT_LIMIT} characters (Telegram's limit).")
+        if data.get("media_kind") and len(text) > CAPTION_LENGTH:
+            self.add_error("text", f"A caption is at most {CAPTION_LENGTH} characters (Telegram's limit with media).")
+        if not data.get("media_kind") and len(text) > TEXT_LENGTH:
+            self.add_error("text", f"A message is at most {TEXT_LENGTH} characters (Telegram's limit).")
         return data

@@ -7,9 +7,10 @@ from django.db import models
 from django.db.models import Q
 
 from botapp import clock
+from botapp.telegram.limits import DELETE_WINDOW_MINUTES
 
 # Telegram lets a bot delete its messages for 48 hours; any lifetime we schedule must fit in it.
-TELEGRAM_DELETE_WINDOW_MINUTES = 48 * 60
+TELEGRAM_DELETE_WINDOW_MINUTES = DELETE_WINDOW_MINUTES  # Telegram: bots delete only for 48 h
 
 
 def share_id_new() -> str:

@@ -44,11 +44,11 @@ from botapp.telegram.gateway import (
     Sent,
     TelegramError,
 )
+from botapp.telegram.limits import START_PAYLOAD_LENGTH
 
 log = logging.getLogger(__name__)
 
 SHARE_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
-MAX_PAYLOAD = 64  # Telegram's limit for a deep-link payload
 
 BAD_LINK = "This link is not valid. Please check that you copied all of it."
 NO_FILE = "This link does not exist or its files were removed."
@@ -97,7 +97,7 @@ class Delivery:
 
     def request(self, payload: str) -> None:
         """`/start <payload>`: a file link or a verification link."""
-        if len(payload) > MAX_PAYLOAD:
+        if len(payload) > START_PAYLOAD_LENGTH:
             self.say(BAD_LINK)
         elif payload.startswith(TOKEN_PREFIX):
             self.verify_return(payload[len(TOKEN_PREFIX) :])

@@ -22,8 +22,8 @@ from django.utils.html import escape
 from botapp import clock
 from botapp.models import ButtonClick
 from botapp.telegram.gateway import Button, Gateway, Media, Sent
+from botapp.telegram.limits import BUTTON_TEXT_LENGTH
 
-MAX_BUTTON_TEXT = 64
 KEY_RE = re.compile(r"^[a-z0-9_-]{1,64}$")
 CLICK_SALT = "courier.click"
 
@@ -56,8 +56,8 @@ def buttons_parse(text: str) -> list[list[ButtonSpec]]:
             label, url, key = pieces[0], pieces[1], pieces[2] if len(pieces) == 3 else ""
             if not url.startswith(("https://", "http://", "tg://")):
                 raise ValidationError(f"Line {number}: {escape(url)} is not a link (https://, http:// or tg://).")
-            if len(label) > MAX_BUTTON_TEXT:
-                raise ValidationError(f"Line {number}: button text is at most {MAX_BUTTON_TEXT} characters.")
+            if len(label) > BUTTON_TEXT_LENGTH:
+                raise ValidationError(f"Line {number}: button text is at most {BUTTON_TEXT_LENGTH} characters.")
             if key and not KEY_RE.match(key):
                 raise ValidationError(f"Line {number}: a click key uses a-z, 0-9, _ and - only (got {escape(key)!s}).")
             if key and not settings.PUBLIC_URL:

@@ -7,6 +7,7 @@ from django.db.models import Count
 from botapp import clock
 from botapp.models import TelegramUser
 from botapp.telegram.gateway import TgUser
+from botapp.telegram.limits import START_PAYLOAD_LENGTH, USERNAME_LENGTH
 
 State = TelegramUser.State
 
@@ -20,7 +21,7 @@ def user_seen(*, tg: TgUser, start_payload: str = "") -> tuple[TelegramUser, boo
     """
     now = clock.now()
     fields = {
-        "username": (tg.username or "")[:64],
+        "username": (tg.username or "")[:USERNAME_LENGTH],
         "first_name": (tg.first_name or "")[:128],
         "last_name": (tg.last_name or "")[:128],
         "language_code": (tg.language_code or "")[:16],
@@ -30,7 +31,7 @@ def user_seen(*, tg: TgUser, start_payload: str = "") -> tuple[TelegramUser, boo
         fields["access_hash"] = tg.access_hash
     user, created = TelegramUser.objects.get_or_create(
         telegram_id=tg.id,
-        defaults={**fields, "start_payload": start_payload[:64], "joined_at": now},
+        defaults={**fields, "start_payload": start_payload[:START_PAYLOAD_LENGTH], "joined_at": now},
     )
     if not created:
         changed = [name for name, value in fields.items() if getattr(user, name) != value]
