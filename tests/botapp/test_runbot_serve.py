@@ -28,6 +28,7 @@ def telegram_process():
         loop = asyncio.new_event_loop()
         ready = threading.Event()
         task = loop.create_task(serve(server, path, ready=ready))
+
         def run():
             with contextlib.suppress(asyncio.CancelledError):
                 loop.run_until_complete(task)
