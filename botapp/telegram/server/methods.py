@@ -234,20 +234,27 @@ def buttons_of_raw(markup):
 @method("messages.SendMessage")
 def send_message(server, query):
     check_text(query.message, caption=False)
+    return send(server, query, file=None)
+
+
+def send(server, query, *, file):
+    """What sendMessage and sendMedia share: checks, the random_id, the message, its updates."""
     check_markup(query.reply_markup)
-    chat_id, user, channel = writable(server, query.peer, paid=bool(query.allow_paid_floodskip))
+    paid = bool(query.allow_paid_floodskip)
+    chat_id, user, channel = writable(server, query.peer, paid=paid)
     server.claim_random_ids([query.random_id])
     msg = server.new_message(
         chat_id,
         out=True,
         text=query.message,
         entities=list(query.entities or []),
+        file=file,
         reply_markup=query.reply_markup,
         noforwards=bool(query.noforwards),
         sender_id=server.bot.id if chat_id > 0 else None,
-        paid=bool(query.allow_paid_floodskip),
+        paid=paid,
     )
-    server.emit(Event("send", chat_id, [msg.id], text=msg.text, buttons=buttons_of(msg.reply_markup)))
+    server.emit(Event("send", chat_id, [msg.id], text=msg.text, media=media_of(file), buttons=buttons_of(msg.reply_markup)))
     return new_message_updates(server, [msg], [query.random_id], user, channel)
 
 
@@ -275,23 +282,7 @@ def media_file(server, media):
 @method("messages.SendMedia")
 def send_media(server, query):
     check_text(query.message, caption=True)
-    check_markup(query.reply_markup)
-    file = media_file(server, query.media)
-    chat_id, user, channel = writable(server, query.peer, paid=bool(query.allow_paid_floodskip))
-    server.claim_random_ids([query.random_id])
-    msg = server.new_message(
-        chat_id,
-        out=True,
-        text=query.message,
-        entities=list(query.entities or []),
-        file=file,
-        reply_markup=query.reply_markup,
-        noforwards=bool(query.noforwards),
-        sender_id=server.bot.id if chat_id > 0 else None,
-        paid=bool(query.allow_paid_floodskip),
-    )
-    server.emit(Event("send", chat_id, [msg.id], text=msg.text, media=media_of(file), buttons=buttons_of(msg.reply_markup)))
-    return new_message_updates(server, [msg], [query.random_id], user, channel)
+    return send(server, query, file=media_file(server, query.media))
 
 
 @method("messages.ForwardMessages")
