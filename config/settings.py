@@ -141,6 +141,8 @@ TOKEN_RETENTION_DAYS = env.int("TOKEN_RETENTION_DAYS", default=7)
 
 # --- Telegram send limits, shared by every process through Redis (botapp/telegram/limiter.py) ---
 TELEGRAM_RATE = env.float("TELEGRAM_RATE", default=30.0)
+# Pace this fraction of the rate: a send that wakes a little late must not crowd the next one.
+TELEGRAM_RATE_HEADROOM = env.float("TELEGRAM_RATE_HEADROOM", default=0.95)
 TELEGRAM_PAID_BROADCASTS = env.bool("TELEGRAM_PAID_BROADCASTS", default=False)
 TELEGRAM_PAID_RATE = env.float("TELEGRAM_PAID_RATE", default=1000.0)
 # A FloodWait up to this long is waited out and the call retried; a longer one is reported.

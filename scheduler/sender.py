@@ -52,7 +52,7 @@ def _session_slot() -> str:
 def _build() -> Gateway:
     from botapp.config import bot_config_load
     from botapp.services.users import user_access_hash
-    from botapp.telegram.limiter import RedisLimiter
+    from botapp.telegram.limiter import BULK, RedisLimiter
     from botapp.telegram.pyrogram_gateway import PyrogramGateway, client_build
 
     config = bot_config_load()
@@ -71,7 +71,7 @@ def _build() -> Gateway:
     )
     gateway = PyrogramGateway.start_in_thread(
         client,
-        limiter=RedisLimiter.from_settings(),
+        limiter=RedisLimiter.from_settings(lane=BULK),  # a worker's traffic never queues in front of replies
         max_flood_wait=settings.TELEGRAM_MAX_FLOOD_WAIT,
         peers=user_access_hash,  # stored by runbot: a send costs no resolution call
         paid=settings.TELEGRAM_PAID_BROADCASTS,  # bulk sends carry the paid flag, or 1000/s is a FloodWait storm

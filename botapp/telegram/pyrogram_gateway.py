@@ -61,7 +61,7 @@ BACKOFF_BASE = 0.5  # seconds: 0.5, 1, 2 ...
 
 class Limiter(Protocol):
     def acquire(self, chat_id: int | None = None) -> float: ...
-    def pause(self, seconds: float) -> float: ...
+    def pause(self, seconds: float, *, chat_id: int | None = None) -> float: ...
 
 
 def client_build(
@@ -272,7 +272,7 @@ class PyrogramGateway(Gateway):
                 return self._run(_on_loop(fn, *args, **kwargs), send=send)
             except FloodWait as exc:  # Telegram did nothing: waiting and asking again is safe
                 if self.limiter is not None:
-                    self.limiter.pause(exc.seconds)
+                    self.limiter.pause(exc.seconds, chat_id=chat_id if send else None)
                 log.warning("FloodWait %ss chat=%s: every sender pauses", exc.seconds, chat_id)
                 if self.limiter is None or exc.seconds > self.max_flood_wait or attempt >= MAX_ATTEMPTS:
                     raise

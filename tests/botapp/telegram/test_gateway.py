@@ -48,7 +48,7 @@ class CountingLimiter:
         self.slots.append(chat_id)
         return 0.0
 
-    def pause(self, seconds):
+    def pause(self, seconds, *, chat_id=None):
         self.pauses.append(seconds)
         return seconds
 

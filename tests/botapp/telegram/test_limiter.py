@@ -8,7 +8,7 @@ import redis
 from django.conf import settings
 
 from botapp.telegram.gateway import FloodWait, Sent, TgUser, TransientError, UserBlocked
-from botapp.telegram.limiter import RedisLimiter
+from botapp.telegram.limiter import BULK, REPLY, RedisLimiter
 from botapp.telegram.server.offline import offline_gateway
 
 
@@ -94,6 +94,65 @@ def test_a_pause_never_shortens_a_longer_one(prefix):
     assert lim.pause(1) > 4
 
 
+def lane(prefix, rate, name):
+    return RedisLimiter(redis.Redis.from_url(settings.REDIS_URL), rate=rate, prefix=prefix, lane=name)
+
+
+def test_a_reply_is_not_queued_behind_a_saturating_broadcast(prefix):
+    """Bulk senders keep the rate busy; a reply still gets a slot within about one interval."""
+    import threading
+
+    rate = 20.0
+    stop = threading.Event()
+
+    def broadcast():
+        bulk = lane(prefix, rate, BULK)
+        while not stop.is_set():
+            bulk.acquire(9_000_000 + threading.get_ident() % 1000)
+
+    senders = [threading.Thread(target=broadcast) for _ in range(6)]  # far more demand than the rate
+    for t in senders:
+        t.start()
+    try:
+        time.sleep(1.0)
+        replies = lane(prefix, rate, REPLY)
+        waits = []
+        for i in range(5):
+            began = time.monotonic()
+            replies.acquire(1000 + i)
+            waits.append(time.monotonic() - began)
+            time.sleep(0.2)
+    finally:
+        stop.set()
+        for t in senders:
+            t.join(5)
+    assert max(waits) < 3 / rate, waits  # a queue of six bulk senders would be 6/rate
+
+
+def test_a_broadcast_flood_wait_pauses_bulk_only_and_a_reply_flood_wait_pauses_everyone(prefix):
+    bulk, reply = lane(prefix, 50, BULK), lane(prefix, 50, REPLY)
+    bulk.pause(2)
+    assert bulk.paused_for() > 1.5 and reply.paused_for() <= 0
+    began = time.monotonic()
+    reply.acquire()
+    assert time.monotonic() - began < 0.5
+    reply.pause(1)
+    assert bulk.paused_for() > 1.5  # the longer bulk pause still holds
+    assert reply.paused_for() > 0.5
+
+
+def test_a_flood_wait_right_after_sending_to_a_chat_pauses_that_chat_only(prefix):
+    lim = lane(prefix, 100, REPLY)
+    lim.acquire(4242)
+    lim.pause(3, chat_id=4242)  # the chat was just sent to: its own limit
+    assert lim.paused_for() <= 0
+    began = time.monotonic()
+    lim.acquire(5151)  # another chat goes at once
+    assert time.monotonic() - began < 0.5
+    lim.pause(2, chat_id=6161)  # a chat not sent to lately: the limit was the global one
+    assert lim.paused_for() > 1.5
+
+
 class Recorder:
     def __init__(self):
         self.acquired, self.paused = [], []
@@ -102,7 +161,7 @@ class Recorder:
         self.acquired.append(chat_id)
         return 0.0
 
-    def pause(self, seconds):
+    def pause(self, seconds, *, chat_id=None):
         self.paused.append(seconds)
         return seconds
 
