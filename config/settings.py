@@ -147,8 +147,8 @@ TELEGRAM_PAID_BROADCASTS = env.bool("TELEGRAM_PAID_BROADCASTS", default=False)
 TELEGRAM_PAID_RATE = env.float("TELEGRAM_PAID_RATE", default=1000.0)
 # A FloodWait up to this long is waited out and the call retried; a longer one is reported.
 TELEGRAM_MAX_FLOOD_WAIT = env.int("TELEGRAM_MAX_FLOOD_WAIT", default=60)
-# Concurrent sends per broadcast sweep; enough to keep the limiter busy at Telegram's latency
-# (about rate x 0.1 s: 30/s needs few, 1000/s with paid broadcasts needs ~100).
-BROADCAST_THREADS = env.int("BROADCAST_THREADS", default=16)
 # Job runs older than this are pruned nightly (each job's latest run is always kept).
 JOB_RUN_RETENTION_DAYS = env.int("JOB_RUN_RETENTION_DAYS", default=30)
+# Per-user rows of finished broadcasts, settled sequence messages and button clicks are pruned
+# nightly this long after they settled (broadcasts keep their totals).
+DELIVERY_RETENTION_DAYS = env.int("DELIVERY_RETENTION_DAYS", default=30)

@@ -89,6 +89,8 @@ class BroadcastDelivery(models.Model):
         indexes = [
             # The broadcast sender's claim.
             models.Index(fields=["broadcast", "id"], name="delivery_pending", condition=Q(status="pending")),
+            # "Is the broadcast done?": no pending (above) and no sending row, without a scan of all its rows.
+            models.Index(fields=["broadcast"], name="delivery_sending", condition=Q(status="sending")),
             # The broadcast deleter's claim: sent messages whose lifetime is over.
             models.Index(fields=["delete_at"], name="delivery_delete_due", condition=Q(status="sent", delete_at__isnull=False)),
             # The reaper: sends that crashed mid-call.

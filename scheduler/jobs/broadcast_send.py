@@ -13,7 +13,6 @@ import logging
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, F, OuterRef
 
@@ -21,8 +20,9 @@ from botapp import clock
 from botapp.models import Broadcast, BroadcastDelivery, TelegramUser
 from botapp.services.broadcasts import BroadcastMessage, broadcasts_start_due
 from botapp.telegram.gateway import FloodWait, Gateway, OutcomeUnknown, TelegramError, UserBlocked, UserDeactivated
+from scheduler.jobs.bulk import rows_update
 from scheduler.jobs.registry import Job, Outcome, job_register
-from scheduler.jobs.sweep import sweep_outcome
+from scheduler.jobs.sweep import stream_outcome
 
 log = logging.getLogger(__name__)
 
@@ -47,23 +47,31 @@ class BroadcastSendSweep:
     messages: dict[int, BroadcastMessage] = field(default_factory=dict)
 
     def claim(self, n: int) -> list[tuple[int, int, int, int]]:
+        """Up to n pending deliveries, oldest broadcast first. One broadcast at a time, so the
+        query is an ordered scan of the partial index `delivery_pending` (broadcast, id): cheap from
+        the first second of a new broadcast, before PostgreSQL has statistics for its rows."""
         now = clock.now()
+        rows: list = []
         with transaction.atomic():
-            rows = list(
-                BroadcastDelivery.objects.select_for_update(skip_locked=True, of=("self",))
-                .filter(status=Status.PENDING, broadcast__status__in=ACTIVE)
-                .order_by("broadcast_id", "id")
-                .values_list("id", "broadcast_id", "user_id", "chat_id", "user__access_hash")[:n]
-            )
+            for broadcast_id in Broadcast.objects.filter(status__in=ACTIVE).order_by("id").values_list("id", flat=True):
+                rows += list(
+                    BroadcastDelivery.objects.select_for_update(skip_locked=True, of=("self",))
+                    .filter(broadcast_id=broadcast_id, status=Status.PENDING)
+                    .order_by("id")
+                    .values_list("id", "broadcast_id", "user_id", "chat_id", "user__access_hash")[: n - len(rows)]
+                )
+                if len(rows) >= n:
+                    break
             if not rows:
                 return []
-            self.gateway.peers_remember({r[3]: r[4] for r in rows})
-            rows = [r[:4] for r in rows]
             BroadcastDelivery.objects.filter(id__in=[r[0] for r in rows]).update(status=Status.SENDING, lease_until=now + LEASE)
             ids = {r[1] for r in rows}
             Broadcast.objects.filter(id__in=ids, status=Broadcast.Status.QUEUED).update(status=Broadcast.Status.SENDING)
-        self.messages = {b.pk: BroadcastMessage.of(b) for b in Broadcast.objects.filter(id__in=ids)}
-        return rows
+        self.gateway.peers_remember({r[3]: r[4] for r in rows})
+        missing = ids - set(self.messages)
+        if missing:  # broadcast bodies are loaded once per run, not once per batch
+            self.messages.update({b.pk: BroadcastMessage.of(b) for b in Broadcast.objects.filter(id__in=missing)})
+        return [r[:4] for r in rows]
 
     def work(self, row: tuple[int, int, int, int]) -> Result:
         delivery_id, broadcast_id, user_id, chat_id = row
@@ -83,39 +91,44 @@ class BroadcastSendSweep:
         return Result(delivery_id, broadcast_id, user_id, Status.SENT, message_id=sent.message_id)
 
     def record(self, results: list[Result]) -> tuple[int, int]:
-        now = clock.now()
-        rows = []
-        for r in results:
-            delete_after = self.messages[r.broadcast_id].delete_after
-            rows.append(
-                BroadcastDelivery(
-                    id=r.id,
-                    status=r.status,
-                    message_id=r.message_id,
-                    error=r.error,
-                    lease_until=None,
-                    sent_at=now if r.status == Status.SENT else None,
-                    delete_at=now + delete_after if r.status == Status.SENT and delete_after else None,
+        with transaction.atomic():  # results and the counters they move, together
+            now = clock.now()
+            rows = []
+            for r in results:
+                delete_after = self.messages[r.broadcast_id].delete_after
+                rows.append(
+                    {
+                        "id": r.id,
+                        "status": r.status,
+                        "message_id": r.message_id,
+                        "error": r.error,
+                        "lease_until": None,
+                        "sent_at": now if r.status == Status.SENT else None,
+                        "delete_at": now + delete_after if r.status == Status.SENT and delete_after else None,
+                    }
                 )
+            rows_update(BroadcastDelivery, rows, ["status", "message_id", "error", "lease_until", "sent_at", "delete_at"])
+            blocked = [r.user_id for r in results if r.status == Status.BLOCKED]
+            if blocked:
+                gone = {r.user_id for r in results if r.error == "account deleted"}
+                TelegramUser.objects.filter(id__in=set(blocked) - gone).update(state=TelegramUser.State.BLOCKED)
+                TelegramUser.objects.filter(id__in=gone).update(state=TelegramUser.State.DEACTIVATED)
+            counts: dict[int, collections.Counter] = collections.defaultdict(collections.Counter)
+            for r in results:
+                counts[r.broadcast_id][r.status] += 1
+            for broadcast_id, c in counts.items():
+                Broadcast.objects.filter(pk=broadcast_id).update(
+                    sent=F("sent") + c[Status.SENT],
+                    failed=F("failed") + c[Status.FAILED],
+                    blocked=F("blocked") + c[Status.BLOCKED],
+                )
+            unfinished = BroadcastDelivery.objects.filter(broadcast=OuterRef("pk"), status__in=[Status.PENDING, Status.SENDING])
+            Broadcast.objects.filter(id__in=list(counts), status=Broadcast.Status.SENDING).exclude(Exists(unfinished)).update(
+                status=Broadcast.Status.DONE, finished_at=now
             )
-        BroadcastDelivery.objects.bulk_update(rows, ["status", "message_id", "error", "lease_until", "sent_at", "delete_at"])
-        blocked = [r.user_id for r in results if r.status == Status.BLOCKED]
-        if blocked:
-            gone = {r.user_id for r in results if r.error == "account deleted"}
-            TelegramUser.objects.filter(id__in=set(blocked) - gone).update(state=TelegramUser.State.BLOCKED)
-            TelegramUser.objects.filter(id__in=gone).update(state=TelegramUser.State.DEACTIVATED)
-        counts: dict[int, collections.Counter] = collections.defaultdict(collections.Counter)
-        for r in results:
-            counts[r.broadcast_id][r.status] += 1
-        for broadcast_id, c in counts.items():
-            Broadcast.objects.filter(pk=broadcast_id).update(
-                sent=F("sent") + c[Status.SENT], failed=F("failed") + c[Status.FAILED], blocked=F("blocked") + c[Status.BLOCKED]
+            return sum(r.status != Status.PENDING for r in results), sum(
+                r.status in (Status.FAILED, Status.PENDING) for r in results
             )
-        unfinished = BroadcastDelivery.objects.filter(broadcast=OuterRef("pk"), status__in=[Status.PENDING, Status.SENDING])
-        Broadcast.objects.filter(id__in=list(counts), status=Broadcast.Status.SENDING).exclude(Exists(unfinished)).update(
-            status=Broadcast.Status.DONE, finished_at=now
-        )
-        return sum(r.status != Status.PENDING for r in results), sum(r.status in (Status.FAILED, Status.PENDING) for r in results)
 
 
 def send_broadcasts(*, gateway: Gateway, dry_run: bool = False, batch_size: int = 200, time_budget: float = 50.0) -> Outcome:
@@ -123,9 +136,7 @@ def send_broadcasts(*, gateway: Gateway, dry_run: bool = False, batch_size: int 
         due = BroadcastDelivery.objects.filter(status=Status.PENDING, broadcast__status__in=ACTIVE).count()
         return Outcome(due, detail="broadcast messages waiting to be sent")
     started = broadcasts_start_due()
-    outcome = sweep_outcome(
-        BroadcastSendSweep(gateway), batch_size=batch_size, time_budget=time_budget, concurrency=settings.BROADCAST_THREADS
-    )
+    outcome = stream_outcome(BroadcastSendSweep(gateway), batch_size=batch_size, time_budget=time_budget)
     if started:
         outcome.detail += f", {started} scheduled broadcast(s) started"
     return outcome

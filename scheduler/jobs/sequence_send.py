@@ -7,15 +7,15 @@ import logging
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from django.conf import settings
 from django.db import transaction
 
 from botapp import clock
 from botapp.models import ButtonClick, SequenceMessage, SequenceStep, TelegramUser
 from botapp.services.outgoing import Outgoing
 from botapp.telegram.gateway import FloodWait, Gateway, TelegramError, UserBlocked, UserDeactivated
+from scheduler.jobs.bulk import rows_update
 from scheduler.jobs.registry import Job, Outcome, job_register
-from scheduler.jobs.sweep import sweep_outcome
+from scheduler.jobs.sweep import stream_outcome
 
 log = logging.getLogger(__name__)
 
@@ -110,28 +110,30 @@ class SequenceSendSweep:
         return Result(due.id, due.user_id, Status.SENT, message_id=sent.message_id)
 
     def record(self, results: list[Result]) -> tuple[int, int]:
-        now = clock.now()
-        SequenceMessage.objects.bulk_update(
-            [
-                SequenceMessage(
-                    id=r.id,
-                    status=r.status,
-                    message_id=r.message_id,
-                    error=r.error[:255],
-                    lease_until=None,
-                    sent_at=now if r.status == Status.SENT else None,
-                )
-                for r in results
-            ],
-            ["status", "message_id", "error", "lease_until", "sent_at"],
-        )
-        for state in (TelegramUser.State.BLOCKED, TelegramUser.State.DEACTIVATED):
-            ids = [r.user_id for r in results if r.unreachable == state]
-            if ids:
-                TelegramUser.objects.filter(id__in=ids).update(state=state)
-        return sum(r.status in (Status.SENT, Status.SKIPPED) for r in results), sum(
-            r.status in (Status.FAILED, Status.PENDING) for r in results
-        )
+        with transaction.atomic():  # results and the counters they move, together
+            now = clock.now()
+            rows_update(
+                SequenceMessage,
+                [
+                    {
+                        "id": r.id,
+                        "status": r.status,
+                        "message_id": r.message_id,
+                        "error": r.error[:255],
+                        "lease_until": None,
+                        "sent_at": now if r.status == Status.SENT else None,
+                    }
+                    for r in results
+                ],
+                ["status", "message_id", "error", "lease_until", "sent_at"],
+            )
+            for state in (TelegramUser.State.BLOCKED, TelegramUser.State.DEACTIVATED):
+                ids = [r.user_id for r in results if r.unreachable == state]
+                if ids:
+                    TelegramUser.objects.filter(id__in=ids).update(state=state)
+            return sum(r.status in (Status.SENT, Status.SKIPPED) for r in results), sum(
+                r.status in (Status.FAILED, Status.PENDING) for r in results
+            )
 
 
 def send_sequence_messages(
@@ -140,9 +142,7 @@ def send_sequence_messages(
     if dry_run:
         due = SequenceMessage.objects.filter(status=Status.PENDING, due_at__lte=clock.now()).count()
         return Outcome(due, detail="sequence messages due")
-    return sweep_outcome(
-        SequenceSendSweep(gateway), batch_size=batch_size, time_budget=time_budget, concurrency=settings.BROADCAST_THREADS
-    )
+    return stream_outcome(SequenceSendSweep(gateway), batch_size=batch_size, time_budget=time_budget)
 
 
 job_register(

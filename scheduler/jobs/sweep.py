@@ -6,9 +6,10 @@ repeat until nothing is due or the time budget is spent. Queries per batch do no
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -68,3 +69,81 @@ def sweep_outcome(job, *, batch_size: int, time_budget: float, concurrency: int 
         job.claim, job.work, job.record, batch_size=batch_size, time_budget=time_budget, concurrency=concurrency
     ).run()
     return Outcome(processed, failed, detail=f"{batches} batch(es)")
+
+
+@dataclass
+class Stream(Generic[Row, Result]):
+    """The sending loop for user-visible sends (broadcasts, scheduled messages, sequence steps).
+
+    Unlike `Sweep`, nothing waits for the slowest send of a batch: the next batch is claimed while
+    the current one is still being sent (at most two batches leased at once), `in_flight` sends run
+    concurrently at the limiter's pace, and results are recorded in bulk whenever a batch's worth
+    is in (or `flush_interval` has passed, or the stream ran dry). Claims and records run in the
+    calling thread; only `work` runs on the pool.
+    """
+
+    claim: Callable[[int], Sequence[Row]]
+    work: Callable[[Row], Result]
+    record: Callable[[Sequence[Result]], tuple[int, int]]
+    batch_size: int = 200
+    time_budget: float = 50.0
+    in_flight: int = 8
+    flush_interval: float = 1.0
+
+    def run(self) -> tuple[int, int, int]:
+        """Returns (processed, failed, batches claimed)."""
+        deadline = time.monotonic() + self.time_budget
+        processed = failed = batches = 0
+        running: set[Future] = set()
+        results: list[Result] = []
+        dry = False
+        last_record = time.monotonic()
+        executor = ThreadPoolExecutor(self.in_flight, thread_name_prefix="send")
+
+        def flush() -> None:
+            nonlocal processed, failed, results, last_record
+            if results:
+                done, bad = self.record(results)
+                processed += done
+                failed += bad
+            results, last_record = [], time.monotonic()
+
+        try:
+            while True:
+                if not dry and len(running) < self.batch_size:
+                    rows = self.claim(self.batch_size) if time.monotonic() < deadline else []
+                    batches += bool(rows)
+                    dry = len(rows) < self.batch_size
+                    running.update(executor.submit(self._work_in_pool, row) for row in rows)
+                if not running:
+                    break
+                finished, running = wait(running, timeout=self.flush_interval, return_when=FIRST_COMPLETED)
+                results.extend(f.result() for f in finished)
+                if len(results) >= self.batch_size or time.monotonic() - last_record >= self.flush_interval:
+                    flush()
+        finally:
+            executor.shutdown(wait=True)
+            results.extend(f.result() for f in running if f.done() and f.exception() is None)
+            flush()
+        return processed, failed, batches
+
+    _work_in_pool = Sweep._work_in_pool
+
+
+def stream_outcome(job, *, batch_size: int, time_budget: float) -> Outcome:
+    """Run a Stream over `job` (claim, work, record) with as many sends in flight as the rate needs."""
+    processed, failed, batches = Stream(
+        job.claim, job.work, job.record, batch_size=batch_size, time_budget=time_budget, in_flight=sends_in_flight()
+    ).run()
+    return Outcome(processed, failed, detail=f"{batches} batch(es)")
+
+
+# The slowest answer from Telegram a sender plans for: enough sends must be in flight to keep the
+# rate while each waits this long (rate × latency), and no more (each is a thread).
+ANSWER_TIME = 0.25
+
+
+def sends_in_flight() -> int:
+    from botapp.telegram.limiter import global_rate
+
+    return max(4, min(256, math.ceil(global_rate() * ANSWER_TIME)))
