@@ -19,10 +19,11 @@ $(STAMP): requirements/base.txt requirements/dev.txt requirements/constraints.tx
 	@$(BIN)/pip install --quiet --disable-pip-version-check -r requirements/dev.txt -c requirements/constraints.txt
 	@touch $@
 
-# Offline: in-memory Telegram, a fresh SQLite file, background jobs in-process. Extra flags: make sandbox ARGS=--json
+# Offline: in-memory Telegram, a fresh SQLite file, background jobs in-process, the cache in the
+# process (no Redis). Extra flags: make sandbox ARGS=--json
 sandbox: $(STAMP)
 	@mkdir -p var && rm -f var/sandbox.sqlite3
-	@DEBUG=1 DATABASE_URL=sqlite:///var/sandbox.sqlite3 $(BIN)/python manage.py runbot --sandbox --demo $(ARGS)
+	@DEBUG=1 DATABASE_URL=sqlite:///var/sandbox.sqlite3 CACHE_URL=locmemcache:// $(BIN)/python manage.py runbot --sandbox --demo $(ARGS)
 
 test: $(STAMP)
 	@DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) SECRET_KEY=test-only-secret DEBUG=0 \

@@ -69,6 +69,20 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env("REDIS_URL", default="redis://127.0.0.1:6379/0")
 
+# --- Cache: Django's RedisCache on REDIS_URL, shared by every process. runbot reads Bot settings
+# from it on every /start (BotSettings.save() invalidates it), and the live counters (deliveries,
+# verifications, bypasses; botapp/services/stats.py) wait in it for the next flush. Keys start with
+# CACHE_KEY_PREFIX, so several deployments can share one Redis. CACHE_URL=locmemcache:// keeps the
+# cache inside the process (the one-process sandbox, which needs no Redis); counters then go
+# straight to the database.
+CACHE_URL = env("CACHE_URL", default=REDIS_URL)
+CACHE_KEY_PREFIX = env("CACHE_KEY_PREFIX", default="courier")
+if CACHE_URL.startswith(("redis://", "rediss://", "unix://")):
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL}}
+else:
+    CACHES = {"default": env.cache_url_config(CACHE_URL)}
+CACHES["default"].update(KEY_PREFIX=CACHE_KEY_PREFIX, TIMEOUT=300)
+
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = env("TIME_ZONE", default="UTC")
 USE_I18N = True

@@ -1,6 +1,8 @@
+import os
 from datetime import timedelta
 
 import pytest
+from django.conf import settings as django_settings
 
 from botapp import clock
 from botapp.telegram.gateway import TgUser
@@ -11,17 +13,37 @@ from botapp.telegram.server.server import TelegramServer
 ADMIN = 1000
 STORAGE = -1001000000001
 
+# The cache (Redis) is shared with anything else using the test Redis database, such as another
+# engineer's test run: this run keeps its keys (cached settings, counters) under a prefix of its own.
+# Set before anything touches the cache; subprocesses started by tests inherit it.
+os.environ["CACHE_KEY_PREFIX"] = f"{django_settings.CACHE_KEY_PREFIX}-test{os.getpid()}"
+django_settings.CACHES["default"]["KEY_PREFIX"] = os.environ["CACHE_KEY_PREFIX"]
+
+
+def cache_clear():
+    """Forget this run's cached values and counters (only this run's: clear() would empty the whole
+    Redis database, other runs' keys and the limiter's included)."""
+    from django.core.cache import cache
+    from django.core.cache.backends.redis import RedisCache
+
+    if not isinstance(cache, RedisCache):
+        cache.clear()
+        return
+    client = cache._cache.get_client(write=True)
+    keys = list(client.scan_iter(f"{cache.key_prefix}:*"))
+    if keys:
+        client.delete(*keys)
+
 
 @pytest.fixture(autouse=True)
 def _clock_and_cache():
-    from django.core.cache import cache
-
     clock.clock_reset()
     # Tests run at 10:00 in the operator's time zone, whatever the hour really is, so that adding
     # an hour or two never crosses midnight (daily limits and stats reset there).
     clock.clock_advance(clock.today_start() + timedelta(days=1, hours=10) - clock.now())
-    cache.clear()
+    cache_clear()
     yield
+    cache_clear()
     clock.clock_reset()
 
 

@@ -1,13 +1,22 @@
 """The bot's behaviour, edited in the admin."""
 
+import logging
+
+from django.core.cache import cache
 from django.core.validators import MaxValueValidator, MinValueValidator
-from django.db import models
+from django.db import models, transaction
+from redis import RedisError
 
 from botapp.models.files import TELEGRAM_DELETE_WINDOW_MINUTES
 
+log = logging.getLogger(__name__)
+
+CACHE_KEY = "botsettings"
+
 
 class BotSettings(models.Model):
-    """The bot's behaviour, edited in the admin. One row (pk=1); `BotSettings.load()` returns it."""
+    """The bot's behaviour, edited in the admin. One row (pk=1); `BotSettings.load()` returns it,
+    from the shared cache (Redis) when it can: runbot reads it on every /start."""
 
     bot_username = models.CharField(
         max_length=64, blank=True, help_text="Filled by runbot at start-up; used to build deep links."
@@ -58,13 +67,37 @@ class BotSettings(models.Model):
         return "Bot settings"
 
     def save(self, *args, **kwargs):
-        from django.core.cache import cache
-
         self.pk = 1
         super().save(*args, **kwargs)
-        cache.delete("courier:bot_username")  # see services.files.bot_username_cached
+        # Now, and again once the transaction commits (the admin saves inside one): a process that
+        # read the old row in between cannot leave it cached.
+        _cache_forget()
+        transaction.on_commit(_cache_forget)
 
     @classmethod
     def load(cls) -> "BotSettings":
+        """The settings row, from the cache when it is there (no query), else from the database."""
+        names = {f.attname for f in cls._meta.concrete_fields}
+        try:
+            values = cache.get(CACHE_KEY)
+        except RedisError as exc:
+            log.warning("cache unreachable, reading bot settings from the database: %s", exc)
+            values = None
+        if values is not None:
+            # Fields unknown to this code (an older or newer release) are left out; new ones keep their default.
+            obj = cls(**{k: v for k, v in values.items() if k in names})
+            obj._state.adding, obj._state.db = False, "default"
+            return obj
         obj, _ = cls.objects.get_or_create(pk=1)
+        try:
+            cache.set(CACHE_KEY, {name: getattr(obj, name) for name in names})
+        except RedisError as exc:
+            log.warning("cache unreachable, bot settings not cached: %s", exc)
         return obj
+
+
+def _cache_forget() -> None:
+    try:
+        cache.delete(CACHE_KEY)
+    except RedisError as exc:  # the entry expires on its own (CACHES TIMEOUT)
+        log.error("cache unreachable, bot settings stay cached until the entry expires: %s", exc)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from django.core.cache import cache
 from django.core.exceptions import ValidationError
 
 from botapp.models import StoredFile
@@ -36,10 +35,10 @@ def file_store(
 
 
 def bot_username_cached() -> str:
-    """The bot's username as runbot last saw it; cached briefly so that a list of links costs one query."""
+    """The bot's username as runbot last saw it, from the cached settings: a list of links costs no query."""
     from botapp.models import BotSettings
 
-    return cache.get_or_set("courier:bot_username", lambda: BotSettings.load().bot_username, timeout=60)
+    return BotSettings.load().bot_username
 
 
 def deep_link(*, bot_username: str, payload: str) -> str:
