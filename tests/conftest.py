@@ -23,9 +23,10 @@ django_settings.CACHES["default"]["KEY_PREFIX"] = os.environ["CACHE_KEY_PREFIX"]
 def cache_clear():
     """Forget this run's cached values and counters (only this run's: clear() would empty the whole
     Redis database, other runs' keys and the limiter's included)."""
-    from django.core.cache import cache
+    from django.core.cache import caches
     from django.core.cache.backends.redis import RedisCache
 
+    cache = caches["default"]  # not django.core.cache.cache: a proxy, never an instance of RedisCache
     if not isinstance(cache, RedisCache):
         cache.clear()
         return
