@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.db.models import Count
 
 from botapp import clock
@@ -11,6 +13,10 @@ from botapp.telegram.limits import START_PAYLOAD_LENGTH, USERNAME_LENGTH
 
 State = TelegramUser.State
 
+# last_seen_at is kept to this precision: writing it on every message would make every message a
+# write to the user's row.
+LAST_SEEN_STEP = timedelta(hours=1)
+
 
 def user_seen(*, tg: TgUser, start_payload: str = "") -> tuple[TelegramUser, bool]:
     """Record that `tg` wrote to the bot; returns (user, created).
@@ -18,6 +24,12 @@ def user_seen(*, tg: TgUser, start_payload: str = "") -> tuple[TelegramUser, boo
     A new user keeps the start payload that brought them. Writing to the bot means they can be
     reached again, so a user marked blocked becomes active; a user who sent /stop stays stopped
     until they send /start.
+
+    Queries: one for a returning user (a second only when a name, the access hash or the state
+    changed, or the last write of last_seen_at is LAST_SEEN_STEP old); two for a new user (the
+    lookup, then one INSERT … ON CONFLICT). When two first messages of a new user are handled at
+    once, the second INSERT finds the first one's row and updates its names instead: both calls
+    answer created=True (enrolling twice schedules nothing twice: one row per user and step).
     """
     now = clock.now()
     fields = {
@@ -25,24 +37,32 @@ def user_seen(*, tg: TgUser, start_payload: str = "") -> tuple[TelegramUser, boo
         "first_name": (tg.first_name or "")[:128],
         "last_name": (tg.last_name or "")[:128],
         "language_code": (tg.language_code or "")[:16],
-        "last_seen_at": now,
     }
     if tg.access_hash is not None:
         fields["access_hash"] = tg.access_hash
-    user, created = TelegramUser.objects.get_or_create(
-        telegram_id=tg.id,
-        defaults={**fields, "start_payload": start_payload[:START_PAYLOAD_LENGTH], "joined_at": now},
-    )
-    if not created:
-        changed = [name for name, value in fields.items() if getattr(user, name) != value]
-        for name in changed:
-            setattr(user, name, fields[name])
-        if user.state in (State.BLOCKED, State.DEACTIVATED):
-            user.state = State.ACTIVE
-            changed.append("state")
-        if changed:
-            user.save(update_fields=changed)
-    return user, created
+    user = TelegramUser.objects.filter(telegram_id=tg.id).first()
+    if user is None:
+        user = TelegramUser(
+            telegram_id=tg.id,
+            start_payload=start_payload[:START_PAYLOAD_LENGTH],
+            joined_at=now,
+            last_seen_at=now,
+            **fields,
+        )
+        TelegramUser.objects.bulk_create(
+            [user], update_conflicts=True, unique_fields=["telegram_id"], update_fields=[*fields, "last_seen_at"]
+        )
+        return user, True
+    changed = [name for name, value in fields.items() if getattr(user, name) != value]
+    for name in changed:
+        setattr(user, name, fields[name])
+    if user.state in (State.BLOCKED, State.DEACTIVATED):
+        user.state = State.ACTIVE
+        changed.append("state")
+    if changed or now - user.last_seen_at >= LAST_SEEN_STEP:
+        user.last_seen_at = now
+        user.save(update_fields=[*changed, "last_seen_at"])
+    return user, False
 
 
 def user_access_hash(telegram_id: int) -> int | None:
