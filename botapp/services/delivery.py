@@ -133,14 +133,18 @@ class Delivery:
         rows.append([Button("🔄 Try again", callback_data=f"retry:{share_id}")])
         self.say(JOIN_FIRST if len(missing) == 1 else JOIN_FIRST_MANY, rows)
 
+    def verify_link(self, token: str) -> str:
+        """The Verify button's shortlink, leading back to the bot with the token."""
+        link = deep_link(bot_username=self.gateway.bot_username, payload=f"{TOKEN_PREFIX}{token}")
+        return shortlink_create(self.shortener, link)
+
     def verify_prompt(self, share_id: str, *, intro: str | None = None) -> None:
-        issued = token_issue(user=self.user, share_id=share_id, conf=self.conf)
+        issued = token_issue(user=self.user, share_id=share_id, conf=self.conf, link=self.verify_link)
         if isinstance(issued, LimitReached):
             self.say(LIMIT.format(limit=self.conf.daily_token_limit, remaining=human_span(issued.resets_at - clock.now())))
             return
-        if not issued.short_url:
-            link = deep_link(bot_username=self.gateway.bot_username, payload=f"{TOKEN_PREFIX}{issued.token}")
-            issued.short_url = shortlink_create(self.shortener, link)
+        if not issued.short_url:  # a pending token whose shortlink was never stored
+            issued.short_url = self.verify_link(issued.token)
             VerificationToken.objects.filter(pk=issued.pk).update(short_url=issued.short_url)
         rows = [[Button("✅ Verify", url=issued.short_url)]]
         if self.conf.how_to_verify_url:

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import enum
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F
 
 from botapp import clock
@@ -50,32 +51,55 @@ class LimitReached:
     resets_at: datetime  # the next local midnight
 
 
-def token_issue(*, user: TelegramUser, share_id: str, conf: BotSettings) -> VerificationToken | LimitReached:
-    """A token for this user (reusing their unexpired pending one), within the daily limit."""
+def token_issue(
+    *, user: TelegramUser, share_id: str, conf: BotSettings, link: Callable[[str], str] = lambda token: ""
+) -> VerificationToken | LimitReached:
+    """A token for this user (reusing their unexpired pending one), within the daily limit.
+
+    `link(token)` makes the shortlink stored with a new token; it is called only once the daily
+    limit allowed the token, so a user at the limit costs no call to the shortener. Three queries
+    for a new token: the pending one looked up, the day's counter taken (`daily_token_take`), the
+    token inserted with its shortlink. The last two are not one transaction, so that no lock is
+    held while the shortener (an HTTP call) answers: a crash between them charges the user a token
+    they never got, and the limit holds in every case.
+    """
     now = clock.now()
-    with transaction.atomic():
-        current = (
-            VerificationToken.objects.select_for_update()
-            .filter(user=user, status=Status.PENDING, expires_at__gt=now)
-            .order_by("-created_at")
-            .first()
-        )
-        if current is not None:
-            if current.share_id != share_id:
-                current.share_id = share_id
-                current.save(update_fields=["share_id"])
-            return current
-        counter, _ = DailyTokenCount.objects.select_for_update().get_or_create(user=user, date=clock.today())
-        if counter.count >= conf.daily_token_limit:
-            return LimitReached(resets_at=clock.today_start() + timedelta(days=1))
-        DailyTokenCount.objects.filter(pk=counter.pk).update(count=F("count") + 1)
-        return VerificationToken.objects.create(
-            token=token_new(),
-            user=user,
-            share_id=share_id,
-            created_at=now,
-            expires_at=now + timedelta(minutes=conf.token_ttl_minutes),
-        )
+    current = (
+        VerificationToken.objects.filter(user=user, status=Status.PENDING, expires_at__gt=now).order_by("-created_at").first()
+    )
+    if current is not None:
+        if current.share_id != share_id:
+            current.share_id = share_id
+            current.save(update_fields=["share_id"])
+        return current
+    if not daily_token_take(user=user, limit=conf.daily_token_limit):
+        return LimitReached(resets_at=clock.today_start() + timedelta(days=1))
+    token = token_new()
+    return VerificationToken.objects.create(
+        token=token,
+        user=user,
+        share_id=share_id,
+        short_url=link(token),
+        created_at=now,
+        expires_at=now + timedelta(minutes=conf.token_ttl_minutes),
+    )
+
+
+def daily_token_take(*, user: TelegramUser, limit: int) -> bool:
+    """Count one more token for the user today, unless that would pass `limit`: one statement
+    (an upsert whose update applies only below the limit), atomic however many requests race."""
+    table = connection.ops.quote_name(DailyTokenCount._meta.db_table)
+    user_id, day, count = (
+        connection.ops.quote_name(DailyTokenCount._meta.get_field(f).column) for f in ("user", "date", "count")
+    )
+    sql = (
+        f"INSERT INTO {table} ({user_id}, {day}, {count}) VALUES (%s, %s, 1) "
+        f"ON CONFLICT ({user_id}, {day}) DO UPDATE SET {count} = {table}.{count} + 1 WHERE {table}.{count} < %s "
+        f"RETURNING {count}"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [user.pk, connection.ops.adapt_datefield_value(clock.today()), limit])
+        return cursor.fetchone() is not None
 
 
 class Redeem(enum.Enum):
@@ -120,13 +144,14 @@ def token_redeem(*, user: TelegramUser, token: str, conf: BotSettings) -> Redeem
             if ban:
                 user.banned_until = now + ban
             TelegramUser.objects.filter(pk=user.pk).update(bypass_count=F("bypass_count") + 1, banned_until=user.banned_until)
-            stat_increment("bypasses")
-            return Redeemed(Redeem.BYPASSED, row, ban=ban or None)
-        row.status = Status.VERIFIED
-        row.save(update_fields=["status", "used_at"])
-        user.verified_until = now + timedelta(hours=conf.verification_hours)
-        TelegramUser.objects.filter(pk=user.pk).update(
-            verified_until=user.verified_until, verification_count=F("verification_count") + 1
-        )
-        stat_increment("verifications")
-        return Redeemed(Redeem.VERIFIED, row)
+            outcome = Redeemed(Redeem.BYPASSED, row, ban=ban or None)
+        else:
+            row.status = Status.VERIFIED
+            row.save(update_fields=["status", "used_at"])
+            user.verified_until = now + timedelta(hours=conf.verification_hours)
+            TelegramUser.objects.filter(pk=user.pk).update(
+                verified_until=user.verified_until, verification_count=F("verification_count") + 1
+            )
+            outcome = Redeemed(Redeem.VERIFIED, row)
+    stat_increment("bypasses" if outcome.result is Redeem.BYPASSED else "verifications")  # after the transaction
+    return outcome
