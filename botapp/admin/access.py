@@ -9,6 +9,19 @@ from botapp.models import (
     ForceSubChannel,
     VerificationToken,
 )
+from botapp.services.stats import counters_flush
+
+
+class FlushCountersFirst:
+    """Live counts wait in Redis for the next flush (services/stats.py): flush them before showing them."""
+
+    def changelist_view(self, request, extra_context=None):
+        counters_flush()
+        return super().changelist_view(request, extra_context)
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        counters_flush()
+        return super().change_view(request, object_id, form_url, extra_context)
 
 
 @admin.register(VerificationToken)
@@ -49,7 +62,7 @@ class ChannelJoinRequestAdmin(admin.ModelAdmin):
 
 
 @admin.register(DailyStat)
-class DailyStatAdmin(admin.ModelAdmin):
+class DailyStatAdmin(FlushCountersFirst, admin.ModelAdmin):
     list_display = ("date", "deliveries", "verifications", "bypasses")
     list_filter = ("date",)
     search_fields = ("date",)

@@ -4,6 +4,7 @@ from django import forms
 from django.contrib import admin
 from django.utils.html import format_html
 
+from botapp.admin.access import FlushCountersFirst
 from botapp.config import storage_channel_load
 from botapp.models import (
     PendingBatch,
@@ -51,7 +52,7 @@ class StoredFileForm(forms.ModelForm):
 
 
 @admin.register(StoredFile)
-class StoredFileAdmin(admin.ModelAdmin):
+class StoredFileAdmin(FlushCountersFirst, admin.ModelAdmin):
     form = StoredFileForm
     list_display = (
         "share_id",

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from botapp import clock
 from botapp.models import DailyStat, PendingDeletion, StoredFile, TelegramUser
 from botapp.services.files import file_store
+from botapp.services.stats import counters_flush
 from botapp.telegram.gateway import Media, TgUser
 from botapp.telegram.router import SORRY
 from tests.conftest import STORAGE
@@ -37,6 +38,7 @@ def test_single_file_is_copied_with_a_deletion_warning_and_a_durable_deletion(ch
     assert row.message_ids == [events[0].message_ids[0], events[1].message_ids[0]]
     assert row.share_id == single.share_id
     assert abs((row.delete_at - clock.now()) - timedelta(minutes=30)) < timedelta(seconds=5)
+    counters_flush()  # the counts wait in Redis until the next flush
     single.refresh_from_db()
     assert single.delivery_count == 1 and single.last_delivered_at is not None
     assert DailyStat.objects.get().deliveries == 1
@@ -101,6 +103,7 @@ def test_get_files_again_after_auto_delete(chat, alice, conf, stored, telegram, 
 
     events = chat.tap(alice, "♻️ Get files again")
     assert [e.text for e in copies(events)] == ["Report", "Read me"]
+    counters_flush()
     assert StoredFile.objects.get(pk=stored.pk).delivery_count == 2
 
     chat.tap(alice, "❌ Close")

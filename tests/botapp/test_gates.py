@@ -7,6 +7,7 @@ import pytest
 
 from botapp import clock
 from botapp.models import ChannelJoinRequest, DailyStat, DailyTokenCount, ForceSubChannel, TelegramUser, VerificationToken
+from botapp.services.stats import counters_flush
 from botapp.telegram.gateway import TgUser
 
 pytestmark = pytest.mark.django_db
@@ -124,6 +125,7 @@ def test_full_verification_journey(chat, alice, verify_on, stored, telegram, sho
     assert token.status == "verified" and token.used_at is not None
     user = TelegramUser.objects.get(telegram_id=alice.id)
     assert abs(user.verified_until - clock.now() - timedelta(hours=24)) < timedelta(seconds=5)
+    counters_flush()  # the day's counts wait in Redis until the next flush
     assert user.verification_count == 1 and DailyStat.objects.get().verifications == 1
 
     # Verified: the next file comes without asking again.
@@ -143,6 +145,7 @@ def test_coming_back_too_fast_is_a_bypass_and_repeats_escalate_to_bans(chat, ali
     assert VerificationToken.objects.get().status == "bypassed"
     user = TelegramUser.objects.get(telegram_id=alice.id)
     assert user.bypass_count == 1 and user.banned_until is None and user.verified_until is None
+    counters_flush()
     assert DailyStat.objects.get().bypasses == 1
 
     chat(alice, f"/start {stored.share_id}")  # a new token
