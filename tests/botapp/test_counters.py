@@ -180,3 +180,22 @@ def test_admin_pages_show_the_counts_waiting_in_redis(operator, stored):
     assert [row.delivery_count for row in response.context["cl"].result_list] == [4]
     response = operator.get(reverse("admin:botapp_storedfile_change", args=[stored.pk]))
     assert response.context["original"].delivery_count == 4
+
+
+@pytest.mark.django_db(transaction=True)
+def test_flushes_racing_each_other_and_deliveries_add_everything_once():
+    from tests.concurrency import run_in_threads
+    from tests.factories import StoredFileFactory
+
+    stored = StoredFileFactory()
+
+    def deliver_and_flush():
+        for _ in range(20):
+            delivery_count(stored_id=stored.pk, at=clock.now())
+            counters_flush()
+
+    run_in_threads(deliver_and_flush, n=6)
+    counters_flush()
+
+    assert StoredFile.objects.get().delivery_count == 120
+    assert db_totals()["deliveries"] == 120
