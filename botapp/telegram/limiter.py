@@ -139,12 +139,13 @@ class RedisLimiter:
 
     def _chat_was_busy(self, chat_id: int) -> bool:
         """Inferred: Telegram does not say which limit a FLOOD_WAIT is for. If this chat's bucket
-        is not empty (it was sent to within its interval), the per-chat limit is the likely one."""
+        holds more than the call just made (the chat was also sent to within its interval before
+        it), the per-chat limit is the likely one."""
         tat = self.redis.get(self._chat_key(chat_id))
         if tat is None:
             return False
         seconds, micros = self.redis.time()
-        return float(tat) > seconds + micros / 1_000_000
+        return float(tat) - (seconds + micros / 1_000_000) > chat_interval(chat_id) + 0.001
 
     def paused_for(self) -> float:
         """Seconds until this lane may send again (0: not paused)."""

@@ -126,7 +126,8 @@ def test_a_reply_is_not_queued_behind_a_saturating_broadcast(prefix):
         stop.set()
         for t in senders:
             t.join(5)
-    assert max(waits) < 3 / rate, waits  # a queue of six bulk senders would be 6/rate
+    # A queue of six bulk senders would make every reply wait about 6/rate.
+    assert sorted(waits)[len(waits) // 2] < 2 / rate, waits
 
 
 def test_a_broadcast_flood_wait_pauses_bulk_only_and_a_reply_flood_wait_pauses_everyone(prefix):
@@ -144,12 +145,14 @@ def test_a_broadcast_flood_wait_pauses_bulk_only_and_a_reply_flood_wait_pauses_e
 def test_a_flood_wait_right_after_sending_to_a_chat_pauses_that_chat_only(prefix):
     lim = lane(prefix, 100, REPLY)
     lim.acquire(4242)
-    lim.pause(3, chat_id=4242)  # the chat was just sent to: its own limit
+    lim.acquire(4242)
+    lim.pause(3, chat_id=4242)  # the chat was sent to twice in a row: its own limit
     assert lim.paused_for() <= 0
     began = time.monotonic()
     lim.acquire(5151)  # another chat goes at once
     assert time.monotonic() - began < 0.5
-    lim.pause(2, chat_id=6161)  # a chat not sent to lately: the limit was the global one
+    lim.acquire(6161)
+    lim.pause(2, chat_id=6161)  # one send to a quiet chat refused: the limit was the global one
     assert lim.paused_for() > 1.5
 
 

@@ -39,16 +39,23 @@ def test_channels_count_their_own_ids(telegram):
     assert [telegram.post(channel, "x"), telegram.post(channel, "y")] == [1, 2]
 
 
-def test_more_than_thirty_messages_a_second_is_a_flood_wait(telegram, raw_gateway):
-    users = [TgUser(id=6000 + i, first_name="U") for i in range(31)]
+def test_thirty_a_second_evenly_passes_and_faster_is_a_flood_wait(telegram, raw_gateway):
+    users = [TgUser(id=6000 + i, first_name="U") for i in range(70)]
     for user in users:
         telegram.user_sends(user, "/start")
     telegram.enforce_rates = True
+    began = time.monotonic()
+    for i, user in enumerate(users[:45]):  # 1.5 s at exactly 30/s
+        time.sleep(max(0.0, began + i / 30 - time.monotonic()))
+        raw_gateway.send_text(user.id, "paced")
+    assert telegram.flood_waits == 0
+
     with pytest.raises(FloodWait):
-        for user in users:
-            raw_gateway.send_text(user.id, "hi")
+        for user in users[45:]:  # as fast as the client goes: well over 30/s
+            raw_gateway.send_text(user.id, "hurried")
     assert telegram.flood_waits == 1
-    assert len([u for u in users if telegram.bot_messages(u.id)]) == 30
+    hurried = [u for u in users[45:] if len(telegram.bot_messages(u.id)) == 1]
+    assert len(hurried) <= 1 + 30 * 0.1  # a burst of the jitter allowance at most
 
 
 def test_one_private_chat_takes_a_short_burst_then_about_one_a_second(telegram, raw_gateway):

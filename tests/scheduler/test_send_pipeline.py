@@ -1,0 +1,135 @@
+"""The send pipeline under Telegram's limits (enforced by the in-memory Telegram): users first,
+a broadcast at the limit, and several workers sharing one broadcast without sending twice."""
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import redis
+from django.conf import settings
+from django.db import connection
+
+from botapp.models import Broadcast, BroadcastDelivery
+from botapp.services.broadcasts import broadcast_start
+from botapp.services.users import user_access_hash
+from botapp.telegram.gateway import TgUser
+from botapp.telegram.limiter import BULK, REPLY, RedisLimiter
+from botapp.telegram.router import Router
+from botapp.telegram.server.offline import OfflineBot, offline_gateway
+from scheduler.jobs.broadcast_send import send_broadcasts
+from tests.conftest import STORAGE
+from tests.factories import met_user, telegram_on_socket
+
+ROOT = Path(__file__).resolve().parents[2]
+RATE = 20  # the emulated Telegram's limit in these tests: small, so that saturating it is quick
+
+
+@pytest.fixture(autouse=True)
+def _no_wake_up(monkeypatch):
+    monkeypatch.setattr("botapp.services.broadcasts._wake_sender", lambda: None)  # no Celery worker here
+
+
+@pytest.fixture
+def prefix(request):
+    name = f"courier:test:pipeline:{time.time_ns()}"
+    yield name
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    for key in client.scan_iter(f"{name}*"):
+        client.delete(key)
+
+
+def limiter(prefix, lane):
+    return RedisLimiter(redis.Redis.from_url(settings.REDIS_URL), rate=RATE * 0.9, prefix=prefix, lane=lane)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_user_is_answered_at_once_while_a_broadcast_saturates_the_limit_and_floods(telegram, prefix, shortener):
+    telegram.global_rate = RATE
+    users = [met_user(telegram, telegram_id=20_000 + i) for i in range(120)]  # six seconds of broadcast
+    broadcast = Broadcast.objects.create(title="sale", text="Sale today")
+    broadcast_start(broadcast=broadcast)
+    telegram.enforce_rates = True
+
+    worker = offline_gateway(telegram, peers=user_access_hash, limiter=limiter(prefix, BULK))
+    bot = OfflineBot(
+        telegram,
+        lambda gw: Router(gw, admin_ids=frozenset(), storage_channel_id=STORAGE, shortener=shortener),
+        peers=user_access_hash,
+        limiter=limiter(prefix, REPLY),
+    )
+    sending = threading.Thread(target=send_broadcasts, kwargs={"gateway": worker})
+    try:
+        sending.start()
+
+        def answer_time(i):
+            asked = time.monotonic()
+            user = TgUser(id=30_000 + i, first_name="Asker")
+            telegram.user_sends(user, "/help")
+            bot.pump.process()
+            assert telegram.bot_messages(user.id), "no answer"
+            return time.monotonic() - asked
+
+        answers = []
+        for i in range(5):  # while the broadcast keeps the limit busy
+            time.sleep(0.4)
+            answers.append(answer_time(i))
+        telegram.fail_next("FLOOD_WAIT_3", methods={"messages.SendMessage"})  # the broadcast's next send
+        deadline = time.monotonic() + 3
+        while telegram.faults and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not telegram.faults, "the broadcast did not send"
+        during_the_flood_wait = [answer_time(10 + i) for i in range(3)]
+        sending.join(60)
+    finally:
+        worker.stop()
+        bot.stop()
+
+    # Not queued behind the broadcast (that is ~8 sends in flight / rate = 0.45 s), and not stopped
+    # by the broadcast's FloodWait (that would be 3 s).
+    assert sorted(answers)[len(answers) // 2] < 0.25, answers
+    assert max(answers + during_the_flood_wait) < 1.0, (answers, during_the_flood_wait)
+    broadcast.refresh_from_db()
+    assert broadcast.sent == len(users) and broadcast.status == Broadcast.Status.DONE
+    assert all(len(telegram.bot_messages(u.telegram_id)) == 1 for u in users)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_worker_processes_share_a_broadcast_once_each_within_the_limit(telegram, tmp_path):
+    telegram.global_rate = 30
+    users = [met_user(telegram, telegram_id=40_000 + i) for i in range(150)]
+    broadcast = Broadcast.objects.create(title="news", text="News")
+    broadcast_start(broadcast=broadcast)
+    telegram.enforce_rates = True
+    telegram.latency = 0.05
+    start = len(telegram.calls)
+
+    with telegram_on_socket(telegram) as path:
+        db = connection.settings_dict
+        env = {
+            **os.environ,
+            "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+            "TELEGRAM_OFFLINE": "1",
+            "TELEGRAM_OFFLINE_SOCKET": str(path),
+            "TELEGRAM_SESSION_DIR": str(tmp_path),
+            "REDIS_URL": settings.REDIS_URL,
+            "LOG_LEVEL": "WARNING",
+        }
+        workers = [
+            subprocess.Popen(
+                [sys.executable, "manage.py", "send_broadcasts"], cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True
+            )
+            for _ in range(2)
+        ]
+        errors = [w.communicate(timeout=120)[1] for w in workers]
+    assert [w.returncode for w in workers] == [0, 0], errors
+
+    assert [len(telegram.bot_messages(u.telegram_id)) for u in users] == [1] * len(users)  # each exactly once
+    assert telegram.flood_waits == 0
+    sends = sorted(c.at for c in telegram.calls[start:] if c.method == "messages.SendMessage")
+    assert len(sends) == len(users)
+    assert (len(sends) - 1) / (sends[-1] - sends[0]) <= 30  # together, within Telegram's rate
+    assert not BroadcastDelivery.objects.exclude(status=BroadcastDelivery.Status.SENT).exists()
