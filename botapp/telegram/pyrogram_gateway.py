@@ -74,6 +74,7 @@ def client_build(
     no_updates: bool,
     offline=None,
     in_memory: bool = False,
+    workers: int | None = None,
 ) -> Client:
     """A bot client with a session file of its own under `workdir` (never share one between processes).
 
@@ -81,6 +82,8 @@ def client_build(
     process, or the socket path of `manage.py telegram_server`); only the connection differs."""
     workdir.mkdir(parents=True, exist_ok=True)
     options = {"in_memory": in_memory}
+    if workers is not None:
+        options["workers"] = workers  # updates kurigram dispatches at once
     if offline is not None:  # the provisioned storage engine is in memory or not
         from botapp.telegram.server.connection import offline_client_options
 

@@ -30,7 +30,12 @@ class Command(BaseCommand):
         parser.add_argument(
             "--demo", action="store_true", help="With --sandbox: store a demo file and print its deep link first."
         )
-        parser.add_argument("--threads", type=int, default=8, help="Threads that handle updates (default 8).")
+        parser.add_argument(
+            "--threads",
+            type=int,
+            default=16,
+            help="Updates handled at once (default 16): each waits for the database and Telegram.",
+        )
 
     def handle(self, *args, **options):
         if options["sandbox"]:
@@ -67,6 +72,9 @@ class Command(BaseCommand):
             workdir=config.session_dir,
             no_updates=False,
             offline=settings.TELEGRAM_OFFLINE_SOCKET if settings.TELEGRAM_OFFLINE else None,
+            # As many updates in flight as handler threads: kurigram's default (cores + 4) would
+            # cap them below the pool, or queue them inside kurigram where no one sees them.
+            workers=threads,
         )
         loop = asyncio.get_running_loop()
         # runbot shares the global send limiter with every worker.
