@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from django.db import connection
 from django.db.models import Count
 
 from botapp import clock
@@ -27,9 +28,8 @@ def user_seen(*, tg: TgUser, start_payload: str = "") -> tuple[TelegramUser, boo
 
     Queries: one for a returning user (a second only when a name, the access hash or the state
     changed, or the last write of last_seen_at is LAST_SEEN_STEP old); two for a new user (the
-    lookup, then one INSERT … ON CONFLICT). When two first messages of a new user are handled at
-    once, the second INSERT finds the first one's row and updates its names instead: both calls
-    answer created=True (enrolling twice schedules nothing twice: one row per user and step).
+    lookup, then the INSERT). When two first messages of a new user are handled at once, the
+    second INSERT finds the first one's row: that call goes on as for a returning user.
     """
     now = clock.now()
     fields = {
@@ -49,10 +49,9 @@ def user_seen(*, tg: TgUser, start_payload: str = "") -> tuple[TelegramUser, boo
             last_seen_at=now,
             **fields,
         )
-        TelegramUser.objects.bulk_create(
-            [user], update_conflicts=True, unique_fields=["telegram_id"], update_fields=[*fields, "last_seen_at"]
-        )
-        return user, True
+        if _insert_new(user):
+            return user, True
+        user = TelegramUser.objects.get(telegram_id=tg.id)
     changed = [name for name, value in fields.items() if getattr(user, name) != value]
     for name in changed:
         setattr(user, name, fields[name])
@@ -63,6 +62,28 @@ def user_seen(*, tg: TgUser, start_payload: str = "") -> tuple[TelegramUser, boo
         user.last_seen_at = now
         user.save(update_fields=[*changed, "last_seen_at"])
     return user, False
+
+
+def _insert_new(user: TelegramUser) -> bool:
+    """INSERT the user unless their row exists (ON CONFLICT DO NOTHING): one statement, with no
+    transaction around it (bulk_create would add BEGIN and COMMIT) and no error when two updates
+    race. Returns whether the row is this call's; sets its primary key."""
+    meta = TelegramUser._meta
+    fields = [f for f in meta.concrete_fields if not f.primary_key]
+    quote = connection.ops.quote_name
+    sql = (
+        f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
+        f"VALUES ({', '.join(['%s'] * len(fields))}) "
+        f"ON CONFLICT ({quote(meta.get_field('telegram_id').column)}) DO NOTHING RETURNING {quote(meta.pk.column)}"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [f.get_db_prep_save(f.pre_save(user, True), connection) for f in fields])
+        row = cursor.fetchone()
+    if row is None:
+        return False
+    user.pk = row[0]
+    user._state.adding, user._state.db = False, connection.alias
+    return True
 
 
 def user_access_hash(telegram_id: int) -> int | None:

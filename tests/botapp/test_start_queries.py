@@ -135,6 +135,22 @@ def test_returning_unverified_user_gets_the_verify_prompt(chat, verification_on,
     assert len(queries) == 4, listing(queries)  # the pending token found: nothing written
 
 
+@pytest.mark.django_db(transaction=True)
+def test_outside_a_test_transaction_the_counts_are_the_same(chat, links):
+    """As in production (autocommit): no statement opens a transaction of its own (BEGIN and COMMIT
+    would be counted too)."""
+    conf = BotSettings.load()
+    conf.bot_username = "CourierBot"
+    conf.save()
+    BotSettings.load()
+    assert len(counted(chat, TgUser(id=5301, first_name="New"), "/start")[1]) == 3
+    assert len(counted(chat, TgUser(id=5302, first_name="New"), f"/start {links[50].share_id}")[1]) == 6
+    conf.verification_enabled = True
+    conf.save()
+    BotSettings.load()
+    assert len(counted(chat, TgUser(id=5303, first_name="New"), f"/start {links[50].share_id}")[1]) == 8
+
+
 def test_last_seen_is_written_at_most_once_an_hour(chat, settings_cached):
     user = TgUser(id=5002, first_name="Seen")
     chat(user, "/start")
