@@ -229,6 +229,7 @@ def test_first_messages_of_a_new_user_handled_at_once_make_one_row():
     assert TelegramUser.objects.filter(telegram_id=5100).count() == 1
     row = TelegramUser.objects.get(telegram_id=5100)
     assert {user.pk for user, _ in results} == {row.pk}
+    assert sorted(created for _, created in results) == [False] * 5 + [True]  # one of them enrols the user
     assert (row.first_name, row.start_payload) == ("Twice", "ad")
 
 
