@@ -75,8 +75,8 @@ REDIS_URL = env("REDIS_URL", default="redis://127.0.0.1:6379/0")
 # CACHE_KEY_PREFIX, so several deployments can share one Redis. CACHE_URL=locmemcache:// keeps the
 # cache inside the process (the one-process sandbox, which needs no Redis); counters then go
 # straight to the database.
-CACHE_URL = env("CACHE_URL", default=REDIS_URL)
-CACHE_KEY_PREFIX = env("CACHE_KEY_PREFIX", default="courier")
+CACHE_URL = env("CACHE_URL", default="") or REDIS_URL
+CACHE_KEY_PREFIX = env("CACHE_KEY_PREFIX", default="") or "courier"
 if CACHE_URL.startswith(("redis://", "rediss://", "unix://")):
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL}}
 else:
