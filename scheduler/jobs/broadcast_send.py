@@ -90,6 +90,10 @@ class BroadcastSendSweep:
             return Result(delivery_id, broadcast_id, user_id, Status.FAILED, error=str(exc)[:255])
         return Result(delivery_id, broadcast_id, user_id, Status.SENT, message_id=sent.message_id)
 
+    def handback(self, row: tuple[int, int, int, int], exc: Exception) -> Result:
+        delivery_id, broadcast_id, user_id, _ = row
+        return Result(delivery_id, broadcast_id, user_id, Status.PENDING, error=f"handed back: {exc}"[:255])
+
     def record(self, results: list[Result]) -> tuple[int, int]:
         with transaction.atomic():  # results and the counters they move, together
             now = clock.now()

@@ -52,6 +52,9 @@ class BroadcastDeletionSweep:
             return delivery_id, "failed"
         return delivery_id, "deleted"
 
+    def handback(self, row: tuple[int, int, int], exc: Exception) -> tuple[int, str]:
+        return row[0], "retry"
+
     def record(self, results: list[tuple[int, str]]) -> tuple[int, int]:
         deleted = [i for i, outcome in results if outcome == "deleted"]
         failed = [i for i, outcome in results if outcome == "failed"]

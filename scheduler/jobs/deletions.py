@@ -88,6 +88,9 @@ class DeletionSweep:
             log.warning("deleted notice not sent deletion=%s chat=%s: %s", due.id, due.chat_id, exc)
         return Done(due.id, due.chat_id, "deleted" if deleted else "skipped")
 
+    def handback(self, due: Due, exc: Exception) -> Done:
+        return Done(due.id, due.chat_id, "retry", error=f"handed back: {exc}")
+
     def record(self, results: list[Done]) -> tuple[int, int]:
         finished = [r.id for r in results if r.outcome != "retry"]
         retry = [r.id for r in results if r.outcome == "retry"]

@@ -109,6 +109,9 @@ class SequenceSendSweep:
             return Result(due.id, due.user_id, Status.FAILED, error=str(exc)[:255])
         return Result(due.id, due.user_id, Status.SENT, message_id=sent.message_id)
 
+    def handback(self, due: Due, exc: Exception) -> Result:
+        return Result(due.id, due.user_id, Status.PENDING, error=f"handed back: {exc}"[:255])
+
     def record(self, results: list[Result]) -> tuple[int, int]:
         with transaction.atomic():  # results and the counters they move, together
             now = clock.now()

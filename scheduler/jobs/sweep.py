@@ -15,6 +15,7 @@ from typing import Generic, TypeVar
 
 from django.db import close_old_connections
 
+from botapp.telegram.gateway import BotUnauthorized
 from scheduler.jobs.registry import Outcome
 
 log = logging.getLogger(__name__)
@@ -23,14 +24,51 @@ Row = TypeVar("Row")
 Result = TypeVar("Result")
 
 
+class RowIsolation:
+    """A row's failure is that row's result. `work` handles Telegram's answers itself; anything
+    else it raises (Redis down in the limiter, a bug building the message) hands the row back
+    untouched through `handback(row, exc)`, and the run claims nothing more (the next run tries
+    again, rather than this one spinning on the same row). BotUnauthorized hands the row back too,
+    then stops the run and is raised once every other result is recorded."""
+
+    handback: Callable[[Row, Exception], Result] | None = None
+
+    def _isolated(self, row: Row) -> Result:
+        try:
+            return self.work(row)
+        except Exception as exc:
+            if self.handback is None:
+                raise
+            if isinstance(exc, BotUnauthorized):
+                self.fatal = exc
+            else:
+                log.exception("row handed back untouched: %r", row)
+            self.handed_back += 1
+            return self.handback(row, exc)
+
+    def _work_in_pool(self, row: Row) -> Result:
+        try:
+            return self._isolated(row)
+        finally:
+            # A pool thread that touched the database keeps its own connection: like a request,
+            # drop it when broken or too old.
+            close_old_connections()
+
+    def _stopping(self) -> bool:
+        return bool(self.handed_back or self.fatal)
+
+
 @dataclass
-class Sweep(Generic[Row, Result]):
+class Sweep(RowIsolation, Generic[Row, Result]):
     claim: Callable[[int], Sequence[Row]]  # claim up to n due rows (and lease them)
-    work: Callable[[Row], Result]  # Telegram calls for one row; must not raise
+    work: Callable[[Row], Result]  # Telegram calls for one row
     record: Callable[[Sequence[Result]], tuple[int, int]]  # store results; returns (processed, failed)
     batch_size: int = 500
     time_budget: float = 50.0  # seconds; beat fires again soon after
     concurrency: int = 8
+    handback: Callable[[Row, Exception], Result] | None = None
+    handed_back: int = 0
+    fatal: BaseException | None = None
 
     def run(self) -> tuple[int, int, int]:
         """Returns (processed, failed, batches)."""
@@ -42,37 +80,37 @@ class Sweep(Generic[Row, Result]):
                 rows = self.claim(self.batch_size)
                 if not rows:
                     break
-                results = list(executor.map(self._work_in_pool, rows)) if executor else [self.work(r) for r in rows]
+                results = list(executor.map(self._work_in_pool, rows)) if executor else [self._isolated(r) for r in rows]
                 done, bad = self.record(results)
                 processed += done
                 failed += bad
                 batches += 1
-                if len(rows) < self.batch_size:
+                if len(rows) < self.batch_size or self._stopping():
                     break
         finally:
             if executor:
                 executor.shutdown(wait=True)
+        if self.fatal is not None:
+            raise self.fatal
         return processed, failed, batches
-
-    def _work_in_pool(self, row: Row) -> Result:
-        try:
-            return self.work(row)
-        finally:
-            # A pool thread that touched the database keeps its own connection: like a request,
-            # drop it when broken or too old.
-            close_old_connections()
 
 
 def sweep_outcome(job, *, batch_size: int, time_budget: float, concurrency: int = 8) -> Outcome:
     """Run a sweep over `job` (an object with claim, work and record) and say what it did."""
     processed, failed, batches = Sweep(
-        job.claim, job.work, job.record, batch_size=batch_size, time_budget=time_budget, concurrency=concurrency
+        job.claim,
+        job.work,
+        job.record,
+        batch_size=batch_size,
+        time_budget=time_budget,
+        concurrency=concurrency,
+        handback=getattr(job, "handback", None),
     ).run()
     return Outcome(processed, failed, detail=f"{batches} batch(es)")
 
 
 @dataclass
-class Stream(Generic[Row, Result]):
+class Stream(RowIsolation, Generic[Row, Result]):
     """The sending loop for user-visible sends (broadcasts, scheduled messages, sequence steps).
 
     Unlike `Sweep`, nothing waits for the slowest send of a batch: the next batch is claimed while
@@ -89,6 +127,9 @@ class Stream(Generic[Row, Result]):
     time_budget: float = 50.0
     in_flight: int = 8
     flush_interval: float = 1.0
+    handback: Callable[[Row, Exception], Result] | None = None
+    handed_back: int = 0
+    fatal: BaseException | None = None
 
     def run(self) -> tuple[int, int, int]:
         """Returns (processed, failed, batches claimed)."""
@@ -110,7 +151,7 @@ class Stream(Generic[Row, Result]):
 
         try:
             while True:
-                if not dry and len(running) < self.batch_size:
+                if not dry and len(running) < self.batch_size and not self._stopping():
                     rows = self.claim(self.batch_size) if time.monotonic() < deadline else []
                     batches += bool(rows)
                     dry = len(rows) < self.batch_size
@@ -125,15 +166,21 @@ class Stream(Generic[Row, Result]):
             executor.shutdown(wait=True)
             results.extend(f.result() for f in running if f.done() and f.exception() is None)
             flush()
+        if self.fatal is not None:
+            raise self.fatal
         return processed, failed, batches
-
-    _work_in_pool = Sweep._work_in_pool
 
 
 def stream_outcome(job, *, batch_size: int, time_budget: float) -> Outcome:
     """Run a Stream over `job` (claim, work, record) with as many sends in flight as the rate needs."""
     processed, failed, batches = Stream(
-        job.claim, job.work, job.record, batch_size=batch_size, time_budget=time_budget, in_flight=sends_in_flight()
+        job.claim,
+        job.work,
+        job.record,
+        batch_size=batch_size,
+        time_budget=time_budget,
+        in_flight=sends_in_flight(),
+        handback=getattr(job, "handback", None),
     ).run()
     return Outcome(processed, failed, detail=f"{batches} batch(es)")
 
