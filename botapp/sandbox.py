@@ -26,10 +26,10 @@ from urllib.parse import parse_qs, urlparse
 
 from botapp import clock
 from botapp.services.outgoing import click_record, click_token_of
+from botapp.signals import sandbox_clock_advanced
 from botapp.telegram.gateway import Button, Gateway, Media, TgUser
 from botapp.telegram.server.offline import OfflineBot
 from botapp.telegram.server.server import Event, TelegramServer
-from scheduler.jobs.registry import job_run, jobs_due_between
 
 MESSAGE_RE = re.compile(r"^(?P<user>\d+)\s*:\s?(?P<text>.*)$")
 TAP_RE = re.compile(r"^(?P<user>\d+)\s+tap\s+(?P<label>.+)$")
@@ -54,7 +54,8 @@ def duration_parse(span: str) -> timedelta:
 
 class Sandbox:
     """`telegram` is the in-memory Telegram; `bot` is runbot on it (its client, pump and router);
-    `worker` is a worker's gateway (its own session), which the background jobs use."""
+    `worker` is a worker's gateway (its own session), which the background jobs use: `wait` sends
+    `sandbox_clock_advanced` with it, and the scheduler runs the jobs that fell due."""
 
     def __init__(
         self, *, telegram: TelegramServer, bot: OfflineBot, worker: Gateway, out: TextIO, as_json: bool = False, links=None
@@ -211,11 +212,12 @@ class Sandbox:
         after = clock.clock_advance(delta)
         self.note(f"clock {_fmt(before)} -> {_fmt(after)}")
         ran, busy = [], []
-        for job in jobs_due_between(before, after):
-            outcome = job_run(job.name, trigger="sandbox", gateway=self.worker)
-            ran.append(job.name)
-            if outcome.processed or outcome.failed:
-                busy.append(f"{job.name}: {outcome}")
+        # The scheduler runs the jobs that fell due (scheduler/receivers.py), on the worker's gateway.
+        for _receiver, results in sandbox_clock_advanced.send(sender=Sandbox, before=before, after=after, gateway=self.worker):
+            for name, outcome in results:
+                ran.append(name)
+                if outcome.processed or outcome.failed:
+                    busy.append(f"{name}: {outcome}")
         if ran:
             self.note(f"jobs run: {', '.join(ran)}", jobs=ran, results=busy)
         for line in busy:

@@ -8,6 +8,12 @@ class SchedulerConfig(AppConfig):
 
     def ready(self):
         import scheduler.jobs  # noqa: F401 - registers every job
+        from botapp import signals
+        from scheduler import receivers
         from scheduler.schedules import schedules_install
 
         post_migrate.connect(schedules_install, sender=self, dispatch_uid="scheduler.schedules_install")
+        # botapp announces; the scheduler acts (botapp never imports scheduler).
+        signals.broadcast_queued.connect(receivers.broadcast_sender_wake, dispatch_uid="scheduler.broadcast_sender_wake")
+        signals.broadcast_test_requested.connect(receivers.broadcast_test_queue, dispatch_uid="scheduler.broadcast_test_queue")
+        signals.sandbox_clock_advanced.connect(receivers.sandbox_jobs_run, dispatch_uid="scheduler.sandbox_jobs_run")

@@ -68,6 +68,20 @@ def gateway(telegram):
 
 
 @pytest.fixture
+def sender_wakeups(monkeypatch):
+    """No worker runs here: each wake-up of the broadcast sender (the scheduler's answer to
+    botapp's `broadcast_queued`) is recorded (apply_async's arguments), not published."""
+    from scheduler.tasks import TASKS
+
+    woken = []
+    monkeypatch.setattr(TASKS["send_broadcasts"], "apply_async", lambda *args, **kwargs: woken.append((args, kwargs)))
+    return woken
+
+
+WAKE_UP = ((), {"kwargs": {"trigger": "start"}, "retry": False})  # how the sender is woken
+
+
+@pytest.fixture
 def shortener():
     from botapp.services.shortener import MemoryShortener
 

@@ -13,6 +13,7 @@ from botapp.models import (
 )
 from botapp.services.broadcasts import broadcast_cancel, broadcast_start
 from botapp.services.outgoing import buttons_parse
+from botapp.signals import broadcast_test_requested
 
 
 class BroadcastForm(ComposedMessageForm):
@@ -76,7 +77,6 @@ class BroadcastAdmin(admin.ModelAdmin):
     @admin.action(description="Send a test to the admins (ADMIN_IDS)")
     def send_test(self, request, queryset):
         from botapp.config import admin_ids_load
-        from scheduler.tasks import send_broadcast_test
 
         admins = admin_ids_load()
         if not admins:
@@ -84,7 +84,9 @@ class BroadcastAdmin(admin.ModelAdmin):
             return
 
         def queue(b):
-            send_broadcast_test.apply_async(args=[b.pk], retry=False)
+            # A worker sends it (it holds a Telegram session): the scheduler queues it on this signal.
+            if not broadcast_test_requested.send(sender=Broadcast, broadcast_id=b.pk):
+                raise RuntimeError("no background worker app is installed to send it")
             return f"a test is on its way to {len(admins)} admin(s)."
 
         try:

@@ -16,6 +16,7 @@ from django.db import connection, transaction
 from botapp import clock
 from botapp.models import Broadcast, BroadcastDelivery, TelegramUser
 from botapp.services.outgoing import Outgoing
+from botapp.signals import broadcast_queued
 from botapp.telegram.gateway import Gateway, Sent
 
 
@@ -87,7 +88,8 @@ def broadcasts_start_due() -> int:
 
 def _queue(broadcast: Broadcast) -> int:
     """One delivery row per active user (one INSERT ... SELECT, whatever the number of users);
-    the sender is woken when the transaction commits. Call inside a transaction, row locked."""
+    `broadcast_queued` is sent when the transaction commits (the scheduler wakes the sender). Call
+    inside a transaction, row locked."""
     with connection.cursor() as cursor:
         cursor.execute(
             f"""INSERT INTO {BroadcastDelivery._meta.db_table} (broadcast_id, user_id, chat_id, status, error)
@@ -101,7 +103,8 @@ def _queue(broadcast: Broadcast) -> int:
         status=status, total=total, started_at=now, finished_at=None if total else now
     )
     if total:
-        transaction.on_commit(_wake_sender)
+        pk = broadcast.pk
+        transaction.on_commit(lambda: broadcast_queued.send_robust(sender=Broadcast, broadcast_id=pk))
     return total
 
 
@@ -113,15 +116,3 @@ def broadcast_cancel(*, broadcast: Broadcast) -> int:
     left = broadcast.deliveries.filter(status=BroadcastDelivery.Status.PENDING).count()
     broadcast.refresh_from_db()
     return left
-
-
-def _wake_sender() -> None:
-    """Start sending now rather than at the next minute; beat's schedule is the fallback."""
-    try:
-        from scheduler.tasks import TASKS
-
-        TASKS["send_broadcasts"].apply_async(kwargs={"trigger": "start"}, retry=False)
-    except Exception:  # the broker is down: the periodic run picks it up
-        import logging
-
-        logging.getLogger(__name__).warning("could not wake the broadcast sender; beat will start it")

@@ -76,3 +76,20 @@ def test_admins_store_files_in_the_sandbox(box, telegram):
     box.feed("1000 tap Open link")  # the admin opens the new link: the bot delivers it
     delivered = [m for m in telegram.bot_messages(1000) if m.media is not None]
     assert [m.media.file for m in delivered] == ["cat.jpg"]
+
+
+def test_waiting_runs_the_jobs_that_fell_due_through_the_scheduler(box, telegram, stored, conf, chat, alice):
+    conf.auto_delete_minutes = 30
+    conf.save()
+    chat(alice, f"/start {stored.share_id}")
+    delivered = [m.id for m in telegram.bot_messages(alice.id)]
+    assert len(delivered) == 3  # the two files and the notice
+
+    box.feed("wait 31m")
+    out = box.out.getvalue()
+    notes = [line for line in out.splitlines() if line.startswith(".. jobs run:")]
+    assert notes == [
+        ".. jobs run: send_broadcasts, reap_expired_claims, flush_counters, delete_due_messages, send_sequence_messages"
+    ]
+    assert ".. job delete_due_messages: 1 processed, 0 failed (1 batch(es))" in out
+    assert f"-> {alice.id} delete {' '.join(f'#{i}' for i in delivered[:2])}" in out

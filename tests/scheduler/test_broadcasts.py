@@ -1,5 +1,6 @@
 """Broadcasts: composed in the admin, sent to every active user once, at the limiter's pace."""
 
+import logging
 from datetime import timedelta
 
 import pytest
@@ -14,6 +15,7 @@ from scheduler.jobs.broadcast_send import BroadcastSendSweep
 from scheduler.jobs.registry import job_run
 from scheduler.jobs.sweep import Sweep
 from tests.concurrency import run_in_threads
+from tests.conftest import WAKE_UP
 from tests.factories import meet, met_user, telegram_on_socket
 
 
@@ -130,12 +132,12 @@ def test_a_crash_mid_send_is_interrupted_not_resent(telegram, gateway):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_two_senders_never_send_twice(telegram, gateway, monkeypatch):
-    monkeypatch.setattr("botapp.services.broadcasts._wake_sender", lambda: None)  # no worker here to wake
+def test_two_senders_never_send_twice(telegram, gateway, sender_wakeups):
     TelegramUser.objects.bulk_create(
         [TelegramUser(telegram_id=700_000 + i, access_hash=meet(telegram, 700_000 + i)) for i in range(600)]
     )
     broadcast_start(broadcast=draft(buttons=""))
+    assert sender_wakeups == [WAKE_UP]  # committed: the scheduler was asked to start sending now
     telegram.latency = 0.001  # answers take a moment: calls overlap like network calls
 
     def run():
@@ -175,19 +177,75 @@ def test_admin_compose_validates_and_previews(operator):
 
 
 @pytest.mark.django_db
-def test_admin_start_action_queues_for_active_users(operator, telegram, monkeypatch, django_capture_on_commit_callbacks):
+def test_admin_start_action_queues_for_active_users(operator, telegram, sender_wakeups, django_capture_on_commit_callbacks):
     users(telegram, 2)
     broadcast = draft()
-    woken = []
-    monkeypatch.setattr("botapp.services.broadcasts._wake_sender", lambda: woken.append(1))
     changelist = reverse("admin:botapp_broadcast_changelist")
-    with django_capture_on_commit_callbacks(execute=True):
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
         response = operator.post(changelist, {"action": "start_sending", "_selected_action": [broadcast.pk]}, follow=True)
-    assert woken == [1]  # the sender is woken once the queue is committed
+    assert sender_wakeups == []  # not before the queue is committed
+    for callback in callbacks:
+        callback()
+    assert sender_wakeups == [WAKE_UP]  # the sender is woken once the queue is committed
     assert "queued for 2 active users" in response.content.decode()
     broadcast.refresh_from_db()
     assert (broadcast.status, broadcast.total) == ("queued", 2)
     assert "0/2 (0%)" in operator.get(changelist).content.decode()
+
+
+@pytest.mark.django_db(transaction=True)  # commits, so the wake-up is sent; the sender's pool threads read the users
+def test_with_the_broker_down_starting_still_queues_and_beat_sends_it(telegram, gateway, settings, caplog):
+    from config.celery import app
+
+    users(telegram, 2)
+    broadcast = draft(buttons="")
+    app.conf.broker_url = "redis://127.0.0.1:1/0"  # nothing listens there
+    try:
+        with caplog.at_level(logging.WARNING, logger="scheduler.receivers"):
+            assert broadcast_start(broadcast=broadcast) == 2
+    finally:
+        app.conf.broker_url = settings.CELERY_BROKER_URL
+    assert [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "scheduler.receivers"] == [
+        ("WARNING", f"could not wake the broadcast sender for broadcast {broadcast.pk}; beat will start it")
+    ]
+    assert Broadcast.objects.get(pk=broadcast.pk).status == "queued"
+    assert job_run("send_broadcasts", trigger="beat", gateway=gateway).processed == 2  # beat's next run sends it
+
+
+@pytest.mark.django_db
+def test_admin_test_action_queues_the_test_for_a_worker(operator, settings, monkeypatch):
+    from scheduler.tasks import send_broadcast_test
+
+    settings.ADMIN_IDS = "1000,1001"
+    queued = []
+    monkeypatch.setattr(send_broadcast_test, "apply_async", lambda *args, **kwargs: queued.append((args, kwargs)))
+    broadcast = draft()
+    changelist = reverse("admin:botapp_broadcast_changelist")
+    response = operator.post(changelist, {"action": "send_test", "_selected_action": [broadcast.pk]}, follow=True)
+    assert queued == [((), {"args": [broadcast.pk], "retry": False})]
+    assert "Sale: a test is on its way to 2 admin(s)." in response.content.decode()
+    assert Broadcast.objects.get(pk=broadcast.pk).status == "draft"
+
+
+@pytest.mark.django_db
+def test_admin_test_action_with_the_broker_down_or_no_admins_says_so(operator, settings):
+    from config.celery import app
+
+    broadcast = draft()
+    changelist = reverse("admin:botapp_broadcast_changelist")
+    settings.ADMIN_IDS = ""
+    response = operator.post(changelist, {"action": "send_test", "_selected_action": [broadcast.pk]}, follow=True)
+    assert "Set ADMIN_IDS to receive tests." in response.content.decode()
+
+    settings.ADMIN_IDS = "1000"
+    app.conf.broker_url = "redis://127.0.0.1:1/0"  # nothing listens there
+    try:
+        response = operator.post(changelist, {"action": "send_test", "_selected_action": [broadcast.pk]}, follow=True)
+    finally:
+        app.conf.broker_url = settings.CELERY_BROKER_URL
+    page = response.content.decode()
+    assert "Could not queue the test: the task queue is unreachable" in page
+    assert "on its way" not in page
 
 
 @pytest.mark.django_db(transaction=True)  # the sender's pool threads read users runbot stored

@@ -20,8 +20,8 @@ Status = BroadcastDelivery.Status
 
 
 @pytest.fixture(autouse=True)
-def _no_wake_up(monkeypatch):
-    monkeypatch.setattr("botapp.services.broadcasts._wake_sender", lambda: None)
+def _no_wake_up(sender_wakeups):
+    pass  # no Celery worker here: wake-ups are recorded, not published
 
 
 class BlipLimiter:

@@ -187,8 +187,7 @@ def broadcast_list(operator):
 
 
 @pytest.mark.django_db(transaction=True)  # the sender's pool threads read users runbot stored
-def test_a_pruned_broadcast_keeps_the_totals_the_operator_sees(operator, telegram, gateway, monkeypatch):
-    monkeypatch.setattr("botapp.services.broadcasts._wake_sender", lambda: None)  # no worker here to wake
+def test_a_pruned_broadcast_keeps_the_totals_the_operator_sees(operator, telegram, gateway, sender_wakeups):
     reached = [met_user(telegram) for _ in range(3)]
     blocks = met_user(telegram)
     telegram.block(blocks.telegram_id)

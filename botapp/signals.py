@@ -1,0 +1,23 @@
+"""What botapp announces, for whoever runs the background work to act on.
+
+Dependencies flow one way: `scheduler` imports `botapp`, never the reverse (tests/test_layering.py
+checks it). Where botapp needs a background process to do something now rather than at its next
+scheduled run, it sends one of these signals; `scheduler` connects the receivers
+(scheduler/receivers.py, in SchedulerConfig.ready).
+"""
+
+from django.dispatch import Signal
+
+# A broadcast's deliveries were queued and committed: the sender may start now rather than at the
+# next minute. Sent with send_robust from transaction.on_commit; kwargs: broadcast_id. Receivers
+# must not fail the operator's request: beat's periodic run is the fallback.
+broadcast_queued = Signal()
+
+# The operator asked for a test of a broadcast (to ADMIN_IDS). kwargs: broadcast_id. Sent with
+# send(): a receiver that cannot queue the test (the broker is down) raises, and the admin says so.
+broadcast_test_requested = Signal()
+
+# The sandbox moved its virtual clock from `before` to `after`. kwargs: before, after, gateway (a
+# worker's). Receivers run the background jobs that fell due in between, on that gateway, and return
+# a list of (job name, outcome) in the order they ran; an outcome has `processed` and `failed`.
+sandbox_clock_advanced = Signal()

@@ -1,0 +1,31 @@
+"""scheduler's answers to botapp's signals (botapp/signals.py); connected in SchedulerConfig.ready.
+
+botapp never imports scheduler: it announces, and these receivers publish the Celery tasks or run
+the jobs."""
+
+from __future__ import annotations
+
+import logging
+
+from scheduler.jobs.registry import Outcome, job_run, jobs_due_between
+from scheduler.tasks import TASKS, send_broadcast_test
+
+log = logging.getLogger(__name__)
+
+
+def broadcast_sender_wake(sender, *, broadcast_id: int, **kwargs) -> None:
+    """Start sending now rather than at the next minute; beat's schedule is the fallback."""
+    try:
+        TASKS["send_broadcasts"].apply_async(kwargs={"trigger": "start"}, retry=False)
+    except Exception:  # the broker is down: the periodic run picks it up
+        log.warning("could not wake the broadcast sender for broadcast %s; beat will start it", broadcast_id, exc_info=True)
+
+
+def broadcast_test_queue(sender, *, broadcast_id: int, **kwargs) -> None:
+    """Queue the test for a worker, which holds a Telegram session. Raises when the broker is down."""
+    send_broadcast_test.apply_async(args=[broadcast_id], retry=False)
+
+
+def sandbox_jobs_run(sender, *, before, after, gateway, **kwargs) -> list[tuple[str, Outcome]]:
+    """Run every job whose schedule fell due between `before` and `after`, as beat would have."""
+    return [(job.name, job_run(job.name, trigger="sandbox", gateway=gateway)) for job in jobs_due_between(before, after)]
