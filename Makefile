@@ -29,8 +29,10 @@ test: $(STAMP)
 	@DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) SECRET_KEY=test-only-secret DEBUG=0 \
 		$(BIN)/python -m pytest $(ARGS)
 
+# What CI checks before the tests (.ci/run): lint rules and formatting. `ruff format .` fixes the latter.
 lint: $(STAMP)
 	@$(BIN)/ruff check .
+	@$(BIN)/ruff format --check .
 
 migrate: $(STAMP)
 	@$(BIN)/python manage.py migrate
