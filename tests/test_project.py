@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -37,3 +39,37 @@ def test_health_endpoint(client, db, settings):
     response = client.get("/health/")
     assert response.status_code == 200
     assert response.json() == {"status": "ok"}
+
+
+CELERY_LOGGING_PROBE = """
+import logging, sys
+import django
+django.setup()
+from config.celery import app
+if sys.argv[1] == "worker":  # what `celery -A config worker --loglevel INFO` does before it connects
+    app.Worker(loglevel="INFO", pool_cls="solo", quiet=True, hostname="probe@test")
+else:  # `celery -A config beat --loglevel INFO`
+    app.Beat(loglevel="INFO", quiet=True).setup_logging()
+print(logging.getLevelName(logging.getLogger().level))
+logging.getLogger("celery.worker").info("an info line")
+logging.getLogger("scheduler.jobs.registry").warning("a warning line")
+"""
+
+
+@pytest.mark.parametrize(("process", "level"), [("worker", "WARNING"), ("worker", "DEBUG"), ("beat", "WARNING")])
+def test_celery_logs_at_log_level_through_djangos_logging(process, level):
+    result = subprocess.run(
+        [sys.executable, "-c", CELERY_LOGGING_PROBE, process],
+        cwd=ROOT,
+        env={**os.environ, "LOG_LEVEL": level},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == level  # the root logger, whatever --loglevel said
+    lines = [line for line in result.stderr.splitlines() if line.endswith((" an info line", " a warning line"))]
+    # Django's format (settings.LOGGING), not Celery's "[time: LEVEL/MainProcess]"
+    assert [line.split(" ", 2)[2] for line in lines] == (["INFO celery.worker an info line"] if level == "DEBUG" else []) + [
+        "WARNING scheduler.jobs.registry a warning line"
+    ]
