@@ -18,6 +18,8 @@ STORAGE = -1001000000001
 # Set before anything touches the cache; subprocesses started by tests inherit it.
 os.environ["CACHE_KEY_PREFIX"] = f"{django_settings.CACHE_KEY_PREFIX}-test{os.getpid()}"
 django_settings.CACHES["default"]["KEY_PREFIX"] = os.environ["CACHE_KEY_PREFIX"]
+# Users made by tests (admin_client's superuser) get a fast hash: Django's default, PBKDF2, is slow on purpose.
+django_settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 def cache_clear():
@@ -157,8 +159,3 @@ def chat(telegram, bot):
             return telegram.events[before:]
 
     return Chat()
-
-
-@pytest.fixture
-def say(chat):
-    return chat

@@ -14,11 +14,13 @@ def run(*args, env):
     return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_no_missing_migrations():
     result = run("makemigrations", "--check", "--dry-run", env=dict(os.environ))
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.slow
 def test_check_deploy_with_production_settings_is_clean():
     env = {
         **os.environ,
@@ -41,6 +43,12 @@ def test_health_endpoint(client, db, settings):
     assert response.json() == {"status": "ok"}
 
 
+def test_tests_hash_passwords_fast(admin_user):
+    """tests/conftest.py swaps Django's deliberately slow PBKDF2 for MD5 (tests only)."""
+    assert admin_user.password.startswith("md5$")
+    assert admin_user.check_password("password")
+
+
 CELERY_LOGGING_PROBE = """
 import logging, sys
 import django
@@ -57,6 +65,7 @@ logging.getLogger("scheduler.jobs.registry").warning("a warning line")
 
 
 @pytest.mark.parametrize(("process", "level"), [("worker", "WARNING"), ("worker", "DEBUG"), ("beat", "WARNING")])
+@pytest.mark.slow
 def test_celery_logs_at_log_level_through_djangos_logging(process, level):
     result = subprocess.run(
         [sys.executable, "-c", CELERY_LOGGING_PROBE, process],

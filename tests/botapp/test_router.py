@@ -46,8 +46,8 @@ def html_of(telegram, event):
     return out + plain(at, len(units) // 2)
 
 
-def test_start_registers_the_user_and_welcomes_them(say, alice):
-    replies = say(alice, "/start")
+def test_start_registers_the_user_and_welcomes_them(chat, alice):
+    replies = chat(alice, "/start")
 
     assert [e.action for e in replies] == ["send"]
     assert replies[0].text == "Hello Alice! I deliver files shared through my links."
@@ -55,71 +55,71 @@ def test_start_registers_the_user_and_welcomes_them(say, alice):
     assert (user.username, user.first_name, user.state) == ("alice", "Alice", "active")
 
 
-def test_start_payload_is_recorded_for_new_users_only(say, alice):
-    say(alice, "/start campaign42")
-    say(alice, "/start other")
+def test_start_payload_is_recorded_for_new_users_only(chat, alice):
+    chat(alice, "/start campaign42")
+    chat(alice, "/start other")
 
     assert TelegramUser.objects.get(telegram_id=alice.id).start_payload == "campaign42"
     assert TelegramUser.objects.count() == 1
 
 
-def test_returning_user_gets_updated_names(say, alice):
-    say(alice, "/start")
-    say(TgUser(id=alice.id, first_name="Alicia", username="alicia"), "/start")
+def test_returning_user_gets_updated_names(chat, alice):
+    chat(alice, "/start")
+    chat(TgUser(id=alice.id, first_name="Alicia", username="alicia"), "/start")
 
     user = TelegramUser.objects.get(telegram_id=alice.id)
     assert (user.first_name, user.username) == ("Alicia", "alicia")
 
 
-def test_welcome_text_comes_from_settings_and_escapes_names(say, telegram):
+def test_welcome_text_comes_from_settings_and_escapes_names(chat, telegram):
     conf = BotSettings.load()
     conf.welcome_text = "Hi {first_name}, {unknown} stays"
     conf.save()
 
-    replies = say(TgUser(id=7, first_name="<b>Eve</b>"), "/start")
+    replies = chat(TgUser(id=7, first_name="<b>Eve</b>"), "/start")
 
     assert html_of(telegram, replies[0]) == "Hi &lt;b&gt;Eve&lt;/b&gt;, {unknown} stays"
 
 
 @pytest.mark.parametrize("command,field", [("/help", "help_text"), ("/about", "about_text"), ("/faq", "faq_text")])
-def test_info_commands_answer_with_the_operator_text(say, alice, command, field):
+def test_info_commands_answer_with_the_operator_text(chat, alice, command, field):
     conf = BotSettings.load()
     setattr(conf, field, f"text for {command}")
     conf.save()
 
-    assert say(alice, command)[0].text == f"text for {command}"
+    assert chat(alice, command)[0].text == f"text for {command}"
 
 
-def test_stop_opts_out_and_start_opts_back_in(say, alice):
-    say(alice, "/start")
-    assert "no more messages" in say(alice, "/stop")[0].text
+def test_stop_opts_out_and_start_opts_back_in(chat, alice):
+    chat(alice, "/start")
+    assert "no more messages" in chat(alice, "/stop")[0].text
     assert TelegramUser.objects.get(telegram_id=alice.id).state == "stopped"
-    assert "already stopped" in say(alice, "/stop")[0].text
+    assert "already stopped" in chat(alice, "/stop")[0].text
 
-    say(alice, "/start")
+    chat(alice, "/start")
     assert TelegramUser.objects.get(telegram_id=alice.id).state == "active"
 
 
-def test_stats_is_for_admins_only(say, alice, telegram):
-    say(alice, "/start")
-    assert "did not understand" in say(alice, "/stats")[0].text
+def test_stats_is_for_admins_only(chat, alice, telegram):
+    chat(alice, "/start")
+    assert "did not understand" in chat(alice, "/stats")[0].text
 
-    text = html_of(telegram, say(TgUser(id=ADMIN, first_name="Op"), "/stats")[0])
+    text = html_of(telegram, chat(TgUser(id=ADMIN, first_name="Op"), "/stats")[0])
     assert "<b>Users</b>: 2 (new today: 2)" in text
     assert "Active: 2" in text
 
 
-def test_unknown_text_gets_a_hint(say, alice):
-    assert say(alice, "what is this")[0].text.startswith("I did not understand")
-    assert say(alice, "/nonsense")[0].text.startswith("I did not understand")
+def test_unknown_text_gets_a_hint(chat, alice):
+    assert chat(alice, "what is this")[0].text.startswith("I did not understand")
+    assert chat(alice, "/nonsense")[0].text.startswith("I did not understand")
 
 
-def test_command_addressed_to_the_bot_by_name(say, alice):
-    assert say(alice, "/start@CourierBot")[0].text.startswith("Hello Alice")
+def test_command_addressed_to_the_bot_by_name(chat, alice):
+    assert chat(alice, "/start@CourierBot")[0].text.startswith("Hello Alice")
 
 
-def test_a_user_who_blocked_the_bot_is_marked_blocked(telegram, bot, say, alice):
-    say(alice, "/start")
+def test_a_user_who_blocked_the_bot_is_marked_blocked(telegram, bot, chat, alice):
+    chat(alice, "/start")
     since = len(telegram.calls)
     telegram.user_sends(alice, "/help")
     telegram.block(alice.id)  # blocks right after writing: the reply fails (and Telegram says so, UpdateBotStopped)
@@ -144,10 +144,10 @@ def test_an_unexpected_error_gets_an_apology_not_silence(telegram, chat, alice, 
     assert telegram.events[-1].text.startswith("Sorry, something went wrong")
 
 
-def test_close_button_deletes_the_message(telegram, gateway, bot, say, alice):
+def test_close_button_deletes_the_message(telegram, gateway, bot, chat, alice):
     from botapp.telegram.gateway import Button
 
-    say(alice, "/start")  # a bot reaches only users who wrote to it
+    chat(alice, "/start")  # a bot reaches only users who wrote to it
     sent = gateway.send_text(alice.id, "closable", buttons=[[Button("Close", callback_data="close")]])
 
     telegram.tap(alice, sent.message_id, "close")
@@ -156,8 +156,8 @@ def test_close_button_deletes_the_message(telegram, gateway, bot, say, alice):
     assert telegram.message(alice.id, sent.message_id).deleted
 
 
-def test_stale_callback_is_answered(telegram, gateway, bot, say, alice):
-    say(alice, "/start")
+def test_stale_callback_is_answered(telegram, gateway, bot, chat, alice):
+    chat(alice, "/start")
     sent = gateway.send_text(alice.id, "old")
     before = len(telegram.events)
 
@@ -169,9 +169,9 @@ def test_stale_callback_is_answered(telegram, gateway, bot, say, alice):
     ]
 
 
-def test_block_updates_keep_a_stop_choice(telegram, bot, say, alice):
-    say(alice, "/start")
-    say(alice, "/stop")
+def test_block_updates_keep_a_stop_choice(telegram, bot, chat, alice):
+    chat(alice, "/start")
+    chat(alice, "/stop")
     telegram.block(alice.id)  # Telegram tells runbot: UpdateBotStopped(stopped=True)
     bot.pump.process()
     telegram.unblock(alice.id)  # ...and stopped=False

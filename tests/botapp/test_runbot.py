@@ -28,6 +28,7 @@ def manage(*args, env=None, stdin=""):
     )
 
 
+@pytest.mark.slow
 def test_runbot_without_credentials_exits_2_and_names_them():
     result = manage("runbot")
 
@@ -37,6 +38,7 @@ def test_runbot_without_credentials_exits_2_and_names_them():
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_runbot_names_malformed_variables():
     result = manage("runbot", env={"BOT_TOKEN": "nope", "API_ID": "abc", "API_HASH": "0" * 32, "ADMIN_IDS": "1,x"})
 
@@ -74,6 +76,7 @@ def test_sandbox_json_lines_and_bad_input(monkeypatch):
     assert "not understood" in rows[1]["note"]
 
 
+@pytest.mark.slow
 def test_make_sandbox_from_a_pipe(tmp_path):
     """The README's first command, end to end: a fresh SQLite file, no PostgreSQL, no Redis."""
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "ARGS", "MAKEFLAGS", "MAKELEVEL")}

@@ -111,6 +111,7 @@ def test_batch_queries_do_not_grow_with_batch_size(telegram, gateway, conf):
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.slow
 def test_two_concurrent_sweepers_process_each_row_exactly_once(telegram, gateway, conf):
     chats = [100_000 + i for i in range(2000)]
     TelegramUser.objects.bulk_create([TelegramUser(telegram_id=c, access_hash=meet(telegram, c)) for c in chats])

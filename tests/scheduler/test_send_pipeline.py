@@ -47,6 +47,7 @@ def limiter(prefix, lane):
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.slow
 def test_a_user_is_answered_at_once_while_a_broadcast_saturates_the_limit_and_floods(telegram, prefix, shortener):
     telegram.global_rate = RATE
     users = [met_user(telegram, telegram_id=20_000 + i) for i in range(70)]  # about eight seconds of broadcast
@@ -98,6 +99,7 @@ def test_a_user_is_answered_at_once_while_a_broadcast_saturates_the_limit_and_fl
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.slow
 def test_two_worker_processes_share_a_broadcast_once_each_within_the_limit(telegram, tmp_path):
     telegram.global_rate = 30
     users = [met_user(telegram, telegram_id=40_000 + i) for i in range(150)]

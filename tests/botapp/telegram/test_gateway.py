@@ -282,6 +282,7 @@ def test_courier_outlasts_kurigrams_own_retries():
     assert CALL_TIMEOUT > Session.MAX_RETRIES * (Session.WAIT_TIMEOUT + Session.RETRY_DELAY)
 
 
+@pytest.mark.slow
 def test_a_send_whose_answer_is_lost_is_delivered_once_and_reported_unknown(telegram, limited, met, monkeypatch):
     monkeypatch.setattr(Session, "WAIT_TIMEOUT", 0.3)
     monkeypatch.setattr(Session, "RETRY_DELAY", 0.05)

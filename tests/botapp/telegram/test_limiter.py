@@ -45,6 +45,7 @@ def max_in_window(stamps, window):
     return best
 
 
+@pytest.mark.slow
 def test_two_processes_together_never_exceed_the_rate(prefix):
     rate, per_process = 30, 45
     ctx = multiprocessing.get_context("fork")

@@ -84,6 +84,7 @@ def test_a_callback_answer_records_toast_or_alert(telegram, gateway, chat):
     assert (answer.action, answer.chat_id, answer.text, answer.alert) == ("answer", ANN.id, "Not yet", True)
 
 
+@pytest.mark.slow
 def test_controls_over_the_socket(tmp_path):
     """`manage.py telegram_server` answers RemoteTelegram's controls (the process tests steer)."""
     import subprocess
