@@ -1,87 +1,173 @@
-"""How close the shared limiter gets to its configured rate when Telegram answers in 80 ms.
+"""Broadcast rate: how close Courier's senders get to the rate Telegram allows, and how often
+Telegram has to say FLOOD_WAIT.
 
-Several processes (like runbot plus workers) send through LimitedGateway(FakeTelegram(latency),
-RedisLimiter(rate)) from many threads each, to distinct private chats. Prints achieved rate /
-configured rate for each configured rate.
+`manage.py telegram_server --latency 0.08` plays Telegram (every answer takes 80 ms; 30 messages/s
+overall over a sliding second, 1000/s for sends with the paid-broadcast flag, a burst of 3 then
+1/s per private chat, FLOOD_WAIT_X beyond). Two sender processes (two workers) each send through
+PyrogramGateway(limiter=RedisLimiter(...), paid=...) to distinct users who have written to the bot,
+as a broadcast does, configured as scheduler/sender.py configures a worker: the bulk lane, paced at
+TELEGRAM_RATE_HEADROOM of the allowed rate, and as many sends in flight per process as the
+broadcast stream uses (scheduler.jobs.sweep.sends_in_flight: rate x ANSWER_TIME, 4..256).
 
-    REDIS_URL=redis://127.0.0.1:6379/15 python bench/limiter.py [--rates 30 1000] [--seconds 6]
+Achieved rate is taken between the first and the last completed send. Each case runs 3 times,
+the cases alternating; min / median / max are printed. A third, diagnostic case paces the free
+broadcast at exactly 30/s (headroom 1.0; --no-diagnostic skips it).
+
+    .venv/bin/python bench/limiter.py [--runs 3] [--free-sends 400] [--paid-sends 5000]
 """
 
+from __future__ import annotations
+
 import argparse
+import collections
+import logging
+import math
 import multiprocessing
 import threading
 import time
 
 import _setup  # noqa: F401
 import redis
+from _setup import spread
+from _telegram import access_hashes, process_cpu, telegram_process, users_meet_bot
 from django.conf import settings
 
-from botapp.telegram.fake import FakeTelegram
-from botapp.telegram.limited import LimitedGateway
-from botapp.telegram.limiter import RedisLimiter
+from botapp.telegram.gateway import TelegramError
+from botapp.telegram.limiter import BULK, RedisLimiter
+from botapp.telegram.server.offline import offline_gateway
+from scheduler.jobs.sweep import ANSWER_TIME
+
+LATENCY = 0.08
 
 
-def sender(prefix, rate, count, threads, latency, chat_base, out):
-    lim = RedisLimiter(redis.Redis.from_url(settings.REDIS_URL, max_connections=threads + 4), rate=rate, prefix=prefix)
-    gateway = LimitedGateway(FakeTelegram(latency=latency), lim)
-    stamps = []
+def in_flight(rate: float) -> int:
+    """Sends a worker keeps in flight at `rate` (the broadcast stream's rule, sends_in_flight)."""
+    return max(4, min(256, math.ceil(rate * ANSWER_TIME)))
+
+
+def sender(path, name, rate, prefix, paid, chats, hashes, threads, go, out):
+    """One sender process: its own kurigram session, the shared limiter, `threads` threads."""
+    logging.getLogger("botapp.telegram.pyrogram_gateway").setLevel(logging.ERROR)  # FLOOD_WAITs are counted instead
+    client = redis.Redis.from_url(settings.REDIS_URL, max_connections=threads + 4)
+    gateway = offline_gateway(path, name=name, limiter=RedisLimiter(client, rate=rate, prefix=prefix, lane=BULK), paid=paid)
+    gateway.peers_remember(hashes)  # as the broadcast claim hands each batch's access hashes over
     lock = threading.Lock()
-    counter = iter(range(count))
+    todo = iter(chats)
+    stamps, errors = [], []
 
     def loop():
         while True:
             with lock:
-                i = next(counter, None)
-            if i is None:
+                chat = next(todo, None)
+            if chat is None:
                 return
-            gateway.send_text(chat_base + i, "hello")
+            try:
+                gateway.send_text(chat, "Broadcast: hello")
+            except TelegramError as exc:
+                with lock:
+                    errors.append(type(exc).__name__)
+                continue
             with lock:
                 stamps.append(time.time())
 
     pool = [threading.Thread(target=loop) for _ in range(threads)]
+    go.wait()
+    cpu = time.process_time()
     for t in pool:
         t.start()
     for t in pool:
         t.join()
-    out.put(stamps)
+    cpu = time.process_time() - cpu
+    gateway.stop()
+    out.put((stamps, errors, cpu))
 
 
-def measure(rate, seconds, processes, latency):
+def run_once(path, remote, server_pid, *, rate, paid, chats, hashes, processes):
     prefix = f"courier:bench:{time.time_ns()}"
-    total = int(rate * seconds)
-    in_flight = max(4, int(rate * latency * 2))  # enough concurrent calls to cover the latency
-    threads = max(2, in_flight // processes + 1)
+    threads = in_flight(rate)
     ctx = multiprocessing.get_context("fork")
-    out = ctx.Queue()
-    share = total // processes
+    out, go = ctx.Queue(), ctx.Event()
+    share = [chats[p::processes] for p in range(processes)]
     procs = [
-        ctx.Process(target=sender, args=(prefix, rate, share, threads, latency, 1_000_000 * (p + 1), out))
+        ctx.Process(target=sender, args=(str(path), f"sender-{p}", rate, prefix, paid, share[p], hashes, threads, go, out))
         for p in range(processes)
     ]
     for p in procs:
         p.start()
-    stamps = sorted(s for _ in procs for s in out.get(timeout=seconds * 10 + 60))
+    time.sleep(1.0)  # both sessions signed in
+    floods, server_cpu = remote.flood_waits(), process_cpu(server_pid)
+    go.set()
+    results = [out.get(timeout=600) for _ in procs]
     for p in procs:
-        p.join()
-    # Rate between the first and the last completed send (n-1 intervals).
-    achieved = (len(stamps) - 1) / (stamps[-1] - stamps[0])
-    redis.Redis.from_url(settings.REDIS_URL).delete(*[f"{prefix}:global", f"{prefix}:pause"])
-    return achieved, len(stamps), processes, threads
+        p.join(30)
+    floods = remote.flood_waits() - floods
+    server_cpu = process_cpu(server_pid) - server_cpu
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    for key in client.scan_iter(f"{prefix}:*"):
+        client.delete(key)
+    stamps = sorted(s for r in results for s in r[0])
+    errors = [e for r in results for e in r[1]]
+    elapsed = stamps[-1] - stamps[0]
+    return {
+        "achieved": (len(stamps) - 1) / elapsed,
+        "sends": len(stamps),
+        "errors": errors,
+        "floods": floods,
+        "threads": threads,
+        "elapsed": elapsed,
+        "sender_cpu": sum(r[2] for r in results),
+        "server_cpu": server_cpu,
+    }
 
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rates", type=float, nargs="+", default=[30, 1000])
-    parser.add_argument("--seconds", type=float, default=6)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--free-sends", type=int, default=400, help="sends per run at 30/s")
+    parser.add_argument("--paid-sends", type=int, default=5000, help="sends per run at 1000/s (paid)")
     parser.add_argument("--processes", type=int, default=2)
-    parser.add_argument("--latency", type=float, default=0.08)
+    parser.add_argument("--no-diagnostic", dest="diagnostic", action="store_false", help="skip the free case at headroom 1.0")
     args = parser.parse_args()
-    for rate in args.rates:
-        achieved, sends, processes, threads = measure(rate, args.seconds, args.processes, args.latency)
-        print(
-            f"configured {rate:>6.0f}/s  achieved {achieved:8.1f}/s  ratio {achieved / rate:.3f}  "
-            f"({sends} sends, {processes} processes x {threads} threads, {args.latency * 1000:.0f} ms latency)"
-        )
+    headroom = settings.TELEGRAM_RATE_HEADROOM
+
+    with telegram_process("--latency", str(LATENCY)) as (path, remote, proc):
+        # (name, rate Telegram allows, the limiter's headroom, paid flag, sends per run)
+        cases = [("free", 30.0, headroom, False, args.free_sends), ("paid", 1000.0, headroom, True, args.paid_sends)]
+        if args.diagnostic:
+            cases.append(("free, limiter at exactly 30/s (diagnostic)", 30.0, 1.0, False, args.free_sends))
+        total = sum(c[-1] for c in cases) * args.runs
+        first = 10_000_001
+        users_meet_bot(remote, range(first, first + total))
+        hashes: dict[int, int] = {}
+        setup = offline_gateway(str(path), name="setup", peers=hashes.get)
+        hashes.update(access_hashes(setup, range(first, first + total)))
+        setup.stop()  # no thread left running when the senders fork
+
+        chats = iter(range(first, first + total))
+        results = {name: [] for name, *_ in cases}
+        for run in range(args.runs):
+            for name, allowed, room, paid, n in cases:  # the cases alternate, so drift hits them alike
+                r = run_once(
+                    path, remote, proc.pid, rate=allowed * room, paid=paid, chats=[next(chats) for _ in range(n)],
+                    hashes=hashes, processes=args.processes,
+                )  # fmt: skip
+                results[name].append(r)
+                print(
+                    f"run {run + 1} {name}: allowed {allowed:.0f}/s, limiter {allowed * room:g}/s  achieved {r['achieved']:.1f}/s  "
+                    f"ratio {r['achieved'] / allowed:.3f}  FLOOD_WAITs {r['floods']:3} in {r['sends']} sends  "
+                    f"failed {len(r['errors'])}{' ' + str(dict(collections.Counter(r['errors']))) if r['errors'] else ''}  ({args.processes} processes x {r['threads']} threads, "
+                    f"{r['elapsed']:.1f} s; CPU: senders {r['sender_cpu']:.1f} s, telegram_server {r['server_cpu']:.1f} s)",
+                    flush=True,
+                )
+
+        print(f"\n{LATENCY * 1000:.0f} ms latency, {args.processes} sender processes, min / median / max of {args.runs} runs:")
+        for name, allowed, room, _, _ in cases:
+            rs = results[name]
+            print(f"{name} (allowed {allowed:.0f}/s, limiter {allowed * room:g}/s):")
+            print(f"    achieved/allowed           {spread([r['achieved'] / allowed for r in rs], '{:.3f}')}")
+            print(f"    FLOOD_WAITs per 400 sends  {spread([r['floods'] * 400 / r['sends'] for r in rs], '{:.1f}')}")
+            print(f"    sends that failed          {spread([len(r['errors']) for r in rs], '{:.0f}')}")
+            print(f"    sender CPU-s per 1000 sends {spread([r['sender_cpu'] * 1000 / r['sends'] for r in rs], '{:.2f}')}")
 
 
 if __name__ == "__main__":

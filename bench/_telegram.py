@@ -1,0 +1,77 @@
+"""The emulated Telegram for the bench scripts: `manage.py telegram_server` as a process of its own
+(so its CPU is not the sender's), and users the bot has met, with their access hashes."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _setup import ROOT
+from pyrogram import raw
+
+from botapp.telegram.gateway import TgUser
+from botapp.telegram.server.process import RemoteTelegram
+
+
+@contextlib.contextmanager
+def telegram_process(*args: str):
+    """Run `manage.py telegram_server --socket <tmp> *args`; yields (socket path, RemoteTelegram, Popen)."""
+    directory = tempfile.TemporaryDirectory(prefix="courier-bench-")  # short: socket paths are limited
+    path = Path(directory.name) / "telegram.sock"
+    proc = subprocess.Popen(
+        [sys.executable, "manage.py", "telegram_server", "--socket", str(path), *args],
+        cwd=ROOT,
+        env=os.environ.copy(),
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not path.exists():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"telegram_server did not start (exit {proc.poll()})")
+            time.sleep(0.05)
+        remote = RemoteTelegram(path, timeout=60)
+        yield path, remote, proc
+        remote.close()
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        directory.cleanup()
+
+
+def process_cpu(pid: int) -> float:
+    """User + system CPU seconds a process (all its threads) has used so far (Linux /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def users_meet_bot(remote: RemoteTelegram, ids) -> None:
+    """Each user writes /start to the bot (as before a broadcast: the bot can only reach users who did)."""
+    for user_id in ids:
+        remote.user_sends(TgUser(id=user_id, first_name="U"), "/start")
+
+
+def access_hashes(gateway, ids) -> dict[int, int]:
+    """The access hashes Telegram gives the bot for users it has met (users.getUsers with hash 0,
+    200 at a time): what runbot stores from their updates. A set-up call, not a measured one."""
+    ids = list(ids)
+    found: dict[int, int] = {}
+
+    async def fetch(chunk):
+        return await gateway.client.invoke(
+            raw.functions.users.GetUsers(id=[raw.types.InputUser(user_id=i, access_hash=0) for i in chunk])
+        )
+
+    for start in range(0, len(ids), 200):
+        for user in gateway._run(fetch(ids[start : start + 200])):
+            found[user.id] = user.access_hash
+    missing = set(ids) - set(found)
+    if missing:
+        raise SystemExit(f"bench: Telegram does not know {len(missing)} users, e.g. {sorted(missing)[:3]}")
+    return found

@@ -1,0 +1,154 @@
+"""Sender cost: broadcast sends per CPU-second of the sending process.
+
+The emulated Telegram is `manage.py telegram_server --no-rates` in a process of its own, so its
+CPU is not counted; the sender is this process (every thread: the sending threads, kurigram's
+loop, its crypto executor), measured with time.process_time() around 5,000 sends to 5,000
+distinct users who wrote to the bot (a fresh gateway each time). Three configurations alternate
+within each run:
+
+  job      the broadcast job's own loop: Stream(BroadcastSendSweep) as send_broadcasts runs it
+           (claims of 200 with their access hashes, sends, results and counters recorded in bulk)
+           through a worker's gateway: PyrogramGateway(limiter=RedisLimiter(lane=BULK),
+           peers=user_access_hash), as scheduler/sender.py builds it.
+  gateway  the same gateway, sends only: access hashes handed over as the claim does.
+  bare     no limiter: kurigram and the gateway alone.
+
+The limiter's rate is set to 100,000/s so it never sleeps, but every Redis round trip it makes is
+made. All three use the same number of sending threads (8: the stream's in-flight count at the
+free 30/s rate).
+
+    .venv/bin/python bench/sender.py [--runs 3] [--sends 5000] [--threads 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import threading
+import time
+
+import _setup  # noqa: F401
+import redis
+from _setup import spread
+from _telegram import access_hashes, process_cpu, telegram_process, users_meet_bot
+from django.conf import settings
+from django.core.management import call_command
+from django.db import close_old_connections
+
+from botapp.models import Broadcast, BroadcastDelivery, TelegramUser
+from botapp.services.users import user_access_hash
+from botapp.telegram.limiter import BULK, RedisLimiter
+from botapp.telegram.server.offline import offline_gateway
+from scheduler.jobs.broadcast_send import BroadcastSendSweep
+from scheduler.jobs.sweep import Stream
+
+FIRST = 30_000_001
+VARIANTS = ("job", "gateway", "bare")
+TITLE = "bench: sender cost"
+
+
+def queue_broadcast(chats) -> None:
+    """A started broadcast with one pending delivery per chat (what broadcast_start leaves)."""
+    users = dict(TelegramUser.objects.filter(telegram_id__in=chats).values_list("telegram_id", "pk"))
+    broadcast = Broadcast.objects.create(title=TITLE, text="Broadcast: hello", status=Broadcast.Status.QUEUED, total=len(chats))
+    BroadcastDelivery.objects.bulk_create(
+        [BroadcastDelivery(broadcast=broadcast, user_id=users[c], chat_id=c) for c in chats], batch_size=5000
+    )
+
+
+def measure(path, remote, server_pid, variant, chats, hashes, threads):
+    prefix = f"courier:bench:{time.time_ns()}"
+    client = redis.Redis.from_url(settings.REDIS_URL, max_connections=threads + 8)
+    limiter = None if variant == "bare" else RedisLimiter(client, rate=100_000, prefix=prefix, lane=BULK)
+    gateway = offline_gateway(str(path), name=f"sender-{variant}", limiter=limiter, peers=user_access_hash)
+    if variant == "job":
+        queue_broadcast(chats)
+    sends_before = remote.count("messages.SendMessage")
+    server_cpu, wall, cpu = process_cpu(server_pid), time.perf_counter(), time.process_time()
+    if variant == "job":
+        job = BroadcastSendSweep(gateway)
+        processed, failed, _ = Stream(job.claim, job.work, job.record, batch_size=200, time_budget=600, in_flight=threads).run()
+        if (processed, failed) != (len(chats), 0):
+            raise SystemExit(f"bench/sender.py: the job sent {processed} ({failed} failed) of {len(chats)}")
+    else:
+        for start in range(0, len(chats), 200):  # as each claim of 200 hands its access hashes over
+            gateway.peers_remember({c: hashes[c] for c in chats[start : start + 200]})
+        todo, lock = iter(chats), threading.Lock()
+
+        def loop():
+            try:
+                while True:
+                    with lock:
+                        chat = next(todo, None)
+                    if chat is None:
+                        return
+                    gateway.send_text(chat, "Broadcast: hello")
+            finally:
+                close_old_connections()
+
+        pool = [threading.Thread(target=loop) for _ in range(threads)]
+        for t in pool:
+            t.start()
+        for t in pool:
+            t.join()
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    server_cpu = process_cpu(server_pid) - server_cpu
+    gateway.stop()
+    sent = remote.count("messages.SendMessage") - sends_before
+    if sent != len(chats):
+        raise SystemExit(f"bench/sender.py: Telegram received {sent} sends, not {len(chats)}")
+    for key in client.scan_iter(f"{prefix}:*"):
+        client.delete(key)
+    return len(chats) / cpu, len(chats) / wall, server_cpu
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--sends", type=int, default=5000)
+    parser.add_argument("--threads", type=int, default=8)
+    args = parser.parse_args()
+    call_command("migrate", verbosity=0)
+    total = args.sends * len(VARIANTS) * args.runs
+    ids = range(FIRST, FIRST + total)
+    Broadcast.objects.filter(title=TITLE).delete()
+    others = Broadcast.objects.filter(status__in=[Broadcast.Status.QUEUED, Broadcast.Status.SENDING])
+    if others.exists():
+        raise SystemExit(f"bench/sender.py: other broadcasts are active in this database: {list(others)}")
+
+    with telegram_process("--no-rates") as (path, remote, proc):
+        users_meet_bot(remote, ids)
+        hashes: dict[int, int] = {}
+        setup = offline_gateway(str(path), name="setup", peers=hashes.get)
+        hashes.update(access_hashes(setup, ids))
+        setup.stop()
+        # What runbot stored when these users wrote to the bot.
+        TelegramUser.objects.filter(telegram_id__gte=FIRST, telegram_id__lt=FIRST + total).delete()
+        TelegramUser.objects.bulk_create(
+            [TelegramUser(telegram_id=i, access_hash=hashes[i], first_name="U") for i in ids], batch_size=5000
+        )
+
+        chats = iter(ids)
+        found = {v: [] for v in VARIANTS}
+        for run in range(args.runs):
+            for variant in VARIANTS:  # alternating, so the machine's drift hits every variant alike
+                per_cpu, per_wall, server_cpu = measure(
+                    path, remote, proc.pid, variant, [next(chats) for _ in range(args.sends)], hashes, args.threads
+                )
+                found[variant].append(per_cpu)
+                print(
+                    f"run {run + 1} {variant:8} {per_cpu:7,.0f} sends/CPU-s  ({per_wall:,.0f} sends/s wall; "
+                    f"telegram_server used {server_cpu:.2f} CPU-s, not counted)",
+                    flush=True,
+                )
+        Broadcast.objects.filter(title=TITLE).delete()
+        TelegramUser.objects.filter(telegram_id__gte=FIRST, telegram_id__lt=FIRST + total).delete()
+        print(f"\n{args.sends:,} sends from {args.threads} threads; sends per CPU-second of the sender, min / median / max:")
+        for variant in VARIANTS:
+            print(f"  {variant:8} {spread(found[variant], '{:,.0f}')}")
+        for a, b in (("job", "bare"), ("gateway", "bare")):
+            ratios = [x / y for x, y in zip(found[a], found[b], strict=True)]
+            print(f"  {a} / {b}, run by run: {spread(ratios, '{:.2f}')}")
+
+
+if __name__ == "__main__":
+    main()
