@@ -28,27 +28,51 @@ from django.conf import settings
 
 from botapp.telegram.limits import GROUP_CHAT_INTERVAL, PRIVATE_CHAT_BURST, PRIVATE_CHAT_INTERVAL
 
-# KEYS: the slot key, then any pause keys. ARGV: interval, burst, max_ahead (-1: always reserve).
-# Returns the delay until the reserved slot, or, when max_ahead is exceeded, "-" and the delay
-# after which to ask again (nothing reserved).
-RESERVE = """
+# One round trip per call: the chat's slot (KEYS[1], its pause KEYS[2]) and then the global slot
+# (KEYS[3], pauses KEYS[4..]) after it, reserved together or not at all. ARGV: chat interval,
+# chat burst, global interval, max_ahead (-1: always reserve), has_chat (0/1). Returns the delay
+# until the reserved slot, or "-" and the delay after which to ask again.
+ACQUIRE = """
 local now_parts = redis.call('TIME')
 local now = tonumber(now_parts[1]) + tonumber(now_parts[2]) / 1000000
-local interval = tonumber(ARGV[1])
+local chat_interval = tonumber(ARGV[1])
 local burst = tonumber(ARGV[2])
-local max_ahead = tonumber(ARGV[3])
+local interval = tonumber(ARGV[3])
+local max_ahead = tonumber(ARGV[4])
+local has_chat = ARGV[5] == '1'
+local start = now
+local chat_tat = nil
+if has_chat then
+  local chat_pause = tonumber(redis.call('GET', KEYS[2]) or '0')
+  local tat = math.max(tonumber(redis.call('GET', KEYS[1]) or '0'), now, chat_pause)
+  chat_tat = tat + chat_interval
+  start = math.max(chat_tat - burst * chat_interval, now, chat_pause)
+end
 local pause = 0
-for i = 2, #KEYS do
+for i = 4, #KEYS do
   pause = math.max(pause, tonumber(redis.call('GET', KEYS[i]) or '0'))
 end
-local tat = math.max(tonumber(redis.call('GET', KEYS[1]) or '0'), now, pause)
+local tat = math.max(tonumber(redis.call('GET', KEYS[3]) or '0'), start, pause)
 local new_tat = tat + interval
-local slot = math.max(new_tat - burst * interval, now, pause)
+local slot = math.max(new_tat - interval, start, pause)
 if max_ahead >= 0 and slot - now > max_ahead then
   return '-' .. string.format('%.6f', slot - now - max_ahead)
 end
-redis.call('SET', KEYS[1], string.format('%.6f', new_tat), 'PX', math.ceil((new_tat - now) * 1000) + 1000)
+if has_chat then
+  redis.call('SET', KEYS[1], string.format('%.6f', chat_tat), 'PX', math.ceil((chat_tat - now) * 1000) + 1000)
+end
+redis.call('SET', KEYS[3], string.format('%.6f', new_tat), 'PX', math.ceil((new_tat - now) * 1000) + 1000)
 return string.format('%.6f', slot - now)
+"""
+
+PAUSED = """
+local now_parts = redis.call('TIME')
+local now = tonumber(now_parts[1]) + tonumber(now_parts[2]) / 1000000
+local until_ = 0
+for i = 1, #KEYS do
+  until_ = math.max(until_, tonumber(redis.call('GET', KEYS[i]) or '0'))
+end
+return string.format('%.6f', until_ - now)
 """
 
 PAUSE = """
@@ -87,8 +111,9 @@ class RedisLimiter:
         self.prefix = prefix
         self.lane = lane
         self.sleep = sleep
-        self._reserve = client.register_script(RESERVE)
+        self._acquire = client.register_script(ACQUIRE)
         self._pause = client.register_script(PAUSE)
+        self._paused = client.register_script(PAUSED)
         self.pause_key = f"{prefix}:pause"  # everyone
         self.bulk_pause_key = f"{prefix}:pause:bulk"
         self.global_key = f"{prefix}:global"
@@ -99,36 +124,40 @@ class RedisLimiter:
         return cls(redis.Redis.from_url(settings.REDIS_URL), rate=global_rate(), lane=lane)
 
     def acquire(self, chat_id: int | None = None) -> float:
-        """Block until this process may make one call to Telegram (to `chat_id`). Returns seconds waited."""
-        waited = 0.0
-        if chat_id is not None:
-            chat_key = self._chat_key(chat_id)
-            waited += self._wait([chat_key, f"{chat_key}:pause"], chat_interval(chat_id), CHAT_BURST, -1)
+        """Block until this process may make one call to Telegram (to `chat_id`). Returns seconds
+        waited. One round trip to Redis, and one more after a sleep long enough for a pause to
+        have arrived meanwhile."""
         # Bulk takes a slot only if it is free within one interval: replies find the queue empty.
         max_ahead = self.interval if self.lane == BULK else -1
+        chat_key = self._chat_key(chat_id) if chat_id is not None else self.global_key
+        keys = [chat_key, f"{chat_key}:pause", self.global_key, *self._pauses]
+        args = [
+            chat_interval(chat_id) if chat_id is not None else 0,
+            CHAT_BURST,
+            self.interval,
+            max_ahead,
+            int(chat_id is not None),
+        ]
+        waited = 0.0
         while True:
-            waited += self._wait([self.global_key, *self._pauses], self.interval, 1, max_ahead)
-            paused_for = self.paused_for()
-            if paused_for <= 0:
+            answer = self._acquire(keys=keys, args=args)
+            answer = answer.decode() if isinstance(answer, bytes) else str(answer)
+            if answer.startswith("-"):  # not reserved: the queue is busy, ask again
+                retry = max(float(answer[1:]), self.interval / 2)
+                self.sleep(retry)
+                waited += retry
+                continue
+            delay = float(answer)
+            if delay <= 0:
+                return waited
+            self.sleep(delay)
+            waited += delay
+            if delay < 0.05 or self.paused_for() <= 0:
                 return waited
             # A FloodWait arrived while we slept: take a new slot after the pause.
 
     def _chat_key(self, chat_id: int) -> str:
         return f"{self.prefix}:chat:{chat_id}"
-
-    def _wait(self, keys: list[str], interval: float, burst: int, max_ahead: float) -> float:
-        waited = 0.0
-        while True:
-            answer = self._reserve(keys=keys, args=[interval, burst, max_ahead])
-            answer = answer.decode() if isinstance(answer, bytes) else str(answer)
-            if not answer.startswith("-"):
-                delay = float(answer)
-                if delay > 0:
-                    self.sleep(delay)
-                return waited + max(delay, 0.0)
-            retry = max(float(answer[1:]), interval / 2)  # not reserved: the queue is busy, ask again
-            self.sleep(retry)
-            waited += retry
 
     def pause(self, seconds: float, *, chat_id: int | None = None) -> float:
         """A FloodWait of `seconds`: pause its scope (see the module's doc). Returns the pause in force."""
@@ -148,9 +177,5 @@ class RedisLimiter:
         return float(tat) - (seconds + micros / 1_000_000) > chat_interval(chat_id) + 0.001
 
     def paused_for(self) -> float:
-        """Seconds until this lane may send again (0: not paused)."""
-        values = [v for v in self.redis.mget(self._pauses) if v is not None]
-        if not values:
-            return 0.0
-        seconds, micros = self.redis.time()
-        return max(float(v) for v in values) - (seconds + micros / 1_000_000)
+        """Seconds until this lane may send again (0 or less: not paused)."""
+        return float(self._paused(keys=self._pauses))

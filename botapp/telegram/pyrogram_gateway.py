@@ -175,6 +175,10 @@ def markup(buttons: Keyboard | None) -> types.InlineKeyboardMarkup | None:
     )
 
 
+async def _noop():
+    return None
+
+
 async def _on_loop(fn, *args, **kwargs):
     """Call `fn` on the client's loop: kurigram's methods turn into blocking wrappers when called
     from a thread without a running loop."""
@@ -265,14 +269,14 @@ class PyrogramGateway(Gateway):
 
     def _call(self, fn, *args, chat_id: int | None = None, send: bool = False, paced: bool = True, **kwargs):
         """One Telegram call: `await fn(*args, **kwargs)` on the client's loop, under the limiter."""
-        if chat_id is not None and chat_id > 0:
-            self._peer_ready(chat_id)
+        self._refuse_the_loop()
+        peer = self._peer_for(chat_id) if chat_id is not None and chat_id > 0 else None
         attempt = 1
         while True:
             if self.limiter is not None and paced:
                 self.limiter.acquire(chat_id if send else None)
             try:
-                return self._run(_on_loop(fn, *args, **kwargs), send=send)
+                return self._run(self._on_loop(peer, fn, *args, **kwargs), send=send)
             except FloodWait as exc:  # Telegram did nothing: waiting and asking again is safe
                 if self.limiter is not None:
                     self.limiter.pause(exc.seconds, chat_id=chat_id if send else None)
@@ -287,36 +291,51 @@ class PyrogramGateway(Gateway):
                 self.sleep(delay)
             attempt += 1
 
-    def _peer_ready(self, user_id: int) -> None:
-        """Make sure kurigram knows the user's access hash without asking Telegram (users.getUsers
-        is a call the limiter does not see, and it fails for users the bot never met)."""
+    def _peer_for(self, user_id: int) -> tuple[int, int] | None:
+        """The (user id, access hash) to hand kurigram before calling, so that it never asks
+        Telegram who the user is (users.getUsers is a call the limiter does not see, and it fails
+        for users the bot never met). None: kurigram already has it."""
         if user_id in self._known_peers:
-            return
+            return None
+        access_hash = self._peer_hashes.get(user_id)
+        if access_hash is None and self.peers is not None:
+            access_hash = self.peers(user_id)
+        if access_hash is None:
+            if self._run(self._knows(user_id)):  # runbot's own cache, from the user's update
+                self._known_peers.add(user_id)
+                return None
+            raise PeerUnknown(f"user {user_id} has never written to the bot: no access hash")
+        return user_id, access_hash
 
-        async def known():
-            try:
-                await self.client.storage.get_peer_by_id(user_id)
-                return True
-            except KeyError:
-                return False
+    async def _knows(self, user_id: int) -> bool:
+        try:
+            await self.client.storage.get_peer_by_id(user_id)
+            return True
+        except KeyError:
+            return False
 
-        if not self._run(known()):
-            access_hash = self._peer_hashes.get(user_id)
-            if access_hash is None and self.peers is not None:
-                access_hash = self.peers(user_id)
-            if access_hash is None:
-                raise PeerUnknown(f"user {user_id} has never written to the bot: no access hash")
-            self._run(self.client.storage.update_peers([(user_id, access_hash, "user", None)]))
-        self._known_peers.add(user_id)
+    async def _on_loop(self, peer: tuple[int, int] | None, fn, *args, **kwargs):
+        """The call, on the client's loop, after handing kurigram the user's access hash (in the
+        same hop: a send costs one trip to the loop)."""
+        if peer is not None:
+            await self.client.storage.update_peers([(peer[0], peer[1], "user", None)])
+            self._known_peers.add(peer[0])
+        return await fn(*args, **kwargs)
 
-    def _run(self, coro, *, send: bool = False):
+    def _refuse_the_loop(self) -> None:
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:
-            running = None
+            return
         if running is self.loop:
-            coro.close()
             raise RuntimeError("PyrogramGateway is synchronous: call it from a worker thread, not from its loop")
+
+    def _run(self, coro, *, send: bool = False):
+        try:
+            self._refuse_the_loop()
+        except RuntimeError:
+            coro.close()
+            raise
         future = asyncio.run_coroutine_threadsafe(coro, self.loop)
         try:
             return future.result(timeout=CALL_TIMEOUT)
@@ -454,7 +473,9 @@ class PyrogramGateway(Gateway):
             log.info("callback %s not answered: %s", callback_id, exc)
 
     def is_member(self, chat_id: int, user_id: int) -> bool:
-        self._peer_ready(user_id)
+        peer = self._peer_for(user_id)
+        if peer is not None:
+            self._run(self._on_loop(peer, _noop))
         return self._call(self._is_member, chat_id, user_id)
 
     async def _is_member(self, chat_id, user_id) -> bool:
