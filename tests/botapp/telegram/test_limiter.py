@@ -228,14 +228,14 @@ def test_transient_errors_back_off_exponentially_three_attempts_at_most(telegram
     # Transient: the request never reached Telegram (the connection was down), so sending again is safe.
     sleeps = []
     gateway = limited(Recorder(), sleep=sleeps.append)
-    calls = scripted(gateway, "send_message", ConnectionError("lost"), ConnectionError("lost"), ConnectionError("lost"))
+    calls = scripted(gateway, "invoke", ConnectionError("lost"), ConnectionError("lost"), ConnectionError("lost"))
     with pytest.raises(TransientError):
         gateway.send_text(7, "hi")
     assert len(calls) == 3 and sleeps == [0.5, 1.0]
     assert telegram.bot_messages(7) == []
 
     gateway = limited(Recorder(), sleep=sleeps.append)
-    scripted(gateway, "send_message", ConnectionError("lost"))
+    scripted(gateway, "invoke", ConnectionError("lost"))
     assert gateway.send_text(7, "hi") == Sent(7, telegram.bot_messages(7)[0].id)
     assert [m.text for m in telegram.bot_messages(7)] == ["hi"]
 
