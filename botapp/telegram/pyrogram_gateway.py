@@ -228,6 +228,7 @@ class PyrogramGateway(Gateway):
         self.sleep = sleep
         self._known_peers: set[int] = set()
         self._peer_hashes: dict[int, int] = {}
+        self._parse_cache: dict[str, tuple[str, list]] = {}
 
     def peers_remember(self, access_hashes: dict[int, int | None]) -> None:
         self._peer_hashes.update((uid, h) for uid, h in access_hashes.items() if h is not None)
@@ -392,7 +393,7 @@ class PyrogramGateway(Gateway):
                 allow_paid_broadcast=self.paid,
             )
             return message.id
-        message, entities = (await utils.parse_text_entities(self.client, text, enums.ParseMode.HTML, None)).values()
+        message, entities = await self._parsed(text)
         keyboard = markup(buttons)
         answer = await self.client.invoke(
             raw.functions.messages.SendMessage(
@@ -459,6 +460,17 @@ class PyrogramGateway(Gateway):
         if not sent:
             raise MessageNotFound(f"none of {from_chat_id}/{list(message_ids)[:5]}… can be copied")
         return sent
+
+    async def _parsed(self, text: str) -> tuple[str, list]:
+        """Telegram HTML -> (text, entities), once per distinct text: a broadcast sends one text to
+        every user, and parsing it is a large part of a send's CPU."""
+        found = self._parse_cache.get(text)
+        if found is None:
+            if len(self._parse_cache) >= 64:
+                self._parse_cache.clear()
+            found = tuple((await utils.parse_text_entities(self.client, text, enums.ParseMode.HTML, None)).values())
+            self._parse_cache[text] = found
+        return found
 
     async def _forward(self, chat_id, from_chat_id, ids, protect) -> list[int]:
         """kurigram's forward_messages(hide_sender_name=True); a worker reads only the new ids."""
