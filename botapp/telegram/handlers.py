@@ -18,13 +18,21 @@ from botapp.telegram.router import Router
 log = logging.getLogger(__name__)
 
 
+def clean(text: str | None) -> str:
+    """Text as Courier stores it: Telegram allows NUL and unpaired surrogates in names and
+    messages, PostgreSQL refuses them (and one such name would fail every message of that user)."""
+    if not text:
+        return ""
+    return "".join(ch for ch in text if ch != "\x00" and not 0xD800 <= ord(ch) <= 0xDFFF)
+
+
 def user_from(u: ptypes.User, access_hash: int | None = None) -> TgUser:
     return TgUser(
         id=u.id,
-        first_name=u.first_name or "",
-        last_name=u.last_name or "",
-        username=u.username or "",
-        language_code=u.language_code or "",
+        first_name=clean(u.first_name),
+        last_name=clean(u.last_name),
+        username=clean(u.username),
+        language_code=clean(u.language_code),
         access_hash=access_hash,
     )
 
@@ -45,7 +53,7 @@ def message_from(m: ptypes.Message, access_hash: int | None = None) -> IncomingM
         chat_id=m.chat.id,
         message_id=m.id,
         user=user_from(m.from_user, access_hash),
-        text=m.text or m.caption or "",
+        text=clean(m.text or m.caption),
         has_media=m.media is not None,
         forward_from_chat_id=origin_chat.id if origin_chat else None,
         forward_from_message_id=getattr(origin, "message_id", None) if origin_chat else None,
@@ -56,7 +64,7 @@ def callback_from(q: ptypes.CallbackQuery, access_hash: int | None = None) -> Ca
     if q.message is None or not isinstance(q.data, str):
         return None  # inline-mode or game queries: not ours
     return CallbackQuery(
-        id=q.id, user=user_from(q.from_user, access_hash), chat_id=q.message.chat.id, message_id=q.message.id, data=q.data
+        id=q.id, user=user_from(q.from_user, access_hash), chat_id=q.message.chat.id, message_id=q.message.id, data=clean(q.data)
     )
 
 

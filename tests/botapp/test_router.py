@@ -177,3 +177,23 @@ def test_block_updates_keep_a_stop_choice(telegram, bot, chat, alice):
     telegram.unblock(alice.id)  # ...and stopped=False
     bot.pump.process()
     assert TelegramUser.objects.get(telegram_id=alice.id).state == "stopped"
+
+
+@pytest.mark.parametrize("name,text", [("Ann\x00ie", "/start"), ("Ann", "/start pay\x00load"), ("Ann", "hi\x00")])
+def test_nul_and_lone_surrogates_from_telegram_never_break_a_user(chat, conf, name, text):
+    from botapp.telegram.router import SORRY
+
+    user = TgUser(id=4343, first_name=name)
+    for _ in range(2):  # the first message, and every one after it
+        events = chat(user, text)
+        assert events and all(e.text != SORRY for e in events)
+    assert "\x00" not in TelegramUser.objects.get(telegram_id=4343).first_name
+
+
+def test_cleaning_drops_nul_and_unpaired_surrogates_only():
+    """UTF-8 on the wire cannot carry an unpaired surrogate, but kurigram slices texts by UTF-16
+    entity offsets, which can split a pair."""
+    from botapp.telegram.handlers import clean
+
+    assert clean("a\x00b\ud800c😀") == "abc😀"
+    assert clean(None) == ""
