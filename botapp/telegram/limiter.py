@@ -21,6 +21,8 @@ starts after the pauses that apply to it, and a sender re-checks them after slee
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 
 import redis
@@ -101,6 +103,39 @@ def chat_interval(chat_id: int) -> float:
     return PRIVATE_CHAT_INTERVAL if chat_id > 0 else GROUP_CHAT_INTERVAL
 
 
+log = logging.getLogger(__name__)
+
+# With Redis unreachable, runbot still answers, each process at this many calls/s: a few replies
+# never reach Telegram's limit even with several processes, and nobody waits for Redis.
+FALLBACK_RATE = 5.0
+REDIS_TIMEOUT = 1.5  # seconds: a Redis that accepts connections but never answers costs this, once
+REDIS_RETRY_AFTER = 10.0  # seconds of fallback before Redis is asked again
+
+
+class LocalLimiter:
+    """The fallback: evenly spaced calls in this process alone, one per second per chat."""
+
+    def __init__(self, rate: float = FALLBACK_RATE, sleep=time.sleep):
+        self.interval = 1.0 / rate
+        self.sleep = sleep
+        self.lock = threading.Lock()
+        self.next_slot = 0.0
+        self.chats: dict[int, float] = {}
+
+    def acquire(self, chat_id: int | None = None) -> float:
+        with self.lock:
+            now = time.monotonic()
+            slot = max(self.next_slot, now, self.chats.get(chat_id, 0.0) if chat_id is not None else 0.0)
+            self.next_slot = slot + self.interval
+            if chat_id is not None:
+                self.chats[chat_id] = slot + chat_interval(chat_id)
+                if len(self.chats) > 10_000:
+                    self.chats.clear()
+        if slot > now:
+            self.sleep(slot - now)
+        return max(0.0, slot - now)
+
+
 class RedisLimiter:
     """`lane`: REPLY (runbot: never queued behind bulk) or BULK (workers: take what replies leave)."""
 
@@ -111,6 +146,9 @@ class RedisLimiter:
         self.prefix = prefix
         self.lane = lane
         self.sleep = sleep
+        self._fallback = LocalLimiter(sleep=sleep)
+        self._warned_at = -1e9
+        self._down_until = 0.0
         self._acquire = client.register_script(ACQUIRE)
         self._pause = client.register_script(PAUSE)
         self._paused = client.register_script(PAUSED)
@@ -121,9 +159,34 @@ class RedisLimiter:
 
     @classmethod
     def from_settings(cls, *, lane: str = REPLY) -> RedisLimiter:
-        return cls(redis.Redis.from_url(settings.REDIS_URL), rate=global_rate(), lane=lane)
+        client = redis.Redis.from_url(
+            settings.REDIS_URL, socket_timeout=REDIS_TIMEOUT, socket_connect_timeout=REDIS_TIMEOUT, retry=None
+        )
+        return cls(client, rate=global_rate(), lane=lane)
 
     def acquire(self, chat_id: int | None = None) -> float:
+        """Replies go on without Redis (at FALLBACK_RATE, logged); bulk sends do not (the error
+        reaches the sweep, which hands the row back)."""
+        if self.lane == REPLY and time.monotonic() < self._down_until:
+            return self._fallback.acquire(chat_id)
+        try:
+            return self._acquire_shared(chat_id)
+        except redis.RedisError as exc:
+            if self.lane == BULK:
+                raise
+            self._redis_down(exc)
+            return self._fallback.acquire(chat_id)
+
+    def _redis_down(self, exc: Exception) -> None:
+        """Ask Redis again only after REDIS_RETRY_AFTER: a dead or hanging Redis must not cost
+        every reply its timeout."""
+        now = time.monotonic()
+        self._down_until = now + REDIS_RETRY_AFTER
+        if now - self._warned_at > 60:
+            self._warned_at = now
+            log.error("Redis unreachable (%s): replies paced by this process alone at %s/s", exc, FALLBACK_RATE)
+
+    def _acquire_shared(self, chat_id: int | None = None) -> float:
         """Block until this process may make one call to Telegram (to `chat_id`). Returns seconds
         waited. One round trip to Redis, and one more after a sleep long enough for a pause to
         have arrived meanwhile."""
@@ -161,6 +224,18 @@ class RedisLimiter:
 
     def pause(self, seconds: float, *, chat_id: int | None = None) -> float:
         """A FloodWait of `seconds`: pause its scope (see the module's doc). Returns the pause in force."""
+        try:
+            if self.lane == REPLY and time.monotonic() < self._down_until:
+                raise redis.ConnectionError("Redis was unreachable moments ago")
+            return self._pause_shared(seconds, chat_id=chat_id)
+        except redis.RedisError as exc:
+            if self.lane == BULK:
+                raise
+            self._redis_down(exc)
+            self._fallback.next_slot = max(self._fallback.next_slot, time.monotonic() + seconds)
+            return seconds
+
+    def _pause_shared(self, seconds: float, *, chat_id: int | None = None) -> float:
         if chat_id is not None and self._chat_was_busy(chat_id):
             return float(self._pause(keys=[f"{self._chat_key(chat_id)}:pause"], args=[seconds]))
         key = self.bulk_pause_key if self.lane == BULK else self.pause_key

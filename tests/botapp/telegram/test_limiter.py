@@ -257,3 +257,40 @@ def test_gateway_deletes_in_chunks_one_limiter_slot_per_call(telegram, limited):
     assert gateway.delete_messages(7, ids) == 250
     assert lim.acquired == [None, None, None]  # one slot per Telegram call
     assert telegram.methods_called(since=calls) == ["messages.DeleteMessages"] * 3
+
+
+def dead_redis():
+    """A Redis nobody listens on: connections are refused at once."""
+    return redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.5, socket_timeout=0.5, retry=None)
+
+
+def test_with_redis_down_replies_go_on_paced_by_the_process_and_bulk_sends_stop():
+    replies = RedisLimiter(dead_redis(), rate=30, lane=REPLY)
+    began = time.monotonic()
+    for i in range(6):
+        replies.acquire(7000 + i)
+    assert 0.8 <= time.monotonic() - began < 3  # the fallback's 5/s, not Telegram's 30/s
+    replies.pause(1)  # a FloodWait still pauses this process
+    with pytest.raises(redis.ConnectionError):
+        RedisLimiter(dead_redis(), rate=30, lane=BULK).acquire(7100)
+
+
+@pytest.mark.django_db
+def test_runbot_answers_users_while_redis_is_down(telegram, shortener):
+    from botapp.services.users import user_access_hash
+    from botapp.telegram.router import SORRY, Router
+    from botapp.telegram.server.offline import OfflineBot
+
+    bot = OfflineBot(
+        telegram,
+        lambda gw: Router(gw, admin_ids=frozenset(), shortener=shortener),
+        peers=user_access_hash,
+        limiter=RedisLimiter(dead_redis(), rate=30, lane=REPLY),
+    )
+    try:
+        telegram.user_sends(USER, "/help")
+        bot.pump.process()
+    finally:
+        bot.stop()
+    (reply,) = telegram.bot_messages(USER.id)
+    assert reply.text != SORRY and reply.text.startswith("Open a file link")
