@@ -71,7 +71,24 @@ def test_health_endpoint(client, db, settings):
     settings.SECURE_SSL_REDIRECT = False
     response = client.get("/health/")
     assert response.status_code == 200
-    assert response.json() == {"status": "ok"}
+    assert response.json() == {"status": "ok", "database": "ok", "redis": "ok"}
+
+
+def test_health_says_what_is_down_without_internals(client, db, settings, monkeypatch):
+    settings.SECURE_SSL_REDIRECT = False
+    settings.REDIS_URL = "redis://127.0.0.1:1/0"
+    response = client.get("/health/")
+    assert response.status_code == 200  # the admin still works
+    assert response.json() == {"status": "ok", "database": "ok", "redis": "error"}
+
+    def refused():
+        raise OSError("could not connect to server at 10.0.0.5 port 5432 database courier")
+
+    monkeypatch.setattr("botapp.views._database_ok", refused)
+    response = client.get("/health/")
+    assert response.status_code == 503
+    assert response.json() == {"status": "error", "database": "error", "redis": "error"}
+    assert "5432" not in response.content.decode()
 
 
 def test_tests_hash_passwords_fast(admin_user):
