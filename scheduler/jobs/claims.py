@@ -3,13 +3,24 @@
 - A pending deletion goes back to the queue: deleting twice is harmless (at-least-once).
 - A broadcast delivery or sequence message caught mid-send becomes `interrupted` and is never re-sent: the user may
   already have it, and a user-visible send happens at most once.
+- A broadcast with nothing pending or in flight any more is done, even when its last sender died.
+- A job run still "running" after Celery's hard time limit belongs to a worker that died: it failed.
 """
 
 from __future__ import annotations
 
+from datetime import timedelta
+
+from django.conf import settings
+from django.db.models import Exists, OuterRef
+
 from botapp import clock
-from botapp.models import BroadcastDelivery, ClaimStatus, PendingDeletion, SequenceMessage
+from botapp.models import Broadcast, BroadcastDelivery, ClaimStatus, PendingDeletion, SequenceMessage
 from scheduler.jobs.registry import Job, Outcome, job_register
+from scheduler.models import JobRun
+
+# A run older than this cannot still be running: Celery kills a task at CELERY_TASK_TIME_LIMIT.
+RUN_GRACE = timedelta(minutes=1)
 
 
 def reap_expired_claims(*, gateway=None, dry_run: bool = False) -> Outcome:
@@ -17,13 +28,31 @@ def reap_expired_claims(*, gateway=None, dry_run: bool = False) -> Outcome:
     deletions = PendingDeletion.objects.filter(status=ClaimStatus.CLAIMED, lease_until__lt=now)
     sends = BroadcastDelivery.objects.filter(status=BroadcastDelivery.Status.SENDING, lease_until__lt=now)
     steps = SequenceMessage.objects.filter(status=SequenceMessage.Status.SENDING, lease_until__lt=now)
+    dead_runs = JobRun.objects.filter(
+        status=JobRun.Status.RUNNING,
+        started_at__lt=now - timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT) - RUN_GRACE,
+    )
     if dry_run:
         d, s = deletions.count(), sends.count() + steps.count()
         return Outcome(d + s, detail=f"would requeue {d} deletions and mark {s} sends interrupted")
     d = deletions.update(status=ClaimStatus.PENDING, lease_until=None)
     s = sends.update(status=BroadcastDelivery.Status.INTERRUPTED, lease_until=None, error="worker stopped mid-send")
     s += steps.update(status=SequenceMessage.Status.INTERRUPTED, lease_until=None, error="worker stopped mid-send")
-    return Outcome(d + s, detail=f"requeued {d} deletions, {s} sends interrupted")
+    unfinished = BroadcastDelivery.objects.filter(
+        broadcast=OuterRef("pk"), status__in=[BroadcastDelivery.Status.PENDING, BroadcastDelivery.Status.SENDING]
+    )
+    closed = (
+        Broadcast.objects.filter(status=Broadcast.Status.SENDING)
+        .exclude(Exists(unfinished))
+        .update(status=Broadcast.Status.DONE, finished_at=now)
+    )
+    runs = dead_runs.update(
+        status=JobRun.Status.FAILED,
+        finished_at=now,
+        error="The worker stopped before this run finished (killed, or past Celery's hard time limit).",
+    )
+    detail = f"requeued {d} deletions, {s} sends interrupted, {closed} broadcast(s) closed, {runs} dead run(s) failed"
+    return Outcome(d + s, detail=detail)
 
 
 job_register(Job("reap_expired_claims", reap_expired_claims, {"minute": "*/5"}, "Settle claims whose worker died"))

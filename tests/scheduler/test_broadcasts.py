@@ -129,6 +129,23 @@ def test_a_crash_mid_send_is_interrupted_not_resent(telegram, gateway):
 
     assert BroadcastDelivery.objects.get().status == "interrupted"
     assert telegram.bot_messages(user.telegram_id) == []
+    assert Broadcast.objects.get().status == "done"  # nothing left to send: it reached an end
+
+
+@pytest.mark.django_db
+def test_the_run_of_a_killed_worker_ends_failed_on_the_jobs_page(settings):
+    from scheduler.models import JobRun
+
+    stuck = JobRun.objects.create(job="send_broadcasts", trigger="beat")  # the worker got kill -9
+    fresh_clock = clock.now()
+    clock.clock_advance(timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT - 30))
+    job_run("reap_expired_claims", trigger="test")
+    assert JobRun.objects.get(pk=stuck.pk).status == "running"  # it could still be running
+    clock.clock_advance(timedelta(minutes=2))
+    job_run("reap_expired_claims", trigger="test")
+    stuck.refresh_from_db()
+    assert stuck.status == "failed" and stuck.finished_at > fresh_clock
+    assert "worker stopped" in stuck.error
 
 
 @pytest.mark.django_db(transaction=True)
