@@ -128,3 +128,5 @@ class BroadcastDeliveryAdmin(admin.ModelAdmin):
     search_fields = ("=user__telegram_id", "user__username", "broadcast__title")
     list_select_related = ("broadcast", "user")
     raw_id_fields = ("user", "broadcast")
+    # Who and what first; the send's own fields (from OutgoingSend) after.
+    fields = ("broadcast", "user", "chat_id", "status", "message_id", "lease_until", "sent_at", "delete_at", "error")

@@ -59,3 +59,5 @@ class SequenceMessageAdmin(admin.ModelAdmin):
     search_fields = ("=user__telegram_id", "user__username", "step__sequence__name")
     list_select_related = ("step__sequence", "user")
     raw_id_fields = ("user", "step")
+    # Who and what first; the send's own fields (from OutgoingSend) after.
+    fields = ("user", "step", "chat_id", "due_at", "status", "lease_until", "message_id", "sent_at", "error")

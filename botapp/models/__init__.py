@@ -11,6 +11,7 @@ from botapp.models.files import (
     StoredFile,
     share_id_new,
 )
+from botapp.models.outgoing import OutgoingSend, SendStatus
 from botapp.models.sequences import Sequence, SequenceMessage, SequenceStep
 from botapp.models.settings import BotSettings
 from botapp.models.users import ButtonClick, TelegramUser
@@ -25,8 +26,10 @@ __all__ = [
     "DailyStat",
     "DailyTokenCount",
     "ForceSubChannel",
+    "OutgoingSend",
     "PendingBatch",
     "PendingDeletion",
+    "SendStatus",
     "Sequence",
     "SequenceMessage",
     "SequenceStep",

@@ -6,6 +6,7 @@ from django.db.models import Q
 
 from botapp import clock
 from botapp.models.files import TELEGRAM_DELETE_WINDOW_MINUTES
+from botapp.models.outgoing import OutgoingSend, SendStatus, send_statuses
 from botapp.models.users import TelegramUser
 
 
@@ -63,25 +64,24 @@ class Broadcast(models.Model):
         return self.title
 
 
-class BroadcastDelivery(models.Model):
-    class Status(models.TextChoices):
-        PENDING = "pending", "Pending"
-        SENDING = "sending", "Sending"
-        SENT = "sent", "Sent"
-        FAILED = "failed", "Failed"
-        BLOCKED = "blocked", "User blocked the bot"
-        INTERRUPTED = "interrupted", "Interrupted (not re-sent)"
-        DELETED = "deleted", "Deleted after its lifetime"
+class BroadcastDelivery(OutgoingSend):
+    """One broadcast to one user. Sent rows of a broadcast with a lifetime carry `delete_at`, when
+    the broadcast deleter removes them from the chat."""
+
+    Status = send_statuses(
+        "Status",
+        SendStatus.PENDING,
+        SendStatus.SENDING,
+        SendStatus.SENT,
+        SendStatus.FAILED,
+        SendStatus.BLOCKED,
+        SendStatus.INTERRUPTED,
+        SendStatus.DELETED,
+    )
 
     broadcast = models.ForeignKey(Broadcast, on_delete=models.CASCADE, related_name="deliveries")
     user = models.ForeignKey(TelegramUser, on_delete=models.CASCADE, related_name="broadcast_deliveries")
-    chat_id = models.BigIntegerField()
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
-    message_id = models.BigIntegerField(null=True, blank=True)
-    lease_until = models.DateTimeField(null=True, blank=True)
-    sent_at = models.DateTimeField(null=True, blank=True)
     delete_at = models.DateTimeField(null=True, blank=True)
-    error = models.CharField(max_length=255, blank=True)
 
     class Meta:
         verbose_name_plural = "broadcast deliveries"

@@ -6,6 +6,7 @@ from django.db.models import Q
 
 from botapp import clock
 from botapp.models.broadcasts import Broadcast
+from botapp.models.outgoing import OutgoingSend, SendStatus, send_statuses
 from botapp.models.users import TelegramUser
 
 
@@ -55,26 +56,23 @@ class SequenceStep(models.Model):
             raise ValidationError({"condition_button": "Name the button key this condition looks at."})
 
 
-class SequenceMessage(models.Model):
-    """One step for one user, due at a time: sent at most once."""
+class SequenceMessage(OutgoingSend):
+    """One step for one user, due at a time: sent at most once, or skipped (`error` says why) when
+    the user cannot or does not want to get it, or the step's condition does not hold."""
 
-    class Status(models.TextChoices):
-        PENDING = "pending", "Pending"
-        SENDING = "sending", "Sending"
-        SENT = "sent", "Sent"
-        SKIPPED = "skipped", "Skipped"
-        FAILED = "failed", "Failed"
-        INTERRUPTED = "interrupted", "Interrupted (not re-sent)"
+    Status = send_statuses(
+        "Status",
+        SendStatus.PENDING,
+        SendStatus.SENDING,
+        SendStatus.SENT,
+        SendStatus.SKIPPED,
+        SendStatus.FAILED,
+        SendStatus.INTERRUPTED,
+    )
 
     user = models.ForeignKey(TelegramUser, on_delete=models.CASCADE, related_name="sequence_messages")
     step = models.ForeignKey(SequenceStep, on_delete=models.CASCADE, related_name="messages")
-    chat_id = models.BigIntegerField()
     due_at = models.DateTimeField()
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
-    lease_until = models.DateTimeField(null=True, blank=True)
-    message_id = models.BigIntegerField(null=True, blank=True)
-    sent_at = models.DateTimeField(null=True, blank=True)
-    error = models.CharField(max_length=255, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["user", "step"], name="seqmsg_user_step")]
