@@ -1,5 +1,6 @@
 """Messages operators compose in the admin (broadcasts, sequence steps): their buttons, including
-tracked ones, and sending them to one user.
+tracked ones, sending them to one user, and what it means when Telegram refuses a send
+(`send_failure`, the one mapping every sweep that sends to users applies).
 
 Buttons are written one row per line: `Text | https://url`, with `||` between buttons on a row.
 A third part names the button for click tracking: `Join | https://t.me/+abc | joined`. A tracked
@@ -20,8 +21,9 @@ from django.db.models import F
 from django.utils.html import escape
 
 from botapp import clock
-from botapp.models import ButtonClick
-from botapp.telegram.gateway import Button, Gateway, Media, Sent
+from botapp.models import ButtonClick, SendStatus, TelegramUser
+from botapp.services.users import unreachable_state
+from botapp.telegram.gateway import Button, FloodWait, Gateway, Media, OutcomeUnknown, Sent, TelegramError
 from botapp.telegram.limits import BUTTON_TEXT_LENGTH
 
 KEY_RE = re.compile(r"^[a-z0-9_-]{1,64}$")
@@ -123,3 +125,33 @@ class Outgoing:
         if self.media is not None:
             return gateway.send_media(chat_id, self.media, caption=self.text, buttons=buttons, protect=self.protect)
         return gateway.send_text(chat_id, self.text, buttons=buttons, protect=self.protect)
+
+
+UNREACHABLE_ERRORS = {TelegramUser.State.BLOCKED: "blocked the bot", TelegramUser.State.DEACTIVATED: "account deactivated"}
+
+
+@dataclass(frozen=True)
+class SendFailure:
+    """What a send that Telegram refused means for its row and its user."""
+
+    status: str  # the row's SendStatus
+    error: str  # kept on the row (at most 255 characters)
+    unreachable: str = ""  # the TelegramUser.State to mark the user with (users_mark_unreachable); "": none
+
+
+def send_failure(*, exc: TelegramError, unreachable_status: str) -> SendFailure:
+    """The one mapping from a refused send to its result, for every sweep that sends to users:
+
+    - FloodWait: Telegram did not send it, so it is `pending` again (a later run sends it);
+    - the user blocked the bot or deleted their account: `unreachable_status` (a broadcast counts
+      them as blocked, a sequence skips the step), and the user is to be marked unreachable;
+    - OutcomeUnknown: it may have arrived, so `interrupted`, never sent again (at most once);
+    - any other refusal: `failed`, final.
+    """
+    if isinstance(exc, FloodWait):
+        return SendFailure(SendStatus.PENDING, str(exc)[:255])
+    if state := unreachable_state(exc):
+        return SendFailure(unreachable_status, UNREACHABLE_ERRORS[state], unreachable=state)
+    if isinstance(exc, OutcomeUnknown):
+        return SendFailure(SendStatus.INTERRUPTED, str(exc)[:255])
+    return SendFailure(SendStatus.FAILED, str(exc)[:255])

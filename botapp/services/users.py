@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import timedelta
 
 from django.db import connection
@@ -9,7 +10,7 @@ from django.db.models import Count
 
 from botapp import clock
 from botapp.models import TelegramUser
-from botapp.telegram.gateway import TgUser
+from botapp.telegram.gateway import TgUser, UserBlocked, UserDeactivated
 from botapp.telegram.limits import START_PAYLOAD_LENGTH, USERNAME_LENGTH
 
 State = TelegramUser.State
@@ -110,17 +111,51 @@ def user_stop(*, user: TelegramUser) -> bool:
     return True
 
 
-def user_mark_unreachable(*, telegram_id: int, state: str) -> int:
-    """Telegram told us the user blocked the bot or deleted the account: stop sending to them."""
-    return TelegramUser.objects.filter(telegram_id=telegram_id).exclude(state=state).update(state=state)
+# What "Telegram cannot reach this user" may replace, per state. A user who sent /stop stays stopped
+# whatever Telegram says: writing to the bot makes a blocked user active again (user_seen) but never
+# a stopped one, so marking them blocked would undo their /stop. A deleted account is never "blocked".
+UNREACHABLE_REPLACES = {State.BLOCKED: (State.ACTIVE,), State.DEACTIVATED: (State.ACTIVE, State.BLOCKED)}
+
+
+def unreachable_state(exc: Exception) -> str:
+    """The state Telegram's refusal `exc` puts its user in: BLOCKED (they blocked the bot),
+    DEACTIVATED (they deleted their account), or "" (nothing is known about the user)."""
+    if isinstance(exc, UserBlocked):
+        return State.BLOCKED
+    if isinstance(exc, UserDeactivated):
+        return State.DEACTIVATED
+    return ""
+
+
+def users_mark_unreachable(*, by_pk: Mapping[int, str] | None = None, by_telegram_id: Mapping[int, str] | None = None) -> int:
+    """Record that Telegram cannot reach these users, each with the state it said (BLOCKED or
+    DEACTIVATED, as `unreachable_state` gives it), keyed by TelegramUser pk or by Telegram id,
+    whichever the caller has: nothing is sent to them any more (broadcasts and sequences skip them)
+    until they write to the bot again.
+
+    The one place a user becomes blocked or deactivated (runbot's replies and updates, every
+    sweep). Only the states in UNREACHABLE_REPLACES change: a stopped user stays stopped. At most
+    one UPDATE per state and key, whatever the number of users. Returns the rows changed."""
+    keyed = {"pk": by_pk or {}, "telegram_id": by_telegram_id or {}}
+    unknown = {s for states in keyed.values() for s in states.values()} - set(UNREACHABLE_REPLACES)
+    if unknown:
+        raise ValueError(f"not an unreachable state: {sorted(unknown)}")
+    changed = 0
+    for column, states in keyed.items():
+        for state, replaces in UNREACHABLE_REPLACES.items():
+            ids = [i for i, s in states.items() if s == state]
+            if ids:
+                changed += TelegramUser.objects.filter(**{f"{column}__in": ids}, state__in=replaces).update(state=state)
+    return changed
 
 
 def user_block_changed(*, telegram_id: int, blocked: bool) -> int:
-    """Telegram said the user blocked (or unblocked) the bot. Unblocking makes a blocked user active
-    again. A user who had sent /stop stays stopped either way: we send them nothing anyway, and
-    their choice must survive an unblock."""
+    """Telegram said the user blocked (or unblocked) the bot. Blocking marks them unreachable
+    (users_mark_unreachable); unblocking makes a blocked user active again. A user who had sent
+    /stop stays stopped either way: we send them nothing anyway, and their choice must survive an
+    unblock. Returns the rows changed (0 or 1)."""
     if blocked:
-        return TelegramUser.objects.filter(telegram_id=telegram_id, state=State.ACTIVE).update(state=State.BLOCKED)
+        return users_mark_unreachable(by_telegram_id={telegram_id: State.BLOCKED})
     return TelegramUser.objects.filter(telegram_id=telegram_id, state=State.BLOCKED).update(state=State.ACTIVE)
 
 

@@ -164,7 +164,7 @@ class CopyIncomplete(TelegramError):
 
 
 class BotUnauthorized(Exception):  # noqa: N818 - not a TelegramError on purpose
-    """Telegram no longer accepts the bot (token revoked, account deleted, session ended): every call
+    """Telegram no longer accepts the bot (token revoked, the bot deleted, session ended): every call
     fails the same way. Not a TelegramError, so no per-user handler swallows it: sweeps stop, and
     no user is marked blocked or deactivated because of it."""
 

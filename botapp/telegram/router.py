@@ -76,10 +76,8 @@ class Router:
         except BotUnauthorized as exc:
             # The token was revoked (or the bot deleted): no reply can go out, and no user is to blame.
             log.critical("Telegram refuses the bot itself (%s): check BOT_TOKEN in @BotFather. user=%s", exc, user_id)
-        except UserBlocked:
-            users.user_mark_unreachable(telegram_id=user_id, state=TelegramUser.State.BLOCKED)
-        except UserDeactivated:
-            users.user_mark_unreachable(telegram_id=user_id, state=TelegramUser.State.DEACTIVATED)
+        except (UserBlocked, UserDeactivated) as exc:
+            users.users_mark_unreachable(by_telegram_id={user_id: users.unreachable_state(exc)})
         except Exception:
             log.exception("update failed user=%s", user_id)
             try:

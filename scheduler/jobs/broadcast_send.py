@@ -1,9 +1,11 @@
 """The broadcast sender: sends queued broadcasts to their users at Telegram's rate (the shared
 limiter), records each result, keeps the broadcast's progress counters, and closes it when done.
 
-At most once per user: a delivery is marked `sending` (with a lease) before the call. A FloodWait
-means Telegram did not send, so the row goes back to `pending`; any other failure is final; a
-worker that dies mid-send leaves `sending`, which the reaper turns into `interrupted`.
+At most once per user: a delivery is marked `sending` (with a lease) before the call. What a refused
+send means is `send_failure`'s to say (a FloodWait goes back to `pending`, a user who blocked the
+bot or deleted their account is counted blocked and marked so, a lost answer is `interrupted`, the
+rest `failed`); a worker that dies mid-send leaves `sending`, which the reaper turns into
+`interrupted`.
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ from django.db import transaction
 from django.db.models import Exists, F, OuterRef
 
 from botapp import clock
-from botapp.models import Broadcast, BroadcastDelivery, TelegramUser
+from botapp.models import Broadcast, BroadcastDelivery
 from botapp.services.broadcasts import BroadcastMessage, broadcasts_start_due
-from botapp.telegram.gateway import FloodWait, Gateway, OutcomeUnknown, TelegramError, UserBlocked, UserDeactivated
+from botapp.services.outgoing import send_failure
+from botapp.services.users import users_mark_unreachable
+from botapp.telegram.gateway import Gateway, TelegramError
 from scheduler.jobs.bulk import rows_update
 from scheduler.jobs.registry import Job, Outcome, job_register
 from scheduler.jobs.sweep import stream_outcome
@@ -39,6 +43,7 @@ class Result:
     status: str
     message_id: int | None = None
     error: str = ""
+    unreachable: str = ""  # the user's TelegramUser.State when Telegram said they cannot be reached
 
 
 @dataclass
@@ -77,17 +82,13 @@ class BroadcastSendSweep:
         delivery_id, broadcast_id, user_id, chat_id = row
         try:
             sent = self.messages[broadcast_id].send(self.gateway, chat_id, user_id=user_id)
-        except FloodWait as exc:  # not sent: may go again later
-            return Result(delivery_id, broadcast_id, user_id, Status.PENDING, error=str(exc))
-        except UserBlocked:
-            return Result(delivery_id, broadcast_id, user_id, Status.BLOCKED)
-        except UserDeactivated:
-            return Result(delivery_id, broadcast_id, user_id, Status.BLOCKED, error="account deleted")
-        except OutcomeUnknown as exc:  # it may have arrived: at most once, so never again
-            return Result(delivery_id, broadcast_id, user_id, Status.INTERRUPTED, error=str(exc)[:255])
         except TelegramError as exc:
-            log.warning("broadcast send failed broadcast=%s user=%s: %s", broadcast_id, user_id, exc)
-            return Result(delivery_id, broadcast_id, user_id, Status.FAILED, error=str(exc)[:255])
+            failure = send_failure(exc=exc, unreachable_status=Status.BLOCKED)
+            if failure.status == Status.FAILED:
+                log.warning("broadcast send failed broadcast=%s user=%s: %s", broadcast_id, user_id, exc)
+            return Result(
+                delivery_id, broadcast_id, user_id, failure.status, error=failure.error, unreachable=failure.unreachable
+            )
         return Result(delivery_id, broadcast_id, user_id, Status.SENT, message_id=sent.message_id)
 
     def handback(self, row: tuple[int, int, int, int], exc: Exception) -> Result:
@@ -112,11 +113,7 @@ class BroadcastSendSweep:
                     }
                 )
             rows_update(BroadcastDelivery, rows, ["status", "message_id", "error", "lease_until", "sent_at", "delete_at"])
-            blocked = [r.user_id for r in results if r.status == Status.BLOCKED]
-            if blocked:
-                gone = {r.user_id for r in results if r.error == "account deleted"}
-                TelegramUser.objects.filter(id__in=set(blocked) - gone).update(state=TelegramUser.State.BLOCKED)
-                TelegramUser.objects.filter(id__in=gone).update(state=TelegramUser.State.DEACTIVATED)
+            users_mark_unreachable(by_pk={r.user_id: r.unreachable for r in results if r.unreachable})
             counts: dict[int, collections.Counter] = collections.defaultdict(collections.Counter)
             for r in results:
                 counts[r.broadcast_id][r.status] += 1

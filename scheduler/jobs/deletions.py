@@ -14,7 +14,8 @@ from django.db.models import F, OuterRef, Subquery
 from botapp import clock
 from botapp.models import BotSettings, ClaimStatus, PendingDeletion, TelegramUser
 from botapp.services.delivery import deleted_notice_send
-from botapp.telegram.gateway import FloodWait, Gateway, TelegramError, TransientError, UserBlocked, UserDeactivated
+from botapp.services.users import unreachable_state, users_mark_unreachable
+from botapp.telegram.gateway import FloodWait, Gateway, TelegramError, TransientError
 from scheduler.jobs.registry import Job, Outcome, job_register
 from scheduler.jobs.sweep import sweep_outcome
 
@@ -79,11 +80,9 @@ class DeletionSweep:
             log.info("deletion=%s chat=%s: Telegram deleted %s of %s", due.id, due.chat_id, deleted, len(due.message_ids))
         try:
             deleted_notice_send(self.gateway, chat_id=due.chat_id, share_id=due.share_id, text=self.conf.deleted_notice_text)
-        except UserBlocked:
-            return Done(due.id, due.chat_id, "skipped", unreachable=TelegramUser.State.BLOCKED)
-        except UserDeactivated:
-            return Done(due.id, due.chat_id, "skipped", unreachable=TelegramUser.State.DEACTIVATED)
         except TelegramError as exc:
+            if unreachable := unreachable_state(exc):  # the user blocked the bot or deleted their account
+                return Done(due.id, due.chat_id, "skipped", unreachable=unreachable)
             # The messages are gone; a missing notice is not worth a second deletion pass.
             log.warning("deleted notice not sent deletion=%s chat=%s: %s", due.id, due.chat_id, exc)
         return Done(due.id, due.chat_id, "deleted" if deleted else "skipped")
@@ -102,10 +101,7 @@ class DeletionSweep:
                 status=ClaimStatus.PENDING, lease_until=None, delete_at=now + RETRY_AFTER, attempts=F("attempts") + 1
             )
             PendingDeletion.objects.filter(id__in=retry, status=ClaimStatus.CLAIMED).delete()  # out of attempts
-        for state in (TelegramUser.State.BLOCKED, TelegramUser.State.DEACTIVATED):
-            chats = [r.chat_id for r in results if r.unreachable == state]
-            if chats:
-                TelegramUser.objects.filter(telegram_id__in=chats).update(state=state)
+        users_mark_unreachable(by_telegram_id={r.chat_id: r.unreachable for r in results if r.unreachable})
         return sum(r.outcome in ("deleted", "skipped") for r in results), sum(r.outcome in ("failed", "retry") for r in results)
 
 

@@ -1,5 +1,7 @@
 """The sequence sender: sends due onboarding steps. A step is skipped when the user has stopped
-messages (or cannot be reached) or its click condition does not hold when it comes due."""
+messages (or cannot be reached) or its click condition does not hold when it comes due. What a
+refused send means is `send_failure`'s to say, as for broadcasts (a user who blocked the bot or
+deleted their account: the step is skipped and the user marked so)."""
 
 from __future__ import annotations
 
@@ -11,8 +13,9 @@ from django.db import transaction
 
 from botapp import clock
 from botapp.models import ButtonClick, SequenceMessage, SequenceStep, TelegramUser
-from botapp.services.outgoing import Outgoing
-from botapp.telegram.gateway import FloodWait, Gateway, TelegramError, UserBlocked, UserDeactivated
+from botapp.services.outgoing import Outgoing, send_failure
+from botapp.services.users import users_mark_unreachable
+from botapp.telegram.gateway import Gateway, TelegramError
 from scheduler.jobs.bulk import rows_update
 from scheduler.jobs.registry import Job, Outcome, job_register
 from scheduler.jobs.sweep import stream_outcome
@@ -96,17 +99,11 @@ class SequenceSendSweep:
             return Result(due.id, due.user_id, Status.SKIPPED, error=due.skip)
         try:
             sent = self.messages[due.step_id].send(self.gateway, due.chat_id, user_id=due.user_id)
-        except FloodWait as exc:  # not sent: try again next run
-            return Result(due.id, due.user_id, Status.PENDING, error=str(exc))
-        except UserBlocked:
-            return Result(due.id, due.user_id, Status.SKIPPED, error="blocked the bot", unreachable=TelegramUser.State.BLOCKED)
-        except UserDeactivated:
-            return Result(
-                due.id, due.user_id, Status.SKIPPED, error="account deleted", unreachable=TelegramUser.State.DEACTIVATED
-            )
         except TelegramError as exc:
-            log.warning("sequence send failed message=%s chat=%s: %s", due.id, due.chat_id, exc)
-            return Result(due.id, due.user_id, Status.FAILED, error=str(exc)[:255])
+            failure = send_failure(exc=exc, unreachable_status=Status.SKIPPED)
+            if failure.status == Status.FAILED:
+                log.warning("sequence send failed message=%s chat=%s: %s", due.id, due.chat_id, exc)
+            return Result(due.id, due.user_id, failure.status, error=failure.error, unreachable=failure.unreachable)
         return Result(due.id, due.user_id, Status.SENT, message_id=sent.message_id)
 
     def handback(self, due: Due, exc: Exception) -> Result:
@@ -130,12 +127,9 @@ class SequenceSendSweep:
                 ],
                 ["status", "message_id", "error", "lease_until", "sent_at"],
             )
-            for state in (TelegramUser.State.BLOCKED, TelegramUser.State.DEACTIVATED):
-                ids = [r.user_id for r in results if r.unreachable == state]
-                if ids:
-                    TelegramUser.objects.filter(id__in=ids).update(state=state)
+            users_mark_unreachable(by_pk={r.user_id: r.unreachable for r in results if r.unreachable})
             return sum(r.status in (Status.SENT, Status.SKIPPED) for r in results), sum(
-                r.status in (Status.FAILED, Status.PENDING) for r in results
+                r.status in (Status.FAILED, Status.INTERRUPTED, Status.PENDING) for r in results
             )
 
 

@@ -106,6 +106,32 @@ def test_flood_wait_leaves_the_user_for_later_other_errors_are_final(telegram, g
 
 
 @pytest.mark.django_db
+def test_a_user_who_stopped_stays_stopped_when_the_send_finds_them_blocked(telegram, gateway):
+    reached, stopped, gone = users(telegram, 3)
+    broadcast = draft()
+    broadcast_start(broadcast=broadcast)
+    TelegramUser.objects.filter(pk=stopped.pk).update(state="stopped")  # /stop after the broadcast started
+    telegram.block(stopped.telegram_id)
+    telegram.deactivate(gone.telegram_id)
+
+    job_run("send_broadcasts", trigger="test", gateway=gateway)
+
+    rows = {d.user_id: (d.status, d.error) for d in BroadcastDelivery.objects.all()}
+    assert rows == {
+        reached.pk: ("sent", ""),
+        stopped.pk: ("blocked", "blocked the bot"),
+        gone.pk: ("blocked", "account deactivated"),
+    }
+    assert dict(TelegramUser.objects.values_list("pk", "state")) == {
+        reached.pk: "active",
+        stopped.pk: "stopped",  # their /stop stands
+        gone.pk: "deactivated",
+    }
+    broadcast.refresh_from_db()
+    assert (broadcast.sent, broadcast.blocked, broadcast.failed) == (1, 2, 0)
+
+
+@pytest.mark.django_db
 def test_only_drafts_start_and_cancel_stops_the_rest(telegram, gateway):
     users(telegram, 3)
     broadcast = draft()

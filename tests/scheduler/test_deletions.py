@@ -72,6 +72,18 @@ def test_a_user_who_blocked_the_bot_is_marked_and_the_row_removed(telegram, gate
 
 
 @pytest.mark.django_db
+def test_a_user_who_stopped_stays_stopped_when_the_notice_finds_them_gone(telegram, gateway, conf):
+    met_user(telegram, telegram_id=1, state="stopped"), met_user(telegram, telegram_id=2)
+    schedule(gateway, 1, minutes=-1), schedule(gateway, 2, minutes=-1)
+    telegram.block(1)
+    telegram.deactivate(2)
+
+    assert sweep(gateway) == (2, 0, 1)
+    assert dict(TelegramUser.objects.values_list("telegram_id", "state")) == {1: "stopped", 2: "deactivated"}
+    assert not PendingDeletion.objects.exists()
+
+
+@pytest.mark.django_db
 def test_flood_wait_hands_the_row_back_for_later(telegram, gateway, conf):
     met_user(telegram, telegram_id=1)
     row = schedule(gateway, 1, minutes=-1)

@@ -10,7 +10,9 @@ from django.urls import reverse
 
 from botapp import clock
 from botapp.models import ButtonClick, Sequence, SequenceMessage, TelegramUser
+from botapp.telegram import pyrogram_gateway
 from botapp.telegram.gateway import TgUser
+from botapp.telegram.server.server import LOSE_ANSWER
 from scheduler.jobs.registry import job_run
 from scheduler.jobs.sequence_send import SequenceSendSweep
 from scheduler.jobs.sweep import Sweep
@@ -102,6 +104,24 @@ def test_a_crash_mid_send_is_interrupted_not_resent(chat, alice, telegram, gatew
     run(gateway)
     assert SequenceMessage.objects.get(step__delay_minutes=10).status == "interrupted"
     assert "Join us" not in texts(telegram, alice)
+
+
+@pytest.mark.django_db(transaction=True)  # the sender's pool threads read users runbot stored
+def test_a_send_whose_answer_was_lost_is_interrupted_and_never_repeated(chat, alice, telegram, gateway, onboarding, monkeypatch):
+    monkeypatch.setattr(pyrogram_gateway, "CALL_TIMEOUT", 0.5)  # how long the gateway waits for an answer
+    chat(alice, "/start")
+    clock.clock_advance(timedelta(minutes=11))
+    telegram.fail_next(LOSE_ANSWER, methods={"messages.SendMessage"})
+
+    outcome = run(gateway)
+
+    message = SequenceMessage.objects.get(step__delay_minutes=10)
+    assert (message.status, outcome.processed, outcome.failed) == ("interrupted", 0, 1)
+    clock.clock_advance(timedelta(minutes=1))
+    run(gateway)
+    assert texts(telegram, alice).count("Join us") == 1  # it did arrive (the answer was lost): once, never twice
+    assert SequenceMessage.objects.get(pk=message.pk).status == "interrupted"
+    assert TelegramUser.objects.get(telegram_id=alice.id).state == "active"
 
 
 def test_batch_queries_do_not_grow_with_batch_size(telegram, gateway, onboarding):
