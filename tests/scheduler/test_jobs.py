@@ -279,3 +279,20 @@ def test_every_sweep_budget_ends_before_celery_would_kill_the_task(settings):
         if budget is not None:
             # a batch may still be running when the budget runs out: leave a minute for it
             assert budget.default + 60 <= settings.CELERY_TASK_SOFT_TIME_LIMIT, job.name
+
+
+def test_job_names_never_change_whatever_their_modules_are_called():
+    # Periodic tasks in the database (and operators' crontabs) name these jobs; the registry order
+    # is the jobs page's.
+    assert [(name, job.func.__module__) for name, job in JOBS.items()] == [
+        ("send_broadcasts", "scheduler.jobs.broadcast_send"),
+        ("delete_expired_broadcasts", "scheduler.jobs.broadcast_delete"),
+        ("reap_expired_claims", "scheduler.jobs.claims"),
+        ("flush_counters", "scheduler.jobs.counters"),
+        ("delete_due_messages", "scheduler.jobs.deletions"),
+        ("prune_job_runs", "scheduler.jobs.housekeeping"),
+        ("prune_deliveries", "scheduler.jobs.retention"),
+        ("send_sequence_messages", "scheduler.jobs.sequence_send"),
+        ("cleanup_tokens", "scheduler.jobs.tokens"),
+        ("reset_token_counts", "scheduler.jobs.tokens"),
+    ]
