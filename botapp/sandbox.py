@@ -191,9 +191,9 @@ class Sandbox:
 
     def follow(self, url: str) -> str:
         """Where a link button really leads, as a browser would find out."""
-        token = click_token_of(url)
+        token = click_token_of(url=url)
         if token is not None:  # a tracked button: Courier's redirect records the click, then forwards
-            url = click_record(token) or url
+            url = click_record(token=token) or url
         if self.links is not None:  # a shortlink
             url = self.links(url) or url
         return url

@@ -42,7 +42,7 @@ def _redis_ok() -> None:
 @require_GET
 def go(request, token: str):
     """A tracked button: record the click, then send the user on to the link."""
-    target = click_record(token)
+    target = click_record(token=token)
     if target is None:
         return HttpResponseNotFound("This link is not valid.")
     return HttpResponseRedirect(target)

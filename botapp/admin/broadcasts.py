@@ -67,7 +67,7 @@ class BroadcastAdmin(admin.ModelAdmin):
         if obj is None or not obj.pk:
             return "Save to see a preview."
         try:
-            rows = buttons_parse(obj.buttons)
+            rows = buttons_parse(text=obj.buttons)
         except ValidationError as exc:
             rows, error = [], exc.messages[0]
         else:

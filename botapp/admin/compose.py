@@ -10,7 +10,7 @@ class ComposedMessageForm(forms.ModelForm):
     """For models with text, media_kind, media and buttons fields."""
 
     def clean_buttons(self):
-        buttons_parse(self.cleaned_data["buttons"])  # raises a form error naming the line
+        buttons_parse(text=self.cleaned_data["buttons"])  # raises a form error naming the line
         return self.cleaned_data["buttons"]
 
     def clean(self):

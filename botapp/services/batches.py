@@ -21,16 +21,23 @@ class StoreReply:
 
 
 def batch_start(*, admin_id: int) -> None:
+    """/batch: the admin's next two forwards from the storage channel are the first and the last
+    message of a range. Starting again forgets a range begun before (one pending batch per admin)."""
     PendingBatch.objects.update_or_create(admin_id=admin_id, defaults={"first_message_id": None})
 
 
 def batch_cancel(*, admin_id: int) -> bool:
+    """/cancel: forget the admin's pending batch. Returns whether there was one."""
     deleted, _ = PendingBatch.objects.filter(admin_id=admin_id).delete()
     return bool(deleted)
 
 
 def admin_message_store(*, gateway: Gateway, msg: IncomingMessage, storage_channel_id: int) -> StoreReply:
-    """What an admin's media or forwarded post becomes: a stored file, or the next /batch step."""
+    """What an admin's media or forwarded post becomes: a stored file, or the next /batch step.
+
+    Media sent to the bot is copied into the storage channel first (the admin's chat is no place to
+    keep it); a forwarded storage-channel post is stored as it is. A batch range holds at most
+    MAX_BATCH messages; anything else gets a reply saying what to send. Never raises for input."""
     pending = PendingBatch.objects.filter(admin_id=msg.user.id).first()
     from_storage = msg.forward_from_chat_id == storage_channel_id and msg.forward_from_message_id
     if pending is not None:

@@ -69,7 +69,8 @@ TOKEN_EXPIRED = "This verification link has expired. Here is a new one:"
 WILL_DELETE = "⏳ These files will be deleted in {minutes}. Save them somewhere else if you want to keep them."
 
 
-def human_span(delta: timedelta) -> str:
+def human_span(*, delta: timedelta) -> str:
+    """`delta` as users read it ("1 day 2 h 5 min"), to the minute; never less than "1 min"."""
     minutes = max(1, round(delta.total_seconds() / 60))
     days, rem = divmod(minutes, 24 * 60)
     hours, mins = divmod(rem, 60)
@@ -111,15 +112,15 @@ class Delivery:
             return
         if not self.is_admin:
             # Bans punish verification bypasses: with verification off, nobody is held back by one.
-            remaining = user_ban_remaining(self.user) if self.conf.verification_enabled else None
+            remaining = user_ban_remaining(user=self.user) if self.conf.verification_enabled else None
             if remaining:
-                self.say(BANNED.format(remaining=human_span(remaining)))
+                self.say(BANNED.format(remaining=human_span(delta=remaining)))
                 return
-            missing = channels_missing(self.gateway, self.user.telegram_id)
+            missing = channels_missing(gateway=self.gateway, user_id=self.user.telegram_id)
             if missing:
                 self.join_prompt(missing, share_id)
                 return
-            if self.conf.verification_enabled and not user_is_verified(self.user):
+            if self.conf.verification_enabled and not user_is_verified(user=self.user):
                 self.verify_prompt(share_id)
                 return
         file_deliver(gateway=self.gateway, chat_id=self.chat_id, stored=stored, conf=self.conf)
@@ -134,12 +135,12 @@ class Delivery:
     def verify_link(self, token: str) -> str:
         """The Verify button's shortlink, leading back to the bot with the token."""
         link = deep_link(bot_username=self.gateway.bot_username, payload=f"{TOKEN_PREFIX}{token}")
-        return shortlink_create(self.shortener, link)
+        return shortlink_create(shortener=self.shortener, url=link)
 
     def verify_prompt(self, share_id: str, *, intro: str | None = None) -> None:
         issued = token_issue(user=self.user, share_id=share_id, conf=self.conf, link=self.verify_link)
         if isinstance(issued, LimitReached):
-            self.say(LIMIT.format(limit=self.conf.daily_token_limit, remaining=human_span(issued.resets_at - clock.now())))
+            self.say(LIMIT.format(limit=self.conf.daily_token_limit, remaining=human_span(delta=issued.resets_at - clock.now())))
             return
         if not issued.short_url:  # a pending token whose shortlink was never stored
             issued.short_url = self.verify_link(issued.token)
@@ -147,24 +148,24 @@ class Delivery:
         rows = [[Button("✅ Verify", url=issued.short_url)]]
         if self.conf.how_to_verify_url:
             rows.append([Button("ℹ️ How to verify", url=self.conf.how_to_verify_url)])
-        text = VERIFY.format(hours=human_span(timedelta(hours=self.conf.verification_hours)))
+        text = VERIFY.format(hours=human_span(delta=timedelta(hours=self.conf.verification_hours)))
         self.say(f"{intro}\n\n{text}" if intro else text, rows)
 
     def verify_return(self, token: str) -> None:
         outcome = token_redeem(user=self.user, token=token, conf=self.conf)
-        hours = human_span(timedelta(hours=self.conf.verification_hours))
+        hours = human_span(delta=timedelta(hours=self.conf.verification_hours))
         if outcome.result is Redeem.VERIFIED:
             self.say(VERIFIED.format(hours=hours))
             if outcome.token.share_id:
                 self.file(outcome.token.share_id)
         elif outcome.result is Redeem.BYPASSED:
-            self.say(BYPASS_BANNED.format(ban=human_span(outcome.ban)) if outcome.ban else BYPASSED)
+            self.say(BYPASS_BANNED.format(ban=human_span(delta=outcome.ban)) if outcome.ban else BYPASSED)
         elif outcome.result is Redeem.EXPIRED:
             self.verify_prompt(outcome.token.share_id, intro=TOKEN_EXPIRED)
         elif outcome.result is Redeem.USED:
             extra = (
-                f" You are verified for {human_span(self.user.verified_until - clock.now())} more."
-                if user_is_verified(self.user)
+                f" You are verified for {human_span(delta=self.user.verified_until - clock.now())} more."
+                if user_is_verified(user=self.user)
                 else ""
             )
             self.say(TOKEN_USED + extra)
@@ -174,8 +175,10 @@ class Delivery:
             )
 
 
-def channels_missing(gateway: Gateway, user_id: int) -> list[ForceSubChannel]:
-    """Enabled force-subscribe channels the user has not joined (or, in join-request mode, asked to join)."""
+def channels_missing(*, gateway: Gateway, user_id: int) -> list[ForceSubChannel]:
+    """Enabled force-subscribe channels the user has not joined (or, in join-request mode, asked to
+    join), asking Telegram about each. A channel the bot cannot see is logged and left out, so a
+    misconfiguration never locks every user out."""
     channels = list(ForceSubChannel.objects.filter(enabled=True))
     missing = []
     for channel in channels:
@@ -228,7 +231,7 @@ def file_deliver(*, gateway: Gateway, chat_id: int, stored: StoredFile, conf: Bo
     notice = FILE_INCOMPLETE.format(sent=len(sent)) if incomplete is not None else ""
     if conf.auto_delete_minutes:
         notice = " ".join(
-            filter(None, [notice, WILL_DELETE.format(minutes=human_span(timedelta(minutes=conf.auto_delete_minutes)))])
+            filter(None, [notice, WILL_DELETE.format(minutes=human_span(delta=timedelta(minutes=conf.auto_delete_minutes)))])
         )
     ids = [s.message_id for s in sent]
     if notice:
@@ -247,8 +250,9 @@ def file_deliver(*, gateway: Gateway, chat_id: int, stored: StoredFile, conf: Bo
     return sent
 
 
-def deleted_notice_send(gateway: Gateway, *, chat_id: int, share_id: str, text: str) -> Sent:
-    """After an auto-delete: say so, with a button to get the same files again."""
+def deleted_notice_send(*, gateway: Gateway, chat_id: int, share_id: str, text: str) -> Sent:
+    """After an auto-delete: say so, with *Get files again* (the same deep link; none without a
+    share id) and *Close*. Telegram's refusal is raised to the caller."""
     buttons = [[Button("❌ Close", callback_data="close")]]
     if share_id:
         again = Button("♻️ Get files again", url=deep_link(bot_username=gateway.bot_username, payload=share_id))

@@ -19,7 +19,8 @@ def file_store(
     created_by: int | None = None,
     protect_content: bool = False,
 ) -> StoredFile:
-    """Create the deep link for these storage-channel messages (in the order given)."""
+    """Create the deep link for these storage-channel messages (in the order given): one row, with a
+    new random share id. At least one message and at most MAX_BATCH, or a ValidationError."""
     ids = [int(i) for i in message_ids]
     if not ids:
         raise ValidationError("A file needs at least one message.")
@@ -42,4 +43,5 @@ def bot_username_cached() -> str:
 
 
 def deep_link(*, bot_username: str, payload: str) -> str:
+    """The t.me link that opens the bot with `/start <payload>`."""
     return f"https://t.me/{bot_username}?start={payload}"

@@ -42,8 +42,10 @@ class ButtonSpec:
         return Button(self.text, url=self.url)
 
 
-def buttons_parse(text: str) -> list[list[ButtonSpec]]:
-    """Parse the admin's button lines; a ValidationError names the line that is wrong."""
+def buttons_parse(*, text: str) -> list[list[ButtonSpec]]:
+    """Parse the admin's button lines into rows of buttons; a ValidationError names the line that
+    is wrong (no link, a scheme other than https/http/tg, a bad click key, tracking without
+    PUBLIC_URL)."""
     rows = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -70,11 +72,13 @@ def buttons_parse(text: str) -> list[list[ButtonSpec]]:
 
 
 def click_url(*, user_id: int, key: str, url: str) -> str:
+    """The tracked URL for one user's button: Courier's redirect with a signed token (user, key,
+    target), so the click cannot be forged or pointed elsewhere."""
     token = signing.dumps({"u": user_id, "k": key, "l": url}, salt=CLICK_SALT, compress=True)
     return f"{settings.PUBLIC_URL.rstrip('/')}/go/{token}/"
 
 
-def click_record(token: str) -> str | None:
+def click_record(*, token: str) -> str | None:
     """A user opened a tracked button: record it and return where it leads (None if forged)."""
     try:
         data = signing.loads(token, salt=CLICK_SALT)
@@ -96,7 +100,7 @@ def click_count(*, user_id: int, key: str) -> None:
         ButtonClick.objects.filter(user_id=user_id, button=key).update(count=F("count") + 1, last_clicked_at=now)
 
 
-def click_token_of(url: str) -> str | None:
+def click_token_of(*, url: str) -> str | None:
     """The token of one of our tracked URLs (for the sandbox, which follows links itself)."""
     prefix = f"{settings.PUBLIC_URL.rstrip('/')}/go/"
     if settings.PUBLIC_URL and url.startswith(prefix):
@@ -116,7 +120,7 @@ class Outgoing:
     @classmethod
     def compose(cls, *, text: str, media_kind: str, media: str, buttons: str, protect: bool) -> Outgoing:
         return cls(
-            text=text, media=Media(media_kind, media) if media_kind else None, rows=buttons_parse(buttons), protect=protect
+            text=text, media=Media(media_kind, media) if media_kind else None, rows=buttons_parse(text=buttons), protect=protect
         )
 
     def send(self, gateway: Gateway, chat_id: int, *, user_id: int | None = None) -> Sent:
@@ -150,7 +154,7 @@ def send_failure(*, exc: TelegramError, unreachable_status: str) -> SendFailure:
     """
     if isinstance(exc, FloodWait):
         return SendFailure(SendStatus.PENDING, str(exc)[:255])
-    if state := unreachable_state(exc):
+    if state := unreachable_state(exc=exc):
         return SendFailure(unreachable_status, UNREACHABLE_ERRORS[state], unreachable=state)
     if isinstance(exc, OutcomeUnknown):
         return SendFailure(SendStatus.INTERRUPTED, str(exc)[:255])

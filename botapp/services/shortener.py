@@ -59,13 +59,15 @@ class MemoryShortener:
         return self.links.get(url)
 
 
-def shortener_for(api_url: str, api_key: str):
+def shortener_for(*, api_url: str, api_key: str):
+    """The shortener Bot settings describe: the HTTP API at `api_url`, or direct links when it is
+    empty or "none"."""
     if not api_url.strip() or api_url.strip().lower() == "none":
         return DirectLinks()
     return HttpShortener(api_url.strip(), api_key.strip())
 
 
-def shortlink_create(shortener, url: str) -> str:
+def shortlink_create(*, shortener, url: str) -> str:
     """The shortlink, or the direct link when the shortener fails (logged): users are never stuck."""
     try:
         return shortener.shorten(url)

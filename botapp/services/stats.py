@@ -88,8 +88,9 @@ def _add(counts: dict[str, int | str]) -> None:
         _apply(counts)
 
 
-def stat_increment(field: str, by: int = 1) -> None:
-    """Add to today's total."""
+def stat_increment(*, field: str, by: int = 1) -> None:
+    """Add `by` to today's total of `field` (one of FIELDS, or a ValueError), without SQL when Redis
+    answers: it is in the database after the next flush."""
     if field not in FIELDS:
         raise ValueError(field)
     _add({f"day|{clock.today().isoformat()}|{field}": by})
@@ -143,14 +144,17 @@ def counters_flush() -> Counter:
     if client is None:
         return Counter()
     try:
-        taken = batch_take(client)
-        return batch_commit(client, *taken) if taken else Counter()
+        taken = batch_take(client=client)
+        if taken is None:
+            return Counter()
+        batch, counts = taken
+        return batch_commit(client=client, batch=batch, counts=counts)
     except RedisError as exc:
         log.warning("Redis unreachable: counters not flushed this time: %s", exc)
         return Counter()
 
 
-def batch_take(client) -> tuple[str, dict] | None:
+def batch_take(*, client) -> tuple[str, dict] | None:
     """(batch id, counts) of the waiting increments, or of the batch a flush left unfinished."""
     raw = client.eval(_TAKE, 2, _key(PENDING), _key(FLUSHING), uuid.uuid4().hex)
     if not raw:
@@ -159,7 +163,7 @@ def batch_take(client) -> tuple[str, dict] | None:
     return counts.pop(b"_batch").decode(), counts
 
 
-def batch_commit(client, batch: str, counts: dict) -> Counter:
+def batch_commit(*, client, batch: str, counts: dict) -> Counter:
     """Add the batch to the database and claim it just before the commit; nothing (rolled back)
     when another flush claimed it first."""
     with transaction.atomic():

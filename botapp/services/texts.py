@@ -13,7 +13,7 @@ class _Fields(dict):
         return "{" + key + "}"
 
 
-def text_render(template: str, *, tg: TgUser | None = None, **extra) -> str:
+def text_render(*, template: str, tg: TgUser | None = None, **extra) -> str:
     """Fill {first_name}, {last_name}, {username}, {mention} and any `extra` fields.
 
     Names are HTML-escaped (messages are sent as HTML). A malformed template is sent as written

@@ -89,7 +89,8 @@ def _insert_new(user: TelegramUser) -> bool:
 
 def user_access_hash(telegram_id: int) -> int | None:
     """The access hash runbot stored for the user (None: the bot never saw them), so a worker can
-    send without asking Telegram who the user is."""
+    send without asking Telegram who the user is. The gateways' `peers` lookup: called as
+    peers(chat_id), so its one argument stays positional."""
     return TelegramUser.objects.filter(telegram_id=telegram_id).values_list("access_hash", flat=True).first()
 
 
@@ -117,7 +118,7 @@ def user_stop(*, user: TelegramUser) -> bool:
 UNREACHABLE_REPLACES = {State.BLOCKED: (State.ACTIVE,), State.DEACTIVATED: (State.ACTIVE, State.BLOCKED)}
 
 
-def unreachable_state(exc: Exception) -> str:
+def unreachable_state(*, exc: Exception) -> str:
     """The state Telegram's refusal `exc` puts its user in: BLOCKED (they blocked the bot),
     DEACTIVATED (they deleted their account), or "" (nothing is known about the user)."""
     if isinstance(exc, UserBlocked):
@@ -171,6 +172,8 @@ def user_counts() -> dict:
 
 
 def join_request_record(*, channel_id: int, user_id: int) -> None:
+    """The user asked to join a join-request-mode channel: from now on they count as subscribed to
+    it. Recorded once however often Telegram says so."""
     from botapp.models import ChannelJoinRequest
 
     ChannelJoinRequest.objects.get_or_create(channel_id=channel_id, user_id=user_id)

@@ -32,14 +32,18 @@ TOKEN_PREFIX = "verify-"
 
 
 def token_new() -> str:
+    """A new token: 192 random bits (secrets), 32 URL-safe characters."""
     return secrets.token_urlsafe(24)  # 192 bits, 32 characters
 
 
-def user_is_verified(user: TelegramUser, *, now: datetime | None = None) -> bool:
+def user_is_verified(*, user: TelegramUser, now: datetime | None = None) -> bool:
+    """Whether the user's verification still holds at `now` (default: the clock's now)."""
     return user.verified_until is not None and user.verified_until > (now or clock.now())
 
 
-def user_ban_remaining(user: TelegramUser, *, now: datetime | None = None) -> timedelta | None:
+def user_ban_remaining(*, user: TelegramUser, now: datetime | None = None) -> timedelta | None:
+    """How long the user's bypass ban still lasts at `now` (default: the clock's now); None when
+    they are not banned."""
     now = now or clock.now()
     if user.banned_until and user.banned_until > now:
         return user.banned_until - now
@@ -120,7 +124,11 @@ class Redeemed:
 
 
 def token_redeem(*, user: TelegramUser, token: str, conf: BotSettings) -> Redeemed:
-    """The user came back through the shortlink with `token`."""
+    """The user came back through the shortlink with `token`: the outcome (see Redeem), decided
+    under the token's row lock so a token is spent once however many times it is opened. A pending,
+    unexpired token of theirs verifies them for `verification_hours`, or, redeemed faster than
+    `bypass_seconds`, is a bypass (counted, banned from the 2nd on: BYPASS_BANS); today's
+    verifications or bypasses are counted after the transaction."""
     now = clock.now()
     token = token.strip()
     if not token:
@@ -153,5 +161,5 @@ def token_redeem(*, user: TelegramUser, token: str, conf: BotSettings) -> Redeem
                 verified_until=user.verified_until, verification_count=F("verification_count") + 1
             )
             outcome = Redeemed(Redeem.VERIFIED, row)
-    stat_increment("bypasses" if outcome.result is Redeem.BYPASSED else "verifications")  # after the transaction
+    stat_increment(field="bypasses" if outcome.result is Redeem.BYPASSED else "verifications")  # after the transaction
     return outcome

@@ -77,7 +77,7 @@ class Router:
             # The token was revoked (or the bot deleted): no reply can go out, and no user is to blame.
             log.critical("Telegram refuses the bot itself (%s): check BOT_TOKEN in @BotFather. user=%s", exc, user_id)
         except (UserBlocked, UserDeactivated) as exc:
-            users.users_mark_unreachable(by_telegram_id={user_id: users.unreachable_state(exc)})
+            users.users_mark_unreachable(by_telegram_id={user_id: users.unreachable_state(exc=exc)})
         except Exception:
             log.exception("update failed user=%s", user_id)
             try:
@@ -120,7 +120,7 @@ class Router:
         if payload:
             self.delivery(user, msg.chat_id, conf).request(payload)
         else:
-            self.gateway.send_text(msg.chat_id, text_render(conf.welcome_text, tg=msg.user))
+            self.gateway.send_text(msg.chat_id, text_render(template=conf.welcome_text, tg=msg.user))
 
     def delivery(self, user: TelegramUser, chat_id: int, conf: BotSettings) -> Delivery:
         return Delivery(
@@ -128,14 +128,14 @@ class Router:
             user=user,
             chat_id=chat_id,
             conf=conf,
-            shortener=self.shortener or shortener_for(conf.shortener_api_url, conf.shortener_api_key),
+            shortener=self.shortener or shortener_for(api_url=conf.shortener_api_url, api_key=conf.shortener_api_key),
             is_admin=user.telegram_id in self.admin_ids,
         )
 
     def cmd_text(self, field: str) -> Callable[[IncomingMessage, str], None]:
         def handler(msg: IncomingMessage, arg: str) -> None:
             users.user_seen(tg=msg.user)
-            self.gateway.send_text(msg.chat_id, text_render(getattr(BotSettings.load(), field), tg=msg.user))
+            self.gateway.send_text(msg.chat_id, text_render(template=getattr(BotSettings.load(), field), tg=msg.user))
 
         return handler
 
@@ -199,7 +199,7 @@ class Router:
     def cb_retry(self, cq: CallbackQuery, share_id: str) -> None:
         """ "Try again" under a join prompt: check membership for real, then finish the request."""
         user, _ = users.user_seen(tg=cq.user)
-        missing = channels_missing(self.gateway, user.telegram_id)
+        missing = channels_missing(gateway=self.gateway, user_id=user.telegram_id)
         if missing:
             names = ", ".join(c.title for c in missing)
             self.gateway.answer_callback(cq.id, f"You have not joined {names} yet.", alert=True)

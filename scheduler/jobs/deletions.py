@@ -79,9 +79,11 @@ class DeletionSweep:
             # Older than 48 h, already deleted by the user, or the chat is gone: nothing more to do.
             log.info("deletion=%s chat=%s: Telegram deleted %s of %s", due.id, due.chat_id, deleted, len(due.message_ids))
         try:
-            deleted_notice_send(self.gateway, chat_id=due.chat_id, share_id=due.share_id, text=self.conf.deleted_notice_text)
+            deleted_notice_send(
+                gateway=self.gateway, chat_id=due.chat_id, share_id=due.share_id, text=self.conf.deleted_notice_text
+            )
         except TelegramError as exc:
-            if unreachable := unreachable_state(exc):  # the user blocked the bot or deleted their account
+            if unreachable := unreachable_state(exc=exc):  # the user blocked the bot or deleted their account
                 return Done(due.id, due.chat_id, "skipped", unreachable=unreachable)
             # The messages are gone; a missing notice is not worth a second deletion pass.
             log.warning("deleted notice not sent deletion=%s chat=%s: %s", due.id, due.chat_id, exc)

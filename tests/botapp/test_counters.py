@@ -42,8 +42,8 @@ def test_a_delivery_counts_in_redis_and_a_flush_writes_it_once(chat, alice, conf
 
 def test_stats_command_shows_exact_counts_before_the_minute_job(chat, alice, conf, stored, telegram):
     chat(alice, f"/start {stored.share_id}")
-    stat_increment("verifications")
-    stat_increment("bypasses", 2)
+    stat_increment(field="verifications")
+    stat_increment(field="bypasses", by=2)
 
     (reply,) = chat(TgUser(id=ADMIN, first_name="Op"), "/stats")
 
@@ -55,7 +55,7 @@ def test_counts_go_to_the_day_they_happened_on(stored):
     yesterday = clock.today()
     clock.clock_advance(timedelta(days=1))
     delivery_count(stored_id=stored.pk, at=clock.now())
-    stat_increment("verifications")
+    stat_increment(field="verifications")
 
     counters_flush()
 
@@ -80,13 +80,13 @@ def test_counts_add_to_what_the_database_holds_and_last_delivery_only_moves_forw
 def test_two_flushes_holding_the_same_batch_commit_it_once(stored):
     client = stats._redis()
     delivery_count(stored_id=stored.pk, at=clock.now())
-    first = stats.batch_take(client)
+    first = stats.batch_take(client=client)
     delivery_count(stored_id=stored.pk, at=clock.now())  # made meanwhile: waits for the next batch
-    second = stats.batch_take(client)  # another flush finds the first one's batch, unfinished
+    second = stats.batch_take(client=client)  # another flush finds the first one's batch, unfinished
     assert first == second
 
-    assert stats.batch_commit(client, *first) == {"deliveries": 1, "files": 1}
-    assert stats.batch_commit(client, *second) == {}  # claimed by the first: rolled back
+    assert stats.batch_commit(client=client, batch=first[0], counts=first[1]) == {"deliveries": 1, "files": 1}
+    assert stats.batch_commit(client=client, batch=second[0], counts=second[1]) == {}  # claimed by the first: rolled back
     assert StoredFile.objects.get().delivery_count == 1
 
     assert counters_flush() == {"deliveries": 1, "files": 1}
@@ -94,7 +94,7 @@ def test_two_flushes_holding_the_same_batch_commit_it_once(stored):
 
 
 def test_a_flush_that_fails_leaves_its_batch_to_the_next(stored, monkeypatch):
-    stat_increment("verifications")
+    stat_increment(field="verifications")
     apply = stats._apply
 
     def broken(counts):
@@ -107,7 +107,7 @@ def test_a_flush_that_fails_leaves_its_batch_to_the_next(stored, monkeypatch):
     assert db_totals()["verifications"] == 0
 
     monkeypatch.setattr(stats, "_apply", apply)
-    stat_increment("verifications")
+    stat_increment(field="verifications")
     assert counters_flush() == {"verifications": 1, "files": 0}  # the unfinished batch first
     assert counters_flush() == {"verifications": 1, "files": 0}
     assert db_totals()["verifications"] == 2
@@ -131,7 +131,7 @@ def test_without_redis_counts_go_straight_to_the_database(stored, monkeypatch, c
     monkeypatch.setattr(stats, "_redis", lambda: dead)
 
     delivery_count(stored_id=stored.pk, at=clock.now())
-    stat_increment("bypasses")
+    stat_increment(field="bypasses")
 
     assert db_totals() == {"deliveries": 1, "verifications": 0, "bypasses": 1}
     assert StoredFile.objects.get().delivery_count == 1
@@ -150,7 +150,7 @@ def test_a_cache_in_the_process_counts_in_the_database(stored, monkeypatch):
 
 def test_the_minute_job_flushes_and_its_dry_run_only_counts(stored):
     delivery_count(stored_id=stored.pk, at=clock.now())
-    stat_increment("verifications")
+    stat_increment(field="verifications")
 
     dry = job_run("flush_counters", trigger="test", dry_run=True)
     assert (dry.processed, dry.detail) == (2, "waiting: 1 deliveries, 1 verifications, 0 bypasses, 1 files")

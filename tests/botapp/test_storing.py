@@ -125,10 +125,10 @@ def test_a_broken_shortener_falls_back_to_the_direct_link(stub_server):
     ShortenerStub.answer = b'{"status": "error", "message": "bad key"}'
     with pytest.raises(ShortenerError):
         HttpShortener(stub_server, "KEY").shorten("https://t.me/x")
-    assert shortlink_create(HttpShortener(stub_server, "KEY"), "https://t.me/x") == "https://t.me/x"
-    assert shortlink_create(HttpShortener("http://127.0.0.1:9/nothing", "K"), "https://t.me/y") == "https://t.me/y"
+    assert shortlink_create(shortener=HttpShortener(stub_server, "KEY"), url="https://t.me/x") == "https://t.me/x"
+    assert shortlink_create(shortener=HttpShortener("http://127.0.0.1:9/nothing", "K"), url="https://t.me/y") == "https://t.me/y"
 
 
 def test_none_means_direct_links():
-    assert shortener_for("none", "").shorten("https://t.me/x") == "https://t.me/x"
-    assert shortener_for("", "").shorten("https://t.me/x") == "https://t.me/x"
+    assert shortener_for(api_url="none", api_key="").shorten("https://t.me/x") == "https://t.me/x"
+    assert shortener_for(api_url="", api_key="").shorten("https://t.me/x") == "https://t.me/x"

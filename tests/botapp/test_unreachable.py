@@ -22,7 +22,11 @@ def test_each_refusal_maps_to_one_status_error_and_user_state():
     assert mapped(BadRequest("MESSAGE_EMPTY")) == ("failed", "MESSAGE_EMPTY", "")
     assert mapped(TransientError("x" * 300)) == ("failed", "x" * 255, "")
     assert send_failure(exc=UserBlocked("b"), unreachable_status=SendStatus.BLOCKED).status == "blocked"
-    assert (unreachable_state(UserBlocked("b")), unreachable_state(UserDeactivated("d")), unreachable_state(FloodWait(1))) == (
+    assert (
+        unreachable_state(exc=UserBlocked("b")),
+        unreachable_state(exc=UserDeactivated("d")),
+        unreachable_state(exc=FloodWait(1)),
+    ) == (
         "blocked",
         "deactivated",
         "",

@@ -85,10 +85,10 @@ def test_a_failure_building_one_notice_retries_that_deletion_only(telegram, gate
 
     real = delivery.deleted_notice_send
 
-    def broken_for_one(gw, *, chat_id, share_id, text):
+    def broken_for_one(*, gateway, chat_id, share_id, text):
         if chat_id == users[2].telegram_id:
             raise ValueError("a bug building the notice")
-        return real(gw, chat_id=chat_id, share_id=share_id, text=text)
+        return real(gateway=gateway, chat_id=chat_id, share_id=share_id, text=text)
 
     monkeypatch.setattr("scheduler.jobs.deletions.deleted_notice_send", broken_for_one)
     delete_due_messages(gateway=gateway)
