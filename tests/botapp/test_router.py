@@ -177,6 +177,10 @@ def test_block_updates_keep_a_stop_choice(telegram, bot, chat, alice):
     telegram.unblock(alice.id)  # ...and stopped=False
     bot.pump.process()
     assert TelegramUser.objects.get(telegram_id=alice.id).state == "stopped"
+    chat(alice, "/help")  # writing is not /start
+    assert TelegramUser.objects.get(telegram_id=alice.id).state == "stopped"
+    chat(alice, "/start")  # only /start turns messages back on
+    assert TelegramUser.objects.get(telegram_id=alice.id).state == "active"
 
 
 @pytest.mark.parametrize("name,text", [("Ann\x00ie", "/start"), ("Ann", "/start pay\x00load"), ("Ann", "hi\x00")])
