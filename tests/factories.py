@@ -2,11 +2,32 @@ import asyncio
 import contextlib
 import tempfile
 import threading
+from datetime import timedelta
 from pathlib import Path
 
 import factory
 
-from botapp.models import StoredFile, TelegramUser
+from botapp import clock
+from botapp.models import (
+    Broadcast,
+    BroadcastDelivery,
+    ButtonClick,
+    DailyStat,
+    DailyTokenCount,
+    ForceSubChannel,
+    PendingDeletion,
+    Sequence,
+    SequenceMessage,
+    SequenceStep,
+    StoredFile,
+    TelegramUser,
+    VerificationToken,
+)
+from scheduler.models import JobRun
+
+# Rows tests need, valid with no arguments; a test names only the fields it is about. Times come
+# from botapp.clock (the one clock tests move), read when the row is made. A per-user row's chat is
+# its user's: BroadcastDeliveryFactory(user=alice) sends to alice's chat.
 
 
 class TelegramUserFactory(factory.django.DjangoModelFactory):
@@ -25,6 +46,128 @@ class StoredFileFactory(factory.django.DjangoModelFactory):
     source_chat_id = -1001000000001
     message_ids = factory.LazyFunction(lambda: [1])
     title = "A file"
+
+
+class ForceSubChannelFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = ForceSubChannel
+
+    chat_id = factory.Sequence(lambda n: -1009000000000 - n)
+    title = factory.Sequence(lambda n: f"Channel {n}")
+    invite_link = factory.Sequence(lambda n: f"https://t.me/+channel{n}")
+
+
+class VerificationTokenFactory(factory.django.DjangoModelFactory):
+    """A pending token, valid for an hour."""
+
+    class Meta:
+        model = VerificationToken
+
+    token = factory.Sequence(lambda n: f"token-{n}")
+    user = factory.SubFactory(TelegramUserFactory)
+    expires_at = factory.LazyFunction(lambda: clock.now() + timedelta(hours=1))
+
+
+class DailyTokenCountFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = DailyTokenCount
+
+    user = factory.SubFactory(TelegramUserFactory)
+    date = factory.LazyFunction(clock.today)
+    count = 1
+
+
+class DailyStatFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = DailyStat
+
+    date = factory.LazyFunction(clock.today)
+
+
+class PendingDeletionFactory(factory.django.DjangoModelFactory):
+    """A deletion due now."""
+
+    class Meta:
+        model = PendingDeletion
+
+    chat_id = factory.Sequence(lambda n: 5000 + n)
+    message_ids = factory.LazyFunction(lambda: [1])
+    delete_at = factory.LazyFunction(clock.now)
+
+
+class BroadcastFactory(factory.django.DjangoModelFactory):
+    """A draft."""
+
+    class Meta:
+        model = Broadcast
+
+    title = factory.Sequence(lambda n: f"Broadcast {n}")
+    text = "Hello"
+
+
+class BroadcastDeliveryFactory(factory.django.DjangoModelFactory):
+    """A pending delivery of a new broadcast to a new user."""
+
+    class Meta:
+        model = BroadcastDelivery
+
+    broadcast = factory.SubFactory(BroadcastFactory)
+    user = factory.SubFactory(TelegramUserFactory)
+    chat_id = factory.LazyAttribute(lambda row: row.user.telegram_id)
+
+
+class SequenceFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Sequence
+
+    name = factory.Sequence(lambda n: f"Sequence {n}")
+
+
+class SequenceStepFactory(factory.django.DjangoModelFactory):
+    """A step of a new sequence, a minute after /start, with no condition."""
+
+    class Meta:
+        model = SequenceStep
+
+    sequence = factory.SubFactory(SequenceFactory)
+    delay_minutes = 1
+    text = "Hello"
+
+
+class SequenceMessageFactory(factory.django.DjangoModelFactory):
+    """A pending step message for a new user, due now."""
+
+    class Meta:
+        model = SequenceMessage
+
+    user = factory.SubFactory(TelegramUserFactory)
+    step = factory.SubFactory(SequenceStepFactory)
+    chat_id = factory.LazyAttribute(lambda row: row.user.telegram_id)
+    due_at = factory.LazyFunction(clock.now)
+
+
+class ButtonClickFactory(factory.django.DjangoModelFactory):
+    """A user's first click of a tracked button, now."""
+
+    class Meta:
+        model = ButtonClick
+
+    user = factory.SubFactory(TelegramUserFactory)
+    button = "joined"
+    clicked_at = factory.LazyFunction(clock.now)
+    last_clicked_at = factory.LazyAttribute(lambda row: row.clicked_at)
+
+
+class JobRunFactory(factory.django.DjangoModelFactory):
+    """A successful run that started now (finished as it started)."""
+
+    class Meta:
+        model = JobRun
+
+    job = "cleanup_tokens"
+    status = JobRun.Status.OK
+    started_at = factory.LazyFunction(clock.now)
+    finished_at = factory.LazyAttribute(lambda run: run.started_at)
 
 
 def meet(telegram, telegram_id: int, *, first_name: str = "Test", username: str = "") -> int:

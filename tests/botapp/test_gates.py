@@ -6,9 +6,10 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from botapp import clock
-from botapp.models import ChannelJoinRequest, DailyStat, DailyTokenCount, ForceSubChannel, TelegramUser, VerificationToken
+from botapp.models import ChannelJoinRequest, DailyStat, DailyTokenCount, TelegramUser, VerificationToken
 from botapp.services.stats import counters_flush
 from botapp.telegram.gateway import TgUser
+from tests.factories import ForceSubChannelFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -19,7 +20,7 @@ BOB = TgUser(id=2002, first_name="Bob")
 @pytest.fixture
 def channel(telegram, db):
     telegram.create_channel(CHANNEL, title="News")
-    return ForceSubChannel.objects.create(chat_id=CHANNEL, title="News", invite_link="https://t.me/+news")
+    return ForceSubChannelFactory(chat_id=CHANNEL, title="News", invite_link="https://t.me/+news")
 
 
 @pytest.fixture
@@ -95,7 +96,7 @@ def test_join_request_counts_in_join_request_mode(chat, alice, conf, stored, cha
 
 def test_disabled_or_unreachable_channels_do_not_lock_users_out(chat, alice, conf, stored, channel, telegram):
     telegram.create_channel(-1009000000009, title="Gone", bot_is_admin=False)  # the bot was removed from it
-    ForceSubChannel.objects.create(chat_id=-1009000000009, title="Gone", invite_link="https://t.me/+gone")
+    ForceSubChannelFactory(chat_id=-1009000000009, title="Gone")
     channel.enabled = False
     channel.save()
     assert files_in(chat(alice, f"/start {stored.share_id}")) == ["Report", "Read me"]

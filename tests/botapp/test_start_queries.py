@@ -10,11 +10,12 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from botapp import clock
-from botapp.models import BotSettings, Sequence, SequenceMessage, SequenceStep, TelegramUser
+from botapp.models import BotSettings, SequenceMessage, TelegramUser
 from botapp.services.files import file_store
 from botapp.services.users import LAST_SEEN_STEP
 from botapp.telegram.gateway import TgUser
 from tests.conftest import STORAGE
+from tests.factories import SequenceFactory, SequenceStepFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -73,9 +74,9 @@ def test_plain_start_by_a_new_user(chat, settings_cached):
 
 
 def test_plain_start_by_a_new_user_with_an_onboarding_sequence(chat, settings_cached):
-    sequence = Sequence.objects.create(name="Welcome")
+    sequence = SequenceFactory(name="Welcome")
     for delay in (10, 60, 600):
-        SequenceStep.objects.create(sequence=sequence, delay_minutes=delay, text="Hi")
+        SequenceStepFactory(sequence=sequence, delay_minutes=delay, text="Hi")
 
     events, queries = counted(chat, TgUser(id=5001, first_name="New"), "/start")
 

@@ -16,7 +16,7 @@ from scheduler.jobs.registry import job_run
 from scheduler.jobs.sweep import Sweep
 from tests.concurrency import run_in_threads
 from tests.conftest import WAKE_UP
-from tests.factories import meet, met_user, telegram_on_socket
+from tests.factories import BroadcastFactory, meet, met_user, telegram_on_socket
 
 
 def users(telegram, n, **kwargs):
@@ -39,7 +39,7 @@ def draft(**kwargs):
         "text": "<b>50% off</b> today",
         "buttons": "Shop | https://shop.example\nA | https://a.example || B | https://b.example",
     }
-    return Broadcast.objects.create(**{**fields, **kwargs})
+    return BroadcastFactory(**{**fields, **kwargs})
 
 
 @pytest.mark.django_db(transaction=True)  # the sender's pool threads read users runbot stored

@@ -14,13 +14,13 @@ from scheduler.jobs.registry import job_run
 from scheduler.jobs.sweep import Sweep
 from scheduler.models import JobRun
 from tests.concurrency import run_in_threads
-from tests.factories import meet, met_user
+from tests.factories import PendingDeletionFactory, meet, met_user
 
 
 def schedule(gateway, chat_id, *, minutes, n=2, share_id="abc"):
     """Messages the bot sent to a user (who wrote to it first), due for deletion in `minutes`."""
     ids = [gateway.send_text(chat_id, f"file {i}").message_id for i in range(n)]
-    return PendingDeletion.objects.create(
+    return PendingDeletionFactory(
         chat_id=chat_id, message_ids=ids, delete_at=clock.now() + timedelta(minutes=minutes), share_id=share_id
     )
 

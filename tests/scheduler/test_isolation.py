@@ -13,7 +13,7 @@ from botapp.telegram.gateway import BotUnauthorized
 from botapp.telegram.server.offline import offline_gateway
 from scheduler.jobs.broadcast_send import send_broadcasts
 from scheduler.jobs.deletions import delete_due_messages
-from tests.factories import met_user
+from tests.factories import BroadcastFactory, PendingDeletionFactory, met_user
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the sweeps' pool threads read committed rows
 Status = BroadcastDelivery.Status
@@ -42,7 +42,7 @@ class BlipLimiter:
 
 def started_broadcast(telegram, n):
     users = [met_user(telegram, telegram_id=50_000 + i) for i in range(n)]
-    broadcast = Broadcast.objects.create(title="t", text="Hello")
+    broadcast = BroadcastFactory(text="Hello")
     broadcast_start(broadcast=broadcast)
     return users, broadcast
 
@@ -78,7 +78,7 @@ def test_a_failure_building_one_notice_retries_that_deletion_only(telegram, gate
     users = [met_user(telegram, telegram_id=60_000 + i) for i in range(5)]
     for user in users:
         sent = gateway.send_text(user.telegram_id, "file")
-        PendingDeletion.objects.create(
+        PendingDeletionFactory(
             chat_id=user.telegram_id, message_ids=[sent.message_id], delete_at=clock.now() - timedelta(minutes=1)
         )
     from botapp.services import delivery

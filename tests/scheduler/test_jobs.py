@@ -9,20 +9,26 @@ from django.urls import reverse
 from django_celery_beat.models import CrontabSchedule, PeriodicTask
 
 from botapp import clock
-from botapp.models import BroadcastDelivery, ClaimStatus, DailyTokenCount, PendingDeletion, VerificationToken
+from botapp.models import BroadcastDelivery, ClaimStatus, DailyTokenCount, VerificationToken
 from scheduler.jobs.registry import JOBS, job_run, jobs_due_between
 from scheduler.models import JobRun
 from scheduler.schedules import schedules_install
-from tests.factories import TelegramUserFactory, met_user
+from tests.factories import (
+    BroadcastDeliveryFactory,
+    BroadcastFactory,
+    DailyTokenCountFactory,
+    JobRunFactory,
+    PendingDeletionFactory,
+    TelegramUserFactory,
+    VerificationTokenFactory,
+    met_user,
+)
 
 pytestmark = pytest.mark.django_db
 
 
 def token(user, status, expired_for):
-    now = clock.now()
-    return VerificationToken.objects.create(
-        token=f"t{VerificationToken.objects.count()}-{status}", user=user, status=status, expires_at=now - expired_for
-    )
+    return VerificationTokenFactory(user=user, status=status, expires_at=clock.now() - expired_for)
 
 
 def test_cleanup_tokens_keeps_unused_ones_for_the_retention(settings):
@@ -44,28 +50,18 @@ def test_cleanup_tokens_keeps_unused_ones_for_the_retention(settings):
 def test_reset_token_counts_deletes_earlier_days_only():
     user = TelegramUserFactory()
     today = clock.today()
-    DailyTokenCount.objects.create(user=user, date=today, count=3)
-    DailyTokenCount.objects.create(user=user, date=today - timedelta(days=1), count=5)
+    DailyTokenCountFactory(user=user, date=today, count=3)
+    DailyTokenCountFactory(user=user, date=today - timedelta(days=1), count=5)
 
     assert job_run("reset_token_counts", trigger="test").processed == 1
     assert list(DailyTokenCount.objects.values_list("date", "count")) == [(today, 3)]
 
 
 def test_reaper_requeues_deletions_and_interrupts_sends():
-    from botapp.models import Broadcast
-
     now = clock.now()
-    stale = PendingDeletion.objects.create(
-        chat_id=1, message_ids=[1], delete_at=now, status=ClaimStatus.CLAIMED, lease_until=now - timedelta(seconds=1)
-    )
-    live = PendingDeletion.objects.create(
-        chat_id=2, message_ids=[1], delete_at=now, status=ClaimStatus.CLAIMED, lease_until=now + timedelta(minutes=1)
-    )
-    broadcast = Broadcast.objects.create(title="b", text="hi")
-    user = TelegramUserFactory()
-    sending = BroadcastDelivery.objects.create(
-        broadcast=broadcast, user=user, chat_id=user.telegram_id, status="sending", lease_until=now - timedelta(seconds=1)
-    )
+    stale = PendingDeletionFactory(status=ClaimStatus.CLAIMED, lease_until=now - timedelta(seconds=1))
+    live = PendingDeletionFactory(status=ClaimStatus.CLAIMED, lease_until=now + timedelta(minutes=1))
+    sending = BroadcastDeliveryFactory(status="sending", lease_until=now - timedelta(seconds=1))
 
     assert job_run("reap_expired_claims", trigger="test").processed == 2
     stale.refresh_from_db(), live.refresh_from_db(), sending.refresh_from_db()
@@ -73,18 +69,15 @@ def test_reaper_requeues_deletions_and_interrupts_sends():
 
 
 def test_broadcast_deleter(telegram, gateway):
-    from botapp.models import Broadcast
-
-    broadcast = Broadcast.objects.create(title="b", text="hi", delete_after_minutes=60)
+    broadcast = BroadcastFactory(delete_after_minutes=60)
     rows = []
     for minutes in [-5, 30]:
         user = met_user(telegram)
         sent = gateway.send_text(user.telegram_id, "hi")
         rows.append(
-            BroadcastDelivery.objects.create(
+            BroadcastDeliveryFactory(
                 broadcast=broadcast,
                 user=user,
-                chat_id=user.telegram_id,
                 status="sent",
                 message_id=sent.message_id,
                 delete_at=clock.now() + timedelta(minutes=minutes),
@@ -115,7 +108,7 @@ def test_every_job_has_a_command_with_a_dry_run(name):
 
 
 def test_command_dry_run_changes_nothing():
-    DailyTokenCount.objects.create(user=TelegramUserFactory(), date=clock.today() - timedelta(days=2), count=1)
+    DailyTokenCountFactory(date=clock.today() - timedelta(days=2))
     out = StringIO()
     call_command("reset_token_counts", "--dry-run", stdout=out)
     assert "dry run: 1 processed" in out.getvalue()
@@ -214,8 +207,8 @@ def operator(admin_client, settings):
 
 
 def test_dashboard_lists_jobs_with_last_and_next_run_and_flags_failures(operator):
-    JobRun.objects.create(job="cleanup_tokens", status="ok", processed=4, finished_at=clock.now())
-    JobRun.objects.create(job="delete_due_messages", status="failed", error="ConfigError: BOT_TOKEN is not set\n\ntrace")
+    JobRunFactory(job="cleanup_tokens", processed=4)
+    JobRunFactory(job="delete_due_messages", status="failed", error="ConfigError: BOT_TOKEN is not set\n\ntrace")
 
     response = operator.get(reverse("admin:scheduler_backgroundjob_changelist"))
 
@@ -260,10 +253,10 @@ def test_run_now_with_the_broker_down_says_so(operator, settings):
 def test_old_job_runs_are_pruned_but_each_jobs_latest_stays(settings):
     settings.JOB_RUN_RETENTION_DAYS = 30
     old = clock.now() - timedelta(days=40)
-    JobRun.objects.create(job="cleanup_tokens", status="ok", started_at=old - timedelta(days=1))
-    kept_latest = JobRun.objects.create(job="cleanup_tokens", status="ok", started_at=old)  # its latest, however old
-    pruned = [JobRun.objects.create(job="delete_due_messages", status="ok", started_at=old) for _ in range(3)]
-    recent = JobRun.objects.create(job="delete_due_messages", status="ok", started_at=clock.now() - timedelta(days=1))
+    JobRunFactory(job="cleanup_tokens", started_at=old - timedelta(days=1))
+    kept_latest = JobRunFactory(job="cleanup_tokens", started_at=old)  # its latest, however old
+    pruned = JobRunFactory.create_batch(3, job="delete_due_messages", started_at=old)
+    recent = JobRunFactory(job="delete_due_messages", started_at=clock.now() - timedelta(days=1))
 
     assert job_run("prune_job_runs", trigger="test").processed == 4
     left = set(JobRun.objects.exclude(job="prune_job_runs").values_list("pk", flat=True))

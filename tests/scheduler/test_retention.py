@@ -13,13 +13,23 @@ from django.urls import reverse
 from django_celery_beat.models import PeriodicTask
 
 from botapp import clock
-from botapp.models import Broadcast, BroadcastDelivery, ButtonClick, Sequence, SequenceMessage, TelegramUser
+from botapp.models import Broadcast, BroadcastDelivery, ButtonClick, SequenceMessage, TelegramUser
 from botapp.services.broadcasts import broadcast_cancel, broadcast_start
 from scheduler.jobs import retention
 from scheduler.jobs.registry import job_run
 from scheduler.jobs.retention import prune_deliveries
 from scheduler.models import JobRun
-from tests.factories import TelegramUserFactory, met_user
+from tests.factories import (
+    BroadcastDeliveryFactory,
+    BroadcastFactory,
+    ButtonClickFactory,
+    JobRunFactory,
+    SequenceFactory,
+    SequenceMessageFactory,
+    SequenceStepFactory,
+    TelegramUserFactory,
+    met_user,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -37,31 +47,22 @@ def ago(days):
 
 def broadcast(status, finished_days_ago=None, **fields):
     finished = ago(finished_days_ago) if finished_days_ago is not None else None
-    return Broadcast.objects.create(title=status, text="hi", status=status, finished_at=finished, **fields)
+    return BroadcastFactory(status=status, finished_at=finished, **fields)
 
 
 def deliveries(of, *statuses, **fields):
-    rows = []
-    for status in statuses:
-        user = TelegramUserFactory()
-        rows.append(BroadcastDelivery.objects.create(broadcast=of, user=user, chat_id=user.telegram_id, status=status, **fields))
-    return rows
+    """One row per status, each for a user of its own."""
+    return [BroadcastDeliveryFactory(broadcast=of, status=status, **fields) for status in statuses]
 
 
-def message(step, status, due_days_ago, sent_days_ago=None, user=None):
-    user = user or TelegramUserFactory()
+def message(step, status, due_days_ago, sent_days_ago=None, **fields):
     sent_at = ago(sent_days_ago) if sent_days_ago is not None else None
-    return SequenceMessage.objects.create(
-        user=user, step=step, chat_id=user.telegram_id, status=status, due_at=ago(due_days_ago), sent_at=sent_at
-    )
+    return SequenceMessageFactory(step=step, status=status, due_at=ago(due_days_ago), sent_at=sent_at, **fields)
 
 
-def click(button, last_days_ago, first_days_ago=None, user=None):
-    return ButtonClick.objects.create(
-        user=user or TelegramUserFactory(),
-        button=button,
-        clicked_at=ago(first_days_ago or last_days_ago),
-        last_clicked_at=ago(last_days_ago),
+def click(button, last_days_ago, first_days_ago=None, **fields):
+    return ButtonClickFactory(
+        button=button, clicked_at=ago(first_days_ago or last_days_ago), last_clicked_at=ago(last_days_ago), **fields
     )
 
 
@@ -91,7 +92,7 @@ def test_rows_past_the_retention_go_newer_and_unfinished_ones_stay():
     kept_d += deliveries(broadcast("queued", started_at=ago(40)), "pending")
 
     # Sequence messages: 30 days after they were sent, or due when never sent.
-    sequence = Sequence.objects.create(name="Onboarding")
+    sequence = SequenceFactory(name="Onboarding")
     always = sequence.steps.create(delay_minutes=10, text="Join us", buttons="Join | https://t.me/+news | joined")
     always_keyed = sequence.steps.create(delay_minutes=20, text="Hi", condition_button="joined")  # a leftover key: no condition
     not_clicked = sequence.steps.create(delay_minutes=60, text="Still?", condition="not_clicked", condition_button="joined")
@@ -159,7 +160,7 @@ def test_the_retention_is_a_setting(settings):
     b = broadcast("done", 8)
     deliveries(b, "sent")
     kept = deliveries(broadcast("done", 6), "sent")
-    step = Sequence.objects.create(name="s").steps.create(delay_minutes=1, text="t")
+    step = SequenceStepFactory()
     old_message, new_message = message(step, "sent", 8, sent_days_ago=8), message(step, "sent", 6, sent_days_ago=6)
     old_click, new_click = click("k", 8), click("k", 6)
 
@@ -192,12 +193,12 @@ def test_a_pruned_broadcast_keeps_the_totals_the_operator_sees(operator, telegra
     blocks = met_user(telegram)
     telegram.block(blocks.telegram_id)
     TelegramUserFactory()  # never wrote to the bot: no access hash, the send fails
-    sale = Broadcast.objects.create(title="Sale", text="50% off", delete_after_minutes=60)
+    sale = BroadcastFactory(title="Sale", text="50% off", delete_after_minutes=60)
     assert broadcast_start(broadcast=sale) == 5
     job_run("send_broadcasts", trigger="test", gateway=gateway)
     clock.clock_advance(timedelta(hours=2))
     assert job_run("delete_expired_broadcasts", trigger="test", gateway=gateway).processed == 3
-    news = Broadcast.objects.create(title="News", text="soon")
+    news = BroadcastFactory(title="News", text="soon")
     assert broadcast_start(broadcast=news) == 4  # the one who blocked the bot is no longer active
     assert broadcast_cancel(broadcast=news) == 4
     sale.refresh_from_db()
@@ -233,7 +234,7 @@ def test_deletes_go_in_chunks_of_at_most_chunk_size_rows():
         if i % 10 == 5:  # kept rows between the ones that go
             kept += deliveries(big, "sent", delete_at=ago(0.01))
     deliveries(small, "pending", "pending", "pending")
-    step = Sequence.objects.create(name="s").steps.create(delay_minutes=1, text="t")
+    step = SequenceStepFactory()
     for _ in range(12):
         message(step, "skipped", 40)
     TelegramUser.objects.bulk_create([TelegramUser(telegram_id=900_000 + i) for i in range(21)])
@@ -288,7 +289,7 @@ def test_a_run_stops_between_chunks_when_its_budget_is_spent_and_the_next_one_ca
 def test_the_command_dry_run_counts_without_deleting():
     deliveries(broadcast("done", 31), "sent", "failed")
     deliveries(broadcast("done", 1), "sent")
-    message(Sequence.objects.create(name="s").steps.create(delay_minutes=1, text="t"), "skipped", 31)
+    message(SequenceStepFactory(), "skipped", 31)
     click("k", 31)
     before = (left(BroadcastDelivery), left(SequenceMessage), left(ButtonClick))
 
@@ -316,7 +317,7 @@ def test_the_command_dry_run_counts_without_deleting():
 def test_it_runs_nightly_and_shows_on_the_jobs_page(operator):
     c = PeriodicTask.objects.get(task="scheduler.prune_deliveries").crontab
     assert (c.minute, c.hour, c.day_of_week, c.day_of_month, c.month_of_year) == ("45", "3", "*", "*", "*")
-    JobRun.objects.create(job="prune_deliveries", status="ok", processed=12, finished_at=clock.now())
+    JobRunFactory(job="prune_deliveries", processed=12)
 
     response = operator.get(reverse("admin:scheduler_backgroundjob_changelist"))
 

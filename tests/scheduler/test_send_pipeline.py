@@ -22,7 +22,7 @@ from botapp.telegram.router import Router
 from botapp.telegram.server.offline import OfflineBot, offline_gateway
 from scheduler.jobs.broadcast_send import send_broadcasts
 from tests.conftest import STORAGE
-from tests.factories import met_user, telegram_on_socket
+from tests.factories import BroadcastFactory, met_user, telegram_on_socket
 
 ROOT = Path(__file__).resolve().parents[2]
 RATE = 10  # the emulated Telegram's limit here: small, so that a queue behind bulk sends is plain to see
@@ -51,7 +51,7 @@ def limiter(prefix, lane):
 def test_a_user_is_answered_at_once_while_a_broadcast_saturates_the_limit_and_floods(telegram, prefix, shortener):
     telegram.global_rate = RATE
     users = [met_user(telegram, telegram_id=20_000 + i) for i in range(70)]  # about eight seconds of broadcast
-    broadcast = Broadcast.objects.create(title="sale", text="Sale today")
+    broadcast = BroadcastFactory(title="sale", text="Sale today")
     broadcast_start(broadcast=broadcast)
     telegram.enforce_rates = True
 
@@ -103,7 +103,7 @@ def test_a_user_is_answered_at_once_while_a_broadcast_saturates_the_limit_and_fl
 def test_two_worker_processes_share_a_broadcast_once_each_within_the_limit(telegram, tmp_path):
     telegram.global_rate = 30
     users = [met_user(telegram, telegram_id=40_000 + i) for i in range(150)]
-    broadcast = Broadcast.objects.create(title="news", text="News")
+    broadcast = BroadcastFactory(title="news", text="News")
     broadcast_start(broadcast=broadcast)
     telegram.enforce_rates = True
     telegram.latency = 0.05

@@ -9,14 +9,14 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from botapp import clock
-from botapp.models import ButtonClick, Sequence, SequenceMessage, TelegramUser
+from botapp.models import SequenceMessage, TelegramUser
 from botapp.telegram import pyrogram_gateway
 from botapp.telegram.gateway import TgUser
 from botapp.telegram.server.server import LOSE_ANSWER
 from scheduler.jobs.registry import job_run
 from scheduler.jobs.sequence_send import SequenceSendSweep
 from scheduler.jobs.sweep import Sweep
-from tests.factories import meet
+from tests.factories import ButtonClickFactory, SequenceFactory, meet
 
 pytestmark = pytest.mark.django_db
 
@@ -26,7 +26,7 @@ BOB = TgUser(id=2002, first_name="Bob")
 @pytest.fixture
 def onboarding(settings):
     settings.PUBLIC_URL = "https://courier.example"
-    sequence = Sequence.objects.create(name="Onboarding")
+    sequence = SequenceFactory(name="Onboarding")
     sequence.steps.create(delay_minutes=10, text="Join us", buttons="Join | https://t.me/+news | joined")
     sequence.steps.create(delay_minutes=60, text="Still not joined?", condition="not_clicked", condition_button="joined")
     sequence.steps.create(delay_minutes=120, text="Thanks for joining!", condition="clicked", condition_button="joined")
@@ -53,7 +53,7 @@ def test_steps_go_out_when_due_and_follow_the_click_condition(chat, alice, teleg
     run(gateway)
     assert texts(telegram, alice)[-1] == "Join us"
 
-    ButtonClick.objects.create(user=TelegramUser.objects.get(telegram_id=alice.id), button="joined")
+    ButtonClickFactory(user=TelegramUser.objects.get(telegram_id=alice.id), button="joined")
     clock.clock_advance(timedelta(hours=2))
     run(gateway)
 
@@ -144,7 +144,7 @@ def test_batch_queries_do_not_grow_with_batch_size(telegram, gateway, onboarding
 
 def test_admin_step_needs_a_button_key_for_a_condition(admin_client, settings):
     settings.SECURE_SSL_REDIRECT = False
-    sequence = Sequence.objects.create(name="S")
+    sequence = SequenceFactory()
     response = admin_client.post(
         reverse("admin:botapp_sequencestep_add"),
         {"sequence": sequence.pk, "delay_minutes": 5, "text": "hi", "media_kind": "", "media": "", "condition": "not_clicked"},
@@ -155,7 +155,7 @@ def test_admin_step_needs_a_button_key_for_a_condition(admin_client, settings):
 
 def test_admin_step_keeps_to_telegram_limits(admin_client, settings):
     settings.SECURE_SSL_REDIRECT = False
-    sequence = Sequence.objects.create(name="S")
+    sequence = SequenceFactory()
     response = admin_client.post(
         reverse("admin:botapp_sequencestep_add"),
         {"sequence": sequence.pk, "delay_minutes": 5, "text": "x" * 4097, "media_kind": "", "media": "", "condition": "always"},
