@@ -73,6 +73,7 @@ class BroadcastDelivery(OutgoingSend):
         SendStatus.PENDING,
         SendStatus.SENDING,
         SendStatus.SENT,
+        SendStatus.SKIPPED,
         SendStatus.FAILED,
         SendStatus.BLOCKED,
         SendStatus.INTERRUPTED,

@@ -19,7 +19,7 @@ from django.db import transaction
 from django.db.models import Exists, F, OuterRef
 
 from botapp import clock
-from botapp.models import Broadcast, BroadcastDelivery
+from botapp.models import Broadcast, BroadcastDelivery, TelegramUser
 from botapp.services.broadcasts import BroadcastMessage, broadcasts_start_due
 from botapp.services.outgoing import send_failure
 from botapp.services.users import users_mark_unreachable
@@ -63,7 +63,7 @@ class BroadcastSendSweep:
                     BroadcastDelivery.objects.select_for_update(skip_locked=True, of=("self",))
                     .filter(broadcast_id=broadcast_id, status=Status.PENDING)
                     .order_by("id")
-                    .values_list("id", "broadcast_id", "user_id", "chat_id", "user__access_hash")[: n - len(rows)]
+                    .values_list("id", "broadcast_id", "user_id", "chat_id", "user__access_hash", "user__state")[: n - len(rows)]
                 )
                 if len(rows) >= n:
                     break
@@ -76,10 +76,13 @@ class BroadcastSendSweep:
         missing = ids - set(self.messages)
         if missing:  # broadcast bodies are loaded once per run, not once per batch
             self.messages.update({b.pk: BroadcastMessage.of(b) for b in Broadcast.objects.filter(id__in=missing)})
-        return [r[:4] for r in rows]
+        # A user who sent /stop (or became unreachable) after the broadcast was queued gets nothing.
+        return [(*r[:4], "" if r[5] == TelegramUser.State.ACTIVE else f"user is {r[5]}") for r in rows]
 
-    def work(self, row: tuple[int, int, int, int]) -> Result:
-        delivery_id, broadcast_id, user_id, chat_id = row
+    def work(self, row: tuple[int, int, int, int, str]) -> Result:
+        delivery_id, broadcast_id, user_id, chat_id, skip = row
+        if skip:
+            return Result(delivery_id, broadcast_id, user_id, Status.SKIPPED, error=skip)
         try:
             sent = self.messages[broadcast_id].send(self.gateway, chat_id, user_id=user_id)
         except TelegramError as exc:
@@ -91,8 +94,8 @@ class BroadcastSendSweep:
             )
         return Result(delivery_id, broadcast_id, user_id, Status.SENT, message_id=sent.message_id)
 
-    def handback(self, row: tuple[int, int, int, int], exc: Exception) -> Result:
-        delivery_id, broadcast_id, user_id, _ = row
+    def handback(self, row: tuple[int, int, int, int, str], exc: Exception) -> Result:
+        delivery_id, broadcast_id, user_id, *_ = row
         return Result(delivery_id, broadcast_id, user_id, Status.PENDING, error=f"handed back: {exc}"[:255])
 
     def record(self, results: list[Result]) -> tuple[int, int]:

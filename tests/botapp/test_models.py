@@ -16,13 +16,14 @@ def test_every_outgoing_send_has_the_shared_fields_and_only_its_own_statuses():
         "pending",
         "sending",
         "sent",
+        "skipped",
         "failed",
         "blocked",
         "interrupted",
         "deleted",
     ]
     assert [s.value for s in SequenceMessage.Status] == ["pending", "sending", "sent", "skipped", "failed", "interrupted"]
-    assert not hasattr(SequenceMessage.Status, "BLOCKED") and not hasattr(BroadcastDelivery.Status, "SKIPPED")
+    assert not hasattr(SequenceMessage.Status, "BLOCKED") and not hasattr(SequenceMessage.Status, "DELETED")
 
 
 def test_the_status_field_is_a_plain_charfield_to_migrations():

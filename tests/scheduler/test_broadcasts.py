@@ -106,7 +106,7 @@ def test_flood_wait_leaves_the_user_for_later_other_errors_are_final(telegram, g
 
 
 @pytest.mark.django_db
-def test_a_user_who_stopped_stays_stopped_when_the_send_finds_them_blocked(telegram, gateway):
+def test_a_user_who_stopped_gets_nothing_and_stays_stopped(telegram, gateway):
     reached, stopped, gone = users(telegram, 3)
     broadcast = draft()
     broadcast_start(broadcast=broadcast)
@@ -119,7 +119,7 @@ def test_a_user_who_stopped_stays_stopped_when_the_send_finds_them_blocked(teleg
     rows = {d.user_id: (d.status, d.error) for d in BroadcastDelivery.objects.all()}
     assert rows == {
         reached.pk: ("sent", ""),
-        stopped.pk: ("blocked", "blocked the bot"),
+        stopped.pk: ("skipped", "user is stopped"),  # not even tried
         gone.pk: ("blocked", "account deactivated"),
     }
     assert dict(TelegramUser.objects.values_list("pk", "state")) == {
@@ -128,7 +128,8 @@ def test_a_user_who_stopped_stays_stopped_when_the_send_finds_them_blocked(teleg
         gone.pk: "deactivated",
     }
     broadcast.refresh_from_db()
-    assert (broadcast.sent, broadcast.blocked, broadcast.failed) == (1, 2, 0)
+    assert (broadcast.sent, broadcast.blocked, broadcast.failed) == (1, 1, 0)
+    assert telegram.count("messages.SendMessage", chat_id=stopped.telegram_id) == 0
 
 
 @pytest.mark.django_db
@@ -358,3 +359,19 @@ def test_a_test_goes_to_the_admins_only(telegram, settings, monkeypatch, tmp_pat
     assert len(telegram.bot_messages(1001)) == 1
     assert [e.chat_id for e in telegram.events] == [1000, 1001]
     assert Broadcast.objects.get(pk=broadcast.pk).status == "draft"
+
+
+@pytest.mark.django_db
+def test_a_user_who_stops_after_the_broadcast_was_queued_gets_nothing(telegram, gateway):
+    stays, leaves = users(telegram, 2)
+    broadcast = draft()
+    broadcast_start(broadcast=broadcast)
+    TelegramUser.objects.filter(pk=leaves.pk).update(state=TelegramUser.State.STOPPED)  # /stop, a moment later
+
+    job_run("send_broadcasts", trigger="test", gateway=gateway)
+
+    assert len(telegram.bot_messages(stays.telegram_id)) == 1
+    assert telegram.bot_messages(leaves.telegram_id) == []
+    statuses = dict(BroadcastDelivery.objects.values_list("user_id", "status"))
+    assert statuses == {stays.pk: "sent", leaves.pk: "skipped"}
+    assert Broadcast.objects.get(pk=broadcast.pk).status == "done"
