@@ -10,7 +10,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from django.db import close_old_connections
@@ -24,14 +24,20 @@ Row = TypeVar("Row")
 Result = TypeVar("Result")
 
 
-class RowIsolation:
-    """A row's failure is that row's result. `work` handles Telegram's answers itself; anything
+@dataclass
+class RowIsolation(Generic[Row, Result]):
+    """What both loops take, and a row's isolation: a row's failure is that row's result. `work` handles Telegram's answers itself; anything
     else it raises (Redis down in the limiter, a bug building the message) hands the row back
     untouched through `handback(row, exc)`, and the run claims nothing more (the next run tries
     again, rather than this one spinning on the same row). BotUnauthorized hands the row back too,
     then stops the run and is raised once every other result is recorded."""
 
+    claim: Callable[[int], Sequence[Row]]  # claim up to n due rows (and lease them)
+    work: Callable[[Row], Result]  # Telegram calls for one row
+    record: Callable[[Sequence[Result]], tuple[int, int]]  # store results; returns (processed, failed)
     handback: Callable[[Row, Exception], Result] | None = None
+    handed_back: int = field(default=0, init=False)
+    fatal: BaseException | None = field(default=None, init=False)
 
     def _isolated(self, row: Row) -> Result:
         try:
@@ -59,16 +65,10 @@ class RowIsolation:
 
 
 @dataclass
-class Sweep(RowIsolation, Generic[Row, Result]):
-    claim: Callable[[int], Sequence[Row]]  # claim up to n due rows (and lease them)
-    work: Callable[[Row], Result]  # Telegram calls for one row
-    record: Callable[[Sequence[Result]], tuple[int, int]]  # store results; returns (processed, failed)
+class Sweep(RowIsolation[Row, Result]):
     batch_size: int = 500
     time_budget: float = 50.0  # seconds; beat fires again soon after
     concurrency: int = 8
-    handback: Callable[[Row, Exception], Result] | None = None
-    handed_back: int = 0
-    fatal: BaseException | None = None
 
     def run(self) -> tuple[int, int, int]:
         """Returns (processed, failed, batches)."""
@@ -110,7 +110,7 @@ def sweep_outcome(job, *, batch_size: int, time_budget: float, concurrency: int 
 
 
 @dataclass
-class Stream(RowIsolation, Generic[Row, Result]):
+class Stream(RowIsolation[Row, Result]):
     """The sending loop for user-visible sends (broadcasts, scheduled messages, sequence steps).
 
     Unlike `Sweep`, nothing waits for the slowest send of a batch: the next batch is claimed while
@@ -120,16 +120,10 @@ class Stream(RowIsolation, Generic[Row, Result]):
     calling thread; only `work` runs on the pool.
     """
 
-    claim: Callable[[int], Sequence[Row]]
-    work: Callable[[Row], Result]
-    record: Callable[[Sequence[Result]], tuple[int, int]]
     batch_size: int = 200
     time_budget: float = 50.0
     in_flight: int = 8
     flush_interval: float = 1.0
-    handback: Callable[[Row, Exception], Result] | None = None
-    handed_back: int = 0
-    fatal: BaseException | None = None
 
     def run(self) -> tuple[int, int, int]:
         """Returns (processed, failed, batches claimed)."""
