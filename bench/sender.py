@@ -17,18 +17,27 @@ The limiter's rate is set to 100,000/s so it never sleeps, but every Redis round
 made. All three use the same number of sending threads (8: the stream's in-flight count at the
 free 30/s rate).
 
-    .venv/bin/python bench/sender.py [--runs 3] [--sends 5000] [--threads 8]
+--profile runs the job variant once under cProfile instead, one profiler per thread (the calling
+thread's claims and records, the sending threads, kurigram's loop and crypto threads), each timing
+its own thread's CPU (time.thread_time), merged; it prints CPU ms per send by cumulative and by
+own time. cProfile's overhead inflates every figure (calls that are cheap and many the most):
+read it for where the time goes, not for the rate.
+
+    .venv/bin/python bench/sender.py [--runs 3] [--sends 5000] [--threads 8] [--profile [--top 25] [--profile-out FILE]]
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import pstats
+import sys
 import threading
 import time
 
 import _setup  # noqa: F401
 import redis
-from _setup import spread
+from _setup import ROOT, spread
 from _telegram import access_hashes, process_cpu, telegram_process, users_meet_bot
 from django.conf import settings
 from django.core.management import call_command
@@ -55,14 +64,51 @@ def queue_broadcast(chats) -> None:
     )
 
 
-def measure(path, remote, server_pid, variant, chats, hashes, threads):
+class ThreadProfiles:
+    """cProfile in every thread started after `install()` and, between `enable()` and `disable()`,
+    in the calling thread; each profiler times its own thread's CPU."""
+
+    def __init__(self):
+        self.main = cProfile.Profile(time.thread_time)
+        self.threads: list[cProfile.Profile] = []
+        self.lock = threading.Lock()
+
+    def _start(self, frame, event, arg):  # threading.setprofile: the new thread's first event
+        sys.setprofile(None)
+        profile = cProfile.Profile(time.thread_time)
+        with self.lock:
+            self.threads.append(profile)
+        profile.enable()
+
+    def install(self):
+        threading.setprofile(self._start)
+
+    def enable(self):
+        self.main.enable()
+
+    def disable(self):
+        self.main.disable()
+        threading.setprofile(None)
+
+    def stats(self) -> pstats.Stats:
+        stats = pstats.Stats(self.main)
+        for profile in self.threads:  # their threads have ended (pool shut down, gateway stopped)
+            stats.add(profile)
+        return stats
+
+
+def measure(path, remote, server_pid, variant, chats, hashes, threads, profiles=None):
     prefix = f"courier:bench:{time.time_ns()}"
     client = redis.Redis.from_url(settings.REDIS_URL, max_connections=threads + 8)
     limiter = None if variant == "bare" else RedisLimiter(client, rate=100_000, prefix=prefix, lane=BULK)
+    if profiles is not None:
+        profiles.install()  # kurigram's loop thread starts with the gateway
     gateway = offline_gateway(str(path), name=f"sender-{variant}", limiter=limiter, peers=user_access_hash)
     if variant == "job":
         queue_broadcast(chats)
     sends_before = remote.count("messages.SendMessage")
+    if profiles is not None:
+        profiles.enable()
     server_cpu, wall, cpu = process_cpu(server_pid), time.perf_counter(), time.process_time()
     if variant == "job":
         job = BroadcastSendSweep(gateway)
@@ -92,6 +138,8 @@ def measure(path, remote, server_pid, variant, chats, hashes, threads):
             t.join()
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     server_cpu = process_cpu(server_pid) - server_cpu
+    if profiles is not None:
+        profiles.disable()
     gateway.stop()
     sent = remote.count("messages.SendMessage") - sends_before
     if sent != len(chats):
@@ -106,9 +154,12 @@ def main():
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--sends", type=int, default=5000)
     parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--profile", action="store_true", help="profile the job variant once instead")
+    parser.add_argument("--top", type=int, default=25, help="lines of the profile to print")
+    parser.add_argument("--profile-out", help="also save the merged profile here (pstats format)")
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
-    total = args.sends * len(VARIANTS) * args.runs
+    total = args.sends * (1 if args.profile else len(VARIANTS) * args.runs)
     ids = range(FIRST, FIRST + total)
     Broadcast.objects.filter(title=TITLE).delete()
     others = Broadcast.objects.filter(status__in=[Broadcast.Status.QUEUED, Broadcast.Status.SENDING])
@@ -126,6 +177,18 @@ def main():
         TelegramUser.objects.bulk_create(
             [TelegramUser(telegram_id=i, access_hash=hashes[i], first_name="U") for i in ids], batch_size=5000
         )
+
+        if args.profile:
+            profiles = ThreadProfiles()
+            chats = list(ids)
+            per_cpu, _, _ = measure(path, remote, proc.pid, "job", chats, hashes, args.threads, profiles)
+            Broadcast.objects.filter(title=TITLE).delete()
+            TelegramUser.objects.filter(telegram_id__gte=FIRST, telegram_id__lt=FIRST + total).delete()
+            stats = profiles.stats()
+            if args.profile_out:
+                stats.dump_stats(args.profile_out)
+            profile_print(stats, len(chats), per_cpu, args.top)
+            return
 
         chats = iter(ids)
         found = {v: [] for v in VARIANTS}
@@ -148,6 +211,29 @@ def main():
         for a, b in (("job", "bare"), ("gateway", "bare")):
             ratios = [x / y for x, y in zip(found[a], found[b], strict=True)]
             print(f"  {a} / {b}, run by run: {spread(ratios, '{:.2f}')}")
+
+
+def profile_print(stats: pstats.Stats, sends: int, per_cpu: float, top: int) -> None:
+    """CPU ms per send of the heaviest functions, by cumulative and by own time, summed over threads.
+    A thread's entry points (its run(), the loop's run_forever) hold that thread's whole time."""
+    rows = stats.stats  # (file, line, name) -> (primitive calls, calls, own time, cumulative, callers)
+    total = sum(tt for _, _, tt, _, _ in rows.values())
+    print(
+        f"job, {sends:,} sends from the stream's pool, under cProfile ({per_cpu:,.0f} sends/CPU-s profiled): "
+        f"{total / sends * 1000:.3f} CPU ms per send in profiled functions, all threads"
+    )
+
+    def name(key):
+        file, line, func = key
+        for cut in ("site-packages/", f"{ROOT}/", "/lib/python3.11/"):
+            if cut in file:
+                file = file.split(cut, 1)[1]
+        return f"{func} ({file}:{line})" if line else func
+
+    for title, column in (("cumulative", 3), ("own time", 2)):
+        print(f"\ntop {top} by {title}, CPU ms per send (calls per send):")
+        for key, row in sorted(rows.items(), key=lambda kv: kv[1][column], reverse=True)[:top]:
+            print(f"  {row[column] / sends * 1000:7.3f}  ({row[1] / sends:6.1f})  {name(key)}")
 
 
 if __name__ == "__main__":

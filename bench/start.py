@@ -8,10 +8,10 @@
    replies (update delivery, parsing, the router, the database and both Telegram calls, with the
    emulated Telegram's work in this process too). No limiter: Courier's own cost. Queries are
    counted with CaptureQueriesContext on a second set of 200 users (so counting costs no latency).
-2. Throughput: `manage.py runbot` itself (TELEGRAM_OFFLINE=1, 8 update threads, the Redis limiter
-   at TELEGRAM_RATE=100000 so it never waits) against `manage.py telegram_server --no-rates`; 600
-   distinct new users each send /start <share> at once, and updates/s = 600 / (time from the first
-   message to the last pending deletion runbot wrote).
+2. Throughput: `manage.py runbot` itself (TELEGRAM_OFFLINE=1, its default 16 update threads, the
+   Redis limiter at TELEGRAM_RATE=100000 so it never waits) against `manage.py telegram_server
+   --no-rates`; 600 distinct new users each send /start <share> at once, and updates/s = 600 /
+   (time from the first message to the last pending deletion runbot wrote).
 
     .venv/bin/python bench/start.py [--runs 3] [--users 200] [--burst 600]
 """
