@@ -39,6 +39,7 @@ class BroadcastAdmin(admin.ModelAdmin):
         "sent",
         "blocked",
         "failed",
+        "interrupted",
         "scheduled_at",
         "delete_after_minutes",
         "created_at",
@@ -46,7 +47,19 @@ class BroadcastAdmin(admin.ModelAdmin):
     )
     list_filter = ("status", "media_kind", "created_at")
     search_fields = ("title", "text")
-    readonly_fields = ("preview", "status", "total", "sent", "failed", "blocked", "created_at", "started_at", "finished_at")
+    readonly_fields = (
+        "preview",
+        "status",
+        "total",
+        "sent",
+        "failed",
+        "blocked",
+        "skipped",
+        "interrupted",
+        "created_at",
+        "started_at",
+        "finished_at",
+    )
     actions = ("send_test", "start_sending", "cancel_sending")
 
     def get_readonly_fields(self, request, obj=None):
@@ -59,7 +72,7 @@ class BroadcastAdmin(admin.ModelAdmin):
     def progress(self, obj):
         if not obj.total:
             return "—"
-        done = obj.sent + obj.failed + obj.blocked
+        done = obj.sent + obj.failed + obj.blocked + obj.skipped + obj.interrupted
         return f"{done}/{obj.total} ({100 * done // obj.total}%)"
 
     @admin.display(description="preview")

@@ -52,6 +52,10 @@ class Broadcast(models.Model):
     sent = models.PositiveIntegerField(default=0)
     failed = models.PositiveIntegerField(default=0)
     blocked = models.PositiveIntegerField(default=0)
+    skipped = models.PositiveIntegerField(default=0, help_text="Users who stopped or became unreachable after it was queued.")
+    interrupted = models.PositiveIntegerField(
+        default=0, help_text="Sends whose outcome is unknown (a worker died mid-call, or no answer came): never re-sent."
+    )
 
     class Meta:
         ordering = ["-created_at"]

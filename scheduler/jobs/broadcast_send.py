@@ -125,6 +125,8 @@ class BroadcastSendSweep:
                     sent=F("sent") + c[Status.SENT],
                     failed=F("failed") + c[Status.FAILED],
                     blocked=F("blocked") + c[Status.BLOCKED],
+                    skipped=F("skipped") + c[Status.SKIPPED],
+                    interrupted=F("interrupted") + c[Status.INTERRUPTED],
                 )
             unfinished = BroadcastDelivery.objects.filter(broadcast=OuterRef("pk"), status__in=[Status.PENDING, Status.SENDING])
             Broadcast.objects.filter(id__in=list(counts), status=Broadcast.Status.SENDING).exclude(Exists(unfinished)).update(

@@ -9,10 +9,12 @@
 
 from __future__ import annotations
 
+import collections
 from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import Exists, OuterRef
+from django.db import transaction
+from django.db.models import Exists, F, OuterRef
 
 from botapp import clock
 from botapp.models import Broadcast, BroadcastDelivery, ClaimStatus, PendingDeletion, SequenceMessage
@@ -36,7 +38,13 @@ def reap_expired_claims(*, gateway=None, dry_run: bool = False) -> Outcome:
         d, s = deletions.count(), sends.count() + steps.count()
         return Outcome(d + s, detail=f"would requeue {d} deletions and mark {s} sends interrupted")
     d = deletions.update(status=ClaimStatus.PENDING, lease_until=None)
-    s = sends.update(status=BroadcastDelivery.Status.INTERRUPTED, lease_until=None, error="worker stopped mid-send")
+    with transaction.atomic():  # the rows and their broadcasts' counters, together
+        caught = list(sends.select_for_update(skip_locked=True).values_list("id", "broadcast_id"))
+        s = BroadcastDelivery.objects.filter(id__in=[i for i, _ in caught]).update(
+            status=BroadcastDelivery.Status.INTERRUPTED, lease_until=None, error="worker stopped mid-send"
+        )
+        for broadcast_id, n in collections.Counter(b for _, b in caught).items():
+            Broadcast.objects.filter(pk=broadcast_id).update(interrupted=F("interrupted") + n)
     s += steps.update(status=SequenceMessage.Status.INTERRUPTED, lease_until=None, error="worker stopped mid-send")
     unfinished = BroadcastDelivery.objects.filter(
         broadcast=OuterRef("pk"), status__in=[BroadcastDelivery.Status.PENDING, BroadcastDelivery.Status.SENDING]

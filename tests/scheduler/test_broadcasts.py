@@ -128,7 +128,7 @@ def test_a_user_who_stopped_gets_nothing_and_stays_stopped(telegram, gateway):
         gone.pk: "deactivated",
     }
     broadcast.refresh_from_db()
-    assert (broadcast.sent, broadcast.blocked, broadcast.failed) == (1, 1, 0)
+    assert (broadcast.sent, broadcast.blocked, broadcast.failed, broadcast.skipped) == (1, 1, 0, 1)
     assert telegram.count("messages.SendMessage", chat_id=stopped.telegram_id) == 0
 
 
@@ -156,7 +156,9 @@ def test_a_crash_mid_send_is_interrupted_not_resent(telegram, gateway):
 
     assert BroadcastDelivery.objects.get().status == "interrupted"
     assert telegram.bot_messages(user.telegram_id) == []
-    assert Broadcast.objects.get().status == "done"  # nothing left to send: it reached an end
+    broadcast = Broadcast.objects.get()
+    assert broadcast.status == "done"  # nothing left to send: it reached an end
+    assert (broadcast.sent, broadcast.interrupted, broadcast.total) == (0, 1, 1)  # counted and shown
 
 
 @pytest.mark.django_db
@@ -375,3 +377,24 @@ def test_a_user_who_stops_after_the_broadcast_was_queued_gets_nothing(telegram, 
     statuses = dict(BroadcastDelivery.objects.values_list("user_id", "status"))
     assert statuses == {stays.pk: "sent", leaves.pk: "skipped"}
     assert Broadcast.objects.get(pk=broadcast.pk).status == "done"
+
+
+@pytest.mark.django_db
+def test_a_lost_answer_is_interrupted_counted_and_the_progress_reaches_the_end(telegram, gateway, monkeypatch):
+    from pyrogram.session import Session
+
+    from botapp.admin.broadcasts import BroadcastAdmin
+    from botapp.telegram.server.server import LOSE_ANSWER
+
+    monkeypatch.setattr(Session, "WAIT_TIMEOUT", 0.3)
+    monkeypatch.setattr(Session, "RETRY_DELAY", 0.05)
+    users(telegram, 3)
+    broadcast = draft()
+    broadcast_start(broadcast=broadcast)
+    telegram.fail_next(LOSE_ANSWER, methods={"messages.SendMessage"})
+
+    job_run("send_broadcasts", trigger="test", gateway=gateway)
+
+    broadcast.refresh_from_db()
+    assert (broadcast.sent, broadcast.interrupted, broadcast.status) == (2, 1, "done")
+    assert BroadcastAdmin.progress(None, broadcast) == "3/3 (100%)"
