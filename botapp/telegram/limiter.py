@@ -160,7 +160,13 @@ class RedisLimiter:
     @classmethod
     def from_settings(cls, *, lane: str = REPLY) -> RedisLimiter:
         client = redis.Redis.from_url(
-            settings.REDIS_URL, socket_timeout=REDIS_TIMEOUT, socket_connect_timeout=REDIS_TIMEOUT, retry=None
+            settings.REDIS_URL,
+            socket_timeout=REDIS_TIMEOUT,
+            socket_connect_timeout=REDIS_TIMEOUT,
+            retry=None,
+            # One connection per send in flight: paid broadcasts keep ~240 of them (redis-py's
+            # default pool of 100 ran dry and failed sends with MaxConnectionsError).
+            max_connections=1024,
         )
         return cls(client, rate=global_rate(), lane=lane)
 

@@ -56,6 +56,7 @@ log = logging.getLogger(__name__)
 # Telegram deduplicates), Courier never gives up and sends again with a new one.
 CALL_TIMEOUT = Session.MAX_RETRIES * (Session.WAIT_TIMEOUT + Session.RETRY_DELAY) + 30
 MAX_ATTEMPTS = 3
+KNOWN_PEERS_MAX = 20_000  # users whose access hash this process remembers handing to kurigram
 BACKOFF_BASE = 0.5  # seconds: 0.5, 1, 2 ...
 
 
@@ -231,6 +232,8 @@ class PyrogramGateway(Gateway):
         self._parse_cache: dict[str, tuple[str, list]] = {}
 
     def peers_remember(self, access_hashes: dict[int, int | None]) -> None:
+        if len(self._peer_hashes) >= KNOWN_PEERS_MAX:  # hashes of rows handed back, never sent
+            self._peer_hashes.clear()
         self._peer_hashes.update((uid, h) for uid, h in access_hashes.items() if h is not None)
 
     @classmethod
@@ -312,7 +315,7 @@ class PyrogramGateway(Gateway):
         for users the bot never met). None: kurigram already has it."""
         if user_id in self._known_peers:
             return None
-        access_hash = self._peer_hashes.get(user_id)  # a sweep's batch brought it
+        access_hash = self._peer_hashes.pop(user_id, None)  # a sweep's batch brought it (used once)
         if access_hash is not None:
             return user_id, access_hash
         if self._run(self._knows(user_id)):  # kurigram cached it from the user's own update (runbot)
@@ -335,6 +338,8 @@ class PyrogramGateway(Gateway):
         same hop: a send costs one trip to the loop)."""
         if peer is not None:
             await self.client.storage.update_peers([(peer[0], peer[1], "user", None)])
+            if len(self._known_peers) >= KNOWN_PEERS_MAX:  # a worker lives for millions of sends
+                self._known_peers.clear()  # forgotten ones are found in kurigram's storage again
             self._known_peers.add(peer[0])
         return await fn(*args, **kwargs)
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import logging
 import math
+import queue
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -129,7 +130,8 @@ class Stream(RowIsolation[Row, Result]):
         """Returns (processed, failed, batches claimed)."""
         deadline = time.monotonic() + self.time_budget
         processed = failed = batches = 0
-        running: set[Future] = set()
+        outstanding = 0  # submitted and not yet collected
+        finished: queue.SimpleQueue[Future] = queue.SimpleQueue()  # each send's future, as it completes
         results: list[Result] = []
         dry = False
         last_record = time.monotonic()
@@ -143,22 +145,41 @@ class Stream(RowIsolation[Row, Result]):
                 failed += bad
             results, last_record = [], time.monotonic()
 
+        def collect(timeout: float | None) -> None:
+            """Take the completed sends: block up to `timeout` for the first, then whatever is there."""
+            nonlocal outstanding
+            try:
+                future = finished.get(timeout=timeout) if timeout else finished.get_nowait()
+            except queue.Empty:
+                return
+            while True:
+                outstanding -= 1
+                results.append(future.result())
+                try:
+                    future = finished.get_nowait()
+                except queue.Empty:
+                    return
+
         try:
             while True:
-                if not dry and len(running) < self.batch_size and not self._stopping():
+                if not dry and outstanding < self.batch_size and not self._stopping():
                     rows = self.claim(self.batch_size) if time.monotonic() < deadline else []
                     batches += bool(rows)
                     dry = len(rows) < self.batch_size
-                    running.update(executor.submit(self._work_in_pool, row) for row in rows)
-                if not running:
+                    for row in rows:
+                        executor.submit(self._work_in_pool, row).add_done_callback(finished.put)
+                    outstanding += len(rows)
+                if not outstanding:
                     break
-                finished, running = wait(running, timeout=self.flush_interval, return_when=FIRST_COMPLETED)
-                results.extend(f.result() for f in finished)
+                collect(self.flush_interval)
                 if len(results) >= self.batch_size or time.monotonic() - last_record >= self.flush_interval:
                     flush()
         finally:
             executor.shutdown(wait=True)
-            results.extend(f.result() for f in running if f.done() and f.exception() is None)
+            while not finished.empty():  # after an error: record every send that completed
+                future = finished.get_nowait()
+                if future.exception() is None:
+                    results.append(future.result())
             flush()
         if self.fatal is not None:
             raise self.fatal

@@ -102,10 +102,13 @@ def test_a_user_is_answered_at_once_while_a_broadcast_saturates_the_limit_and_fl
 @pytest.mark.slow
 def test_two_worker_processes_share_a_broadcast_once_each_within_the_limit(telegram, tmp_path):
     telegram.global_rate = 30
-    users = [met_user(telegram, telegram_id=40_000 + i) for i in range(150)]
+    users = [met_user(telegram, telegram_id=40_000 + i) for i in range(300)]  # more than one claim of 200
     broadcast = BroadcastFactory(title="news", text="News")
     broadcast_start(broadcast=broadcast)
     telegram.enforce_rates = True
+    # Two Python processes on a loaded 2-core CI machine stall, and then bunch their sends, far more
+    # than senders on a real server; what this test checks is sharing and the rate over the run.
+    telegram.jitter = 0.3
     telegram.latency = 0.05
     start = len(telegram.calls)
 
@@ -119,18 +122,21 @@ def test_two_worker_processes_share_a_broadcast_once_each_within_the_limit(teleg
             "TELEGRAM_SESSION_DIR": str(tmp_path),
             "REDIS_URL": settings.REDIS_URL,
             "LOG_LEVEL": "WARNING",
-            # Pace further under the limit than in production: two Python processes on a loaded
-            # 2-core CI machine stall and bunch their sends more than a quiet server would.
-            "TELEGRAM_RATE_HEADROOM": "0.85",
         }
         workers = [
             subprocess.Popen(
-                [sys.executable, "manage.py", "send_broadcasts"], cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True
+                [sys.executable, "manage.py", "send_broadcasts"],
+                cwd=ROOT,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
             )
             for _ in range(2)
         ]
-        errors = [w.communicate(timeout=120)[1] for w in workers]
-    assert [w.returncode for w in workers] == [0, 0], errors
+        outputs = [w.communicate(timeout=120) for w in workers]
+    assert [w.returncode for w in workers] == [0, 0], [err for _, err in outputs]
+    assert all(" 0 processed" not in out for out, _ in outputs), outputs  # both took a share
 
     assert [len(telegram.bot_messages(u.telegram_id)) for u in users] == [1] * len(users)  # each exactly once
     assert telegram.flood_waits == 0

@@ -166,6 +166,7 @@ class TelegramServer:
         self.methods = METHODS
         self.bot = Bot(id=self.BOT_ID, username=username, first_name="Courier", token=token)
         self.enforce_rates = enforce_rates
+        self.jitter = GLOBAL_JITTER  # how far evenly paced arrivals may bunch (inferred; see check_rate)
         self.global_rate = global_rate
         self.paid_rate = paid_rate
         self.latency = latency
@@ -309,7 +310,7 @@ class TelegramServer:
         now = time.monotonic()
         lane = "paid" if paid else "free"
         interval = 1.0 / (self.paid_rate if paid else self.global_rate)
-        self._flood_check(("global", lane), now, interval, 1 + GLOBAL_JITTER / interval)
+        self._flood_check(("global", lane), now, interval, 1 + self.jitter / interval)
         chat_interval = limits.PRIVATE_CHAT_INTERVAL if chat_id > 0 else limits.GROUP_CHAT_INTERVAL
         self._flood_check(("chat", chat_id), now, chat_interval, limits.PRIVATE_CHAT_BURST)
         self._tat[("global", lane)] = max(self._tat.get(("global", lane), 0.0), now) + interval
