@@ -159,3 +159,18 @@ def chat(telegram, bot):
             return telegram.events[before:]
 
     return Chat()
+
+
+@pytest.fixture
+def prefix(request):
+    """A Redis key prefix of this test's own (for a limiter of its own), removed afterwards."""
+    import time
+
+    import redis
+    from django.conf import settings
+
+    name = f"courier:test:{request.node.name}:{time.time_ns()}"
+    yield name
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    for key in client.scan_iter(f"{name}*"):
+        client.delete(key)

@@ -33,15 +33,6 @@ def _no_wake_up(sender_wakeups):
     pass  # no Celery worker here: wake-ups are recorded, not published
 
 
-@pytest.fixture
-def prefix(request):
-    name = f"courier:test:pipeline:{time.time_ns()}"
-    yield name
-    client = redis.Redis.from_url(settings.REDIS_URL)
-    for key in client.scan_iter(f"{name}*"):
-        client.delete(key)
-
-
 def limiter(prefix, lane):
     return RedisLimiter(redis.Redis.from_url(settings.REDIS_URL), rate=RATE * 0.9, prefix=prefix, lane=lane)
 

@@ -12,16 +12,6 @@ from botapp.telegram.limiter import BULK, REPLY, RedisLimiter
 from botapp.telegram.server.offline import offline_gateway
 
 
-@pytest.fixture
-def prefix(request):
-    """A key prefix of this test's own, removed afterwards."""
-    name = f"courier:test:{request.node.name}:{time.time_ns()}"
-    yield name
-    client = redis.Redis.from_url(settings.REDIS_URL)
-    for key in client.scan_iter(f"{name}*"):
-        client.delete(key)
-
-
 def limiter(prefix, rate):
     return RedisLimiter(redis.Redis.from_url(settings.REDIS_URL), rate=rate, prefix=prefix)
 
