@@ -44,6 +44,23 @@ def telegram_process(*args: str):
         directory.cleanup()
 
 
+STORAGE = -1001000000001
+ADMIN = 1000
+
+
+def offline_env(path, session_dir: str, **extra: str) -> dict:
+    """The environment of a runbot or worker process talking to the telegram_server at `path`."""
+    return dict(
+        os.environ,
+        TELEGRAM_OFFLINE="1",
+        TELEGRAM_OFFLINE_SOCKET=str(path),
+        TELEGRAM_SESSION_DIR=session_dir,
+        STORAGE_CHANNEL_ID=str(STORAGE),
+        ADMIN_IDS=str(ADMIN),
+        **extra,
+    )
+
+
 def process_cpu(pid: int) -> float:
     """User + system CPU seconds a process (all its threads) has used so far (Linux /proc)."""
     with open(f"/proc/{pid}/stat") as f:

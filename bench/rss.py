@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -45,8 +44,6 @@ from _setup import ROOT
 
 TITLE = "bench: worker RSS"
 FIRST = 70_000_001  # bench users: FIRST, FIRST + 1, ...
-STORAGE = -1001000000001
-ADMIN = 1000
 MB = 1024 * 1024
 
 
@@ -172,7 +169,7 @@ def main():
     if args.worker:
         return worker()
 
-    from _telegram import telegram_process
+    from _telegram import STORAGE, offline_env, telegram_process
     from django.core.management import call_command
 
     from botapp.models import Broadcast, TelegramUser
@@ -186,14 +183,7 @@ def main():
     with telegram_process("--no-rates", "--channel", str(STORAGE)) as (path, remote, proc):
         broadcast_id = prepare(path, args.users)
         sessions = tempfile.TemporaryDirectory(prefix="courier-bench-sessions-")
-        env = dict(
-            os.environ,
-            TELEGRAM_OFFLINE="1",
-            TELEGRAM_OFFLINE_SOCKET=str(path),
-            TELEGRAM_SESSION_DIR=sessions.name,
-            STORAGE_CHANNEL_ID=str(STORAGE),
-            ADMIN_IDS=str(ADMIN),
-        )
+        env = offline_env(path, sessions.name)
         if args.rate:
             env.update(TELEGRAM_PAID_BROADCASTS="0", TELEGRAM_RATE=str(args.rate))
         else:

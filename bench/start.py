@@ -19,7 +19,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import tempfile
@@ -27,7 +26,7 @@ import time
 
 import _setup  # noqa: F401
 from _setup import ROOT, spread
-from _telegram import process_cpu, telegram_process
+from _telegram import ADMIN, STORAGE, offline_env, process_cpu, telegram_process
 from django.core.management import call_command
 from django.db import connection
 from django.db.models import Max
@@ -42,8 +41,6 @@ from botapp.telegram.router import Router
 from botapp.telegram.server.offline import OfflineBot
 from botapp.telegram.server.server import TelegramServer
 
-ADMIN = 1000
-STORAGE = -1001000000001
 FIRST = 60_000_001  # bench users: FIRST, FIRST + 1, ...
 
 
@@ -102,15 +99,7 @@ def runbot_run(first: int, burst: int, path, remote, server_pid, share: str):
     until runbot has handled them all. Returns (updates/s, seconds the users took to send them all,
     runbot CPU-s, telegram_server CPU-s)."""
     sessions = tempfile.TemporaryDirectory(prefix="courier-bench-sessions-")
-    env = dict(
-        os.environ,
-        TELEGRAM_OFFLINE="1",
-        TELEGRAM_OFFLINE_SOCKET=str(path),
-        TELEGRAM_SESSION_DIR=sessions.name,
-        STORAGE_CHANNEL_ID=str(STORAGE),
-        ADMIN_IDS=str(ADMIN),
-        TELEGRAM_RATE="100000",
-    )
+    env = offline_env(path, sessions.name, TELEGRAM_RATE="100000")
     bot = subprocess.Popen([sys.executable, "manage.py", "runbot"], cwd=ROOT, env=env)
     try:
         time.sleep(3)  # signed in and listening

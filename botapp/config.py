@@ -68,18 +68,27 @@ def bot_config_load() -> BotConfig:
     With TELEGRAM_OFFLINE=1 the credentials are the in-memory Telegram's and need not be set."""
     problems: list[str] = []
     if settings.TELEGRAM_OFFLINE:
-        admin_ids = _ids(settings.ADMIN_IDS, "ADMIN_IDS", problems)
-        storage = storage_channel_load(problems)
-        if problems:
-            raise ConfigError(problems)
-        return BotConfig(
-            bot_token=OFFLINE_BOT_TOKEN,
-            api_id=1,
-            api_hash="0" * 32,
-            admin_ids=admin_ids,
-            storage_channel_id=storage,
-            session_dir=settings.TELEGRAM_SESSION_DIR / "offline",
-        )
+        token, api_id, api_hash = OFFLINE_BOT_TOKEN, 1, "0" * 32
+        session_dir = settings.TELEGRAM_SESSION_DIR / "offline"
+    else:
+        token, api_id, api_hash = _credentials_load(problems)
+        session_dir = settings.TELEGRAM_SESSION_DIR
+    admin_ids = _ids(settings.ADMIN_IDS, "ADMIN_IDS", problems)
+    storage = storage_channel_load(problems)
+    if problems:
+        raise ConfigError(problems)
+    return BotConfig(
+        bot_token=token,
+        api_id=api_id,
+        api_hash=api_hash,
+        admin_ids=admin_ids,
+        storage_channel_id=storage,
+        session_dir=session_dir,
+    )
+
+
+def _credentials_load(problems: list[str]) -> tuple[str, int, str]:
+    """BOT_TOKEN, API_ID and API_HASH, each checked; what is wrong is added to `problems`."""
     token = settings.BOT_TOKEN.strip()
     if not token:
         problems.append("BOT_TOKEN is not set (get one from @BotFather)")
@@ -98,15 +107,4 @@ def bot_config_load() -> BotConfig:
         problems.append("API_HASH is not set (get it at my.telegram.org)")
     elif not API_HASH_RE.match(api_hash):
         problems.append("API_HASH must be 32 hexadecimal characters")
-    admin_ids = _ids(settings.ADMIN_IDS, "ADMIN_IDS", problems)
-    storage = storage_channel_load(problems)
-    if problems:
-        raise ConfigError(problems)
-    return BotConfig(
-        bot_token=token,
-        api_id=api_id,
-        api_hash=api_hash,
-        admin_ids=admin_ids,
-        storage_channel_id=storage,
-        session_dir=settings.TELEGRAM_SESSION_DIR,
-    )
+    return token, api_id, api_hash
