@@ -21,6 +21,7 @@ from botapp.models import (
     VerificationToken,
 )
 from botapp.services.files import deep_link
+from botapp.services.legacy import legacy_file_resolve, legacy_payload_parse
 from botapp.services.shortener import shortlink_create
 from botapp.services.stats import delivery_count
 from botapp.services.verification import (
@@ -100,10 +101,20 @@ class Delivery:
             self.say(BAD_LINK)
         elif payload.startswith(TOKEN_PREFIX):
             self.verify_return(payload[len(TOKEN_PREFIX) :])
+        elif (numbers := legacy_payload_parse(payload=payload)) is not None:
+            self.legacy(numbers)
         elif not SHARE_ID_RE.match(payload):
             self.say(BAD_LINK)
         else:
             self.file(payload)
+
+    def legacy(self, numbers: tuple[int, ...]) -> None:
+        """A link of the bot the operator moved from (services/legacy.py): the same gates and delivery."""
+        stored = legacy_file_resolve(numbers=numbers, channel_id=self.conf.legacy_channel_id)
+        if stored is None:
+            self.say(BAD_LINK)
+        else:
+            self.file(stored.share_id)
 
     def file(self, share_id: str) -> None:
         stored = StoredFile.objects.filter(share_id=share_id).first()
