@@ -21,6 +21,7 @@ from botapp.models import (
     VerificationToken,
 )
 from botapp.services.files import deep_link
+from botapp.services.invites import invite_link_current
 from botapp.services.legacy import legacy_file_resolve, legacy_payload_parse
 from botapp.services.shortener import shortlink_create
 from botapp.services.stats import delivery_count
@@ -139,7 +140,8 @@ class Delivery:
     # --- gates -----------------------------------------------------------------------------------
 
     def join_prompt(self, missing: list[ForceSubChannel], share_id: str) -> None:
-        rows = [[Button(f"Join {c.title}", url=c.invite_link)] for c in missing]
+        links = [(c, invite_link_current(gateway=self.gateway, channel=c)) for c in missing]
+        rows = [[Button(f"Join {c.title}", url=link)] for c, link in links if link]
         rows.append([Button("🔄 Try again", callback_data=f"retry:{share_id}")])
         self.say(JOIN_FIRST if len(missing) == 1 else JOIN_FIRST_MANY, rows)
 
