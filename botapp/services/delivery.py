@@ -21,6 +21,8 @@ from botapp.models import (
 )
 from botapp.services.autodelete import deletion_schedule, deletion_warning
 from botapp.services.files import deep_link
+from botapp.services.invites import invite_link_current
+from botapp.services.legacy import legacy_file_resolve, legacy_payload_parse
 from botapp.services.shortener import shortlink_create
 from botapp.services.stats import delivery_count
 from botapp.services.texts import human_span
@@ -91,10 +93,20 @@ class Delivery:
             self.say(BAD_LINK)
         elif payload.startswith(TOKEN_PREFIX):
             self.verify_return(payload[len(TOKEN_PREFIX) :])
+        elif (numbers := legacy_payload_parse(payload=payload)) is not None:
+            self.legacy(numbers)
         elif not SHARE_ID_RE.match(payload):
             self.say(BAD_LINK)
         else:
             self.file(payload)
+
+    def legacy(self, numbers: tuple[int, ...]) -> None:
+        """A link of the bot the operator moved from (services/legacy.py): the same gates and delivery."""
+        stored = legacy_file_resolve(numbers=numbers, channel_id=self.conf.legacy_channel_id)
+        if stored is None:
+            self.say(BAD_LINK)
+        else:
+            self.file(stored.share_id)
 
     def file(self, share_id: str) -> None:
         stored = StoredFile.objects.filter(share_id=share_id).first()
@@ -119,7 +131,8 @@ class Delivery:
     # --- gates -----------------------------------------------------------------------------------
 
     def join_prompt(self, missing: list[ForceSubChannel], share_id: str) -> None:
-        rows = [[Button(f"Join {c.title}", url=c.invite_link)] for c in missing]
+        links = [(c, invite_link_current(gateway=self.gateway, channel=c)) for c in missing]
+        rows = [[Button(f"Join {c.title}", url=link)] for c, link in links if link]
         rows.append([Button("🔄 Try again", callback_data=f"retry:{share_id}")])
         self.say(JOIN_FIRST if len(missing) == 1 else JOIN_FIRST_MANY, rows)
 
