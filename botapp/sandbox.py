@@ -6,8 +6,9 @@ Reads a conversation (one line each) and prints every bot action:
     1001 tap Close          user 1001 taps a button (by its text or callback data) on their latest message that has it
     wait 31m                move the clock forward (s, m, h, d; e.g. 1h30m) and run the background jobs that became due
     1001 blocks             user 1001 blocks the bot
-    1000 sends document report.pdf Price list
-                            a user sends media (photo, video, document, animation, audio), with an optional caption
+    1000 sends document report.pdf[2.5MB] Price list
+                            a user sends media (photo, video, document, animation, audio), with an optional
+                            size in brackets (B, KB, MB, GB; 1 KB without) and an optional caption
     post Chapter 1          something is posted in the storage channel (its message id is printed)
     1000 forwards #3        a user forwards storage-channel message 3 to the bot (admins: store it, /batch)
 
@@ -35,8 +36,11 @@ MESSAGE_RE = re.compile(r"^(?P<user>\d+)\s*:\s?(?P<text>.*)$")
 TAP_RE = re.compile(r"^(?P<user>\d+)\s+tap\s+(?P<label>.+)$")
 BLOCK_RE = re.compile(r"^(?P<user>\d+)\s+blocks$")
 SEND_RE = re.compile(
-    r"^(?P<user>\d+)\s+sends\s+(?P<kind>photo|video|document|animation|audio)\s+(?P<file>\S+)(?:\s+(?P<caption>.*))?$"
+    r"^(?P<user>\d+)\s+sends\s+(?P<kind>photo|video|document|animation|audio)\s+(?P<file>[^\s\[]+)"
+    r"(?:\[(?P<size>\d+(?:\.\d+)?)\s*(?P<unit>[KMG]?B)\])?(?:\s+(?P<caption>.*))?$",
+    re.IGNORECASE,
 )
+SIZE_UNITS = {"B": 1, "KB": 1024, "MB": 1024**2, "GB": 1024**3}
 POST_RE = re.compile(r"^post\s+(?P<text>.+)$")
 FORWARD_RE = re.compile(r"^(?P<user>\d+)\s+forwards\s+#?(?P<message>\d+)$")
 WAIT_RE = re.compile(r"^wait\s+(?P<span>(\d+\s*[smhd]\s*)+)$")
@@ -144,8 +148,9 @@ class Sandbox:
             self.bot.pump.process()  # runbot hears of it (UpdateBotStopped)
             self.note(f"user {m['user']} blocked the bot")
         elif m := SEND_RE.match(line):
-            media = Media(m["kind"], m["file"])
-            self.telegram.user_sends(self.user(int(m["user"])), m["caption"] or "", media=media)
+            media = Media(m["kind"].lower(), m["file"])
+            size = round(float(m["size"]) * SIZE_UNITS[m["unit"].upper()]) if m["size"] else None
+            self.telegram.user_sends(self.user(int(m["user"])), m["caption"] or "", media=media, file_size=size)
             self.bot.pump.process()
         elif m := POST_RE.match(line):
             message_id = self.telegram.post(self.storage_channel_id, m["text"])

@@ -27,7 +27,11 @@ class BotSettings(models.Model):
         validators=[MaxValueValidator(TELEGRAM_DELETE_WINDOW_MINUTES)],
         help_text="Delete delivered files after this many minutes (0: never). At most 2880 (48 h): Telegram's limit.",
     )
-    file_caption = models.TextField(blank=True, help_text="Caption for delivered files; empty keeps the original.")
+    file_caption = models.TextField(
+        blank=True,
+        help_text="Caption for delivered files (Telegram HTML): {filename}, {filesize}, {previouscaption}, {mention}, "
+        "{first_name}; at most 1024 characters with the longest values. Empty keeps each file's own caption.",
+    )
     protect_content = models.BooleanField(default=False, help_text="Delivered files cannot be forwarded or saved.")
     verification_enabled = models.BooleanField(default=False)
     verification_hours = models.PositiveIntegerField(

@@ -20,6 +20,7 @@ from botapp.models import (
     VerificationToken,
 )
 from botapp.services.autodelete import deletion_schedule, deletion_warning
+from botapp.services.captions import caption_render
 from botapp.services.files import deep_link
 from botapp.services.shortener import shortlink_create
 from botapp.services.stats import delivery_count
@@ -35,13 +36,16 @@ from botapp.services.verification import (
 )
 from botapp.telegram.gateway import (
     Button,
+    Caption,
     ChatNotFound,
     CopyIncomplete,
+    CopySource,
     ForwardsRestricted,
     Gateway,
     MessageNotFound,
     Sent,
     TelegramError,
+    TgUser,
 )
 from botapp.telegram.limits import START_PAYLOAD_LENGTH
 
@@ -114,7 +118,7 @@ class Delivery:
             if self.conf.verification_enabled and not user_is_verified(user=self.user):
                 self.verify_prompt(share_id)
                 return
-        file_deliver(gateway=self.gateway, chat_id=self.chat_id, stored=stored, conf=self.conf)
+        file_deliver(gateway=self.gateway, chat_id=self.chat_id, stored=stored, conf=self.conf, user=self.user)
 
     # --- gates -----------------------------------------------------------------------------------
 
@@ -190,9 +194,12 @@ def channels_missing(*, gateway: Gateway, user_id: int) -> list[ForceSubChannel]
     return missing
 
 
-def file_deliver(*, gateway: Gateway, chat_id: int, stored: StoredFile, conf: BotSettings) -> list[Sent]:
-    """Copy the file's messages to the chat; with auto-delete on, tell the user and record the
-    deletion (a durable row: it survives restarts).
+def file_deliver(
+    *, gateway: Gateway, chat_id: int, stored: StoredFile, conf: BotSettings, user: TelegramUser | None = None
+) -> list[Sent]:
+    """Copy the file's messages to the chat (with the caption template of Bot settings filled in
+    for each message and for `user`); with auto-delete on, tell the user and record the deletion
+    (a durable row: it survives restarts).
 
     The database sees one statement, whatever the number of files: the pending deletion's INSERT
     (none with auto-delete off). The counters (the file's deliveries, today's) go to Redis
@@ -203,7 +210,7 @@ def file_deliver(*, gateway: Gateway, chat_id: int, stored: StoredFile, conf: Bo
             chat_id,
             stored.source_chat_id,
             stored.message_ids,
-            caption=conf.file_caption or None,
+            caption=caption_for(template=conf.file_caption, user=user),
             protect=conf.protect_content or stored.protect_content,
         )
     except (MessageNotFound, ChatNotFound) as exc:
@@ -232,3 +239,18 @@ def file_deliver(*, gateway: Gateway, chat_id: int, stored: StoredFile, conf: Bo
         deletion_schedule(chat_id=chat_id, message_ids=ids, share_id=stored.share_id, minutes=conf.auto_delete_minutes, now=now)
     delivery_count(stored_id=stored.pk, at=now)
     return sent
+
+
+def caption_for(*, template: str, user: TelegramUser | None) -> Caption:
+    """The caption argument of a delivery's copy: None without a template (the messages keep their
+    own captions, and are forwarded in one call per 100), else each message's caption rendered for `user`."""
+    if not template.strip():
+        return None
+    tg = None
+    if user is not None:
+        tg = TgUser(id=user.telegram_id, first_name=user.first_name, last_name=user.last_name, username=user.username)
+
+    def render(source: CopySource) -> str | None:
+        return caption_render(template=template, source=source, tg=tg)
+
+    return render

@@ -67,6 +67,22 @@ def test_settings_reject_auto_delete_beyond_telegram_window(operator):
     assert BotSettings.load().auto_delete_minutes == 30
 
 
+def test_settings_refuse_a_caption_template_that_cannot_fit(operator):
+    url = reverse("admin:botapp_botsettings_change", args=[BotSettings.load().pk])
+    form = operator.get(url).context["adminform"].form
+    data = {k: ("on" if v is True else "" if v in (False, None) else v) for k, v in form.initial.items()}
+    data["file_caption"] = "<b>{filename}</b>\n" + "Join our channel! " * 50
+    response = operator.post(url, data)
+    assert response.status_code == 200
+    (error,) = response.context["adminform"].form.errors["file_caption"]
+    assert "Telegram allows 1024" in error
+    assert BotSettings.load().file_caption == ""
+
+    data["file_caption"] = "<b>{filename}</b> · {filesize}\n{previouscaption}"
+    assert operator.post(url, data).status_code == 302
+    assert BotSettings.load().file_caption == data["file_caption"]
+
+
 def test_stored_file_shows_its_deep_link(operator):
     conf = BotSettings.load()
     conf.bot_username = "CourierBot"
