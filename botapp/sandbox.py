@@ -10,6 +10,12 @@ Reads a conversation (one line each) and prints every bot action:
                             a user sends media (photo, video, document, animation, audio), with an optional
                             size in brackets (B, KB, MB, GB; 1 KB without) and an optional caption
     post Chapter 1          something is posted in the storage channel (its message id is printed)
+    delete post #3          storage-channel message 3 is deleted
+    storage channel lost    the bot is removed from the storage channel
+    set file_caption {filename}
+                            a Bot settings field changes, checked as the settings form checks it (\n: a new line)
+    link demo expires_at 2h one link's own settings: protect_content yes/no/default, auto_delete_minutes
+                            N/default, skip_verification yes/no, expires_at <span from now>/never
     1000 forwards #3        a user forwards storage-channel message 3 to the bot (admins: store it, /batch)
 
 Output: `-> 1001 #5 send "Welcome…" [Get files again | Close]`, `-> 1001 delete #5 #6`, or JSON lines
@@ -43,6 +49,10 @@ SEND_RE = re.compile(
 SIZE_UNITS = {"B": 1, "KB": 1024, "MB": 1024**2, "GB": 1024**3}
 POST_RE = re.compile(r"^post\s+(?P<text>.+)$")
 FORWARD_RE = re.compile(r"^(?P<user>\d+)\s+forwards\s+#?(?P<message>\d+)$")
+SET_RE = re.compile(r"^set\s+(?P<field>\w+)(?:\s+(?P<value>.*))?$", re.DOTALL)
+LINK_RE = re.compile(r"^link\s+(?P<share_id>[\w-]+)\s+(?P<field>\w+)(?:\s+(?P<value>.*))?$")
+UNPOST_RE = re.compile(r"^delete\s+post\s+#?(?P<message>\d+)$")
+LOST_RE = re.compile(r"^(?P<which>storage)\s+channel\s+lost$")
 WAIT_RE = re.compile(r"^wait\s+(?P<span>(\d+\s*[smhd]\s*)+)$")
 SPAN_PART_RE = re.compile(r"(\d+)\s*([smhd])")
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
@@ -155,6 +165,20 @@ class Sandbox:
         elif m := POST_RE.match(line):
             message_id = self.telegram.post(self.storage_channel_id, m["text"])
             self.note(f"storage channel #{message_id}: {m['text']}", message_id=message_id)
+        elif m := SET_RE.match(line):
+            problem = setting_edit(field=m["field"], value=(m["value"] or "").replace("\\n", "\n"))
+            return self.note_edit(problem, f"Bot settings: {m['field']}")
+        elif m := LINK_RE.match(line):
+            problem = link_edit(share_id=m["share_id"], field=m["field"], value=m["value"] or "")
+            return self.note_edit(problem, f"link {m['share_id']}: {m['field']}")
+        elif m := UNPOST_RE.match(line):
+            if self.telegram.message(self.storage_channel_id, int(m["message"])) is None:
+                self.note(f"the storage channel has no message #{m['message']}")
+                return False
+            self.telegram.delete_post(self.storage_channel_id, int(m["message"]))
+            self.note(f"storage channel #{m['message']} deleted")
+        elif m := LOST_RE.match(line):
+            return self.channel_lost(m["which"])
         elif m := FORWARD_RE.match(line):
             source = self.telegram.message(self.storage_channel_id, int(m["message"]))
             if source is None:
@@ -170,6 +194,17 @@ class Sandbox:
         else:
             self.note(f"not understood: {line!r} (try '1001: /start', '1001 tap Close', 'wait 31m', '1001 blocks')")
             return False
+        return True
+
+    def note_edit(self, problem: str, what: str) -> bool:
+        """An edit's outcome: a note saying what changed, or why nothing did."""
+        self.note(f"{what}: {problem}" if problem else f"{what} saved")
+        return not problem
+
+    def channel_lost(self, which: str) -> bool:
+        chat_id = self.storage_channel_id
+        self.telegram.remove_bot(chat_id)
+        self.note(f"the bot was removed from the {which} channel {chat_id}")
         return True
 
     def say(self, user_id: int, text: str) -> None:
@@ -297,3 +332,61 @@ def demo_setup(telegram: TelegramServer, *, storage_channel_id: int):
     stored.share_id = "demo"  # a fixed id, so that scripted conversations can name it
     stored.save(update_fields=["share_id"])
     return stored
+
+
+# --- editing settings from the sandbox, checked as the admin's forms check them ----------------------
+
+YES, NO = ("yes", "on", "true", "1"), ("no", "off", "false", "0")
+
+
+def setting_edit(*, field: str, value: str) -> str:
+    """Set one Bot settings field through the settings page's own form; returns the problem, or ""."""
+    from django.forms import modelform_factory
+
+    from botapp.admin.settings_form import BotSettingsForm
+    from botapp.models import BotSettings
+
+    conf = BotSettings.load()
+    names = {f.name for f in BotSettings._meta.concrete_fields} - {"id", "bot_username"}
+    if field not in names:
+        return f"Bot settings have no {field!r}: " + ", ".join(sorted(names))
+    form_class = modelform_factory(BotSettings, form=BotSettingsForm, fields=[field])
+    return _form_save(form_class(data={field: _form_value(BotSettings, field, value)}, instance=conf))
+
+
+def link_edit(*, share_id: str, field: str, value: str) -> str:
+    """Set one of a stored file's own settings (as the admin's file form does); returns the problem, or ""."""
+    from django.forms import modelform_factory
+
+    from botapp.admin.files import LINK_SETTINGS
+    from botapp.models import StoredFile
+
+    stored = StoredFile.objects.filter(share_id=share_id).first()
+    if stored is None:
+        return f"no stored file {share_id!r}"
+    if field not in LINK_SETTINGS:
+        return f"a link's own settings are {', '.join(LINK_SETTINGS)}"
+    if field == "expires_at" and value.strip() not in ("", "never", "default"):
+        if not WAIT_RE.match(f"wait {value.strip()}"):
+            return "expires_at takes a span from now (2h, 30m, 1d) or never"
+        value = (clock.now() + duration_parse(value)).isoformat()
+    form_class = modelform_factory(StoredFile, fields=[field])
+    return _form_save(form_class(data={field: _form_value(StoredFile, field, value)}, instance=stored))
+
+
+def _form_value(model, field: str, value: str) -> str:
+    """What the admin's widget would post for a sandbox value (yes/no/default)."""
+    kind = model._meta.get_field(field)
+    word = value.strip().lower()
+    if kind.get_internal_type() == "BooleanField":
+        if kind.null:
+            return {"default": "unknown", **dict.fromkeys(YES, "true"), **dict.fromkeys(NO, "false")}.get(word, word)
+        return "on" if word in YES else ""
+    return "" if word in ("default", "never") else value.strip()
+
+
+def _form_save(form) -> str:
+    if not form.is_valid():
+        return "; ".join(f"{name}: {' '.join(errors)}" for name, errors in form.errors.items())
+    form.save()
+    return ""

@@ -43,12 +43,16 @@ class MessageIdsField(forms.CharField):
         return ids
 
 
+# Per-link settings, over Bot settings for this link (the model says how each one falls back).
+LINK_SETTINGS = ("protect_content", "auto_delete_minutes", "skip_verification", "expires_at")
+
+
 class StoredFileForm(forms.ModelForm):
     message_ids = MessageIdsField(help_text='Message ids in the storage channel: "12", "12, 15" or a range "10-20".')
 
     class Meta:
         model = StoredFile
-        fields = ("title", "source_chat_id", "message_ids", "protect_content")
+        fields = ("title", "source_chat_id", "message_ids", *LINK_SETTINGS)
 
 
 @admin.register(StoredFile)
@@ -61,17 +65,18 @@ class StoredFileAdmin(FlushCountersFirst, admin.ModelAdmin):
         "delivery_count",
         "last_delivered_at",
         "protect_content",
+        "expires_at",
         "link",
         "created_at",
     )
-    list_filter = ("protect_content", "created_at")
+    list_filter = ("protect_content", "skip_verification", "expires_at", "created_at")
     search_fields = ("=share_id", "title")
     readonly_fields = ("share_id", "delivery_count", "last_delivered_at", "created_at", "created_by", "link")
     fields = (
         "title",
         "source_chat_id",
         "message_ids",
-        "protect_content",
+        *LINK_SETTINGS,
         "share_id",
         "link",
         "delivery_count",

@@ -55,6 +55,7 @@ SHARE_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
 
 BAD_LINK = "This link is not valid. Please check that you copied all of it."
 NO_FILE = "This link does not exist or its files were removed."
+LINK_EXPIRED = "This link has expired. Ask whoever shared it for a new one."
 FILE_GONE = "Sorry, these files are no longer available."
 FILE_RESTRICTED = "Sorry, these files cannot be sent right now. The admins have been told; please try again later."
 FILE_INCOMPLETE = "Only {sent} of these files could be sent just now. Open the link again in a minute to get all of them."
@@ -105,9 +106,13 @@ class Delivery:
         if stored is None:
             self.say(NO_FILE)
             return
+        if stored.is_expired(clock.now()):
+            self.say(LINK_EXPIRED)
+            return
+        verification = stored.verification_for(self.conf)  # a link may skip it
         if not self.is_admin:
             # Bans punish verification bypasses: with verification off, nobody is held back by one.
-            remaining = user_ban_remaining(user=self.user) if self.conf.verification_enabled else None
+            remaining = user_ban_remaining(user=self.user) if verification else None
             if remaining:
                 self.say(BANNED.format(remaining=human_span(delta=remaining)))
                 return
@@ -115,7 +120,7 @@ class Delivery:
             if missing:
                 self.join_prompt(missing, share_id)
                 return
-            if self.conf.verification_enabled and not user_is_verified(user=self.user):
+            if verification and not user_is_verified(user=self.user):
                 self.verify_prompt(share_id)
                 return
         file_deliver(gateway=self.gateway, chat_id=self.chat_id, stored=stored, conf=self.conf, user=self.user)
@@ -199,7 +204,8 @@ def file_deliver(
 ) -> list[Sent]:
     """Copy the file's messages to the chat (with the caption template of Bot settings filled in
     for each message and for `user`); with auto-delete on, tell the user and record the deletion
-    (a durable row: it survives restarts).
+    (a durable row: it survives restarts). The link's own protect-content and auto-delete minutes
+    win over Bot settings.
 
     The database sees one statement, whatever the number of files: the pending deletion's INSERT
     (none with auto-delete off). The counters (the file's deliveries, today's) go to Redis
@@ -211,7 +217,7 @@ def file_deliver(
             stored.source_chat_id,
             stored.message_ids,
             caption=caption_for(template=conf.file_caption, user=user),
-            protect=conf.protect_content or stored.protect_content,
+            protect=stored.protect_for(conf),
         )
     except (MessageNotFound, ChatNotFound) as exc:
         log.error("stored file unavailable share=%s: %s", stored.share_id, exc)
@@ -226,17 +232,18 @@ def file_deliver(
         log.warning("delivery stopped partway share=%s chat=%s: %s", stored.share_id, chat_id, exc)
         sent, incomplete = exc.sent, exc
     now = clock.now()
+    minutes = stored.auto_delete_minutes_for(conf)
     notice = FILE_INCOMPLETE.format(sent=len(sent)) if incomplete is not None else ""
-    if conf.auto_delete_minutes:
-        notice = " ".join(filter(None, [notice, deletion_warning(minutes=conf.auto_delete_minutes)]))
+    if minutes:
+        notice = " ".join(filter(None, [notice, deletion_warning(minutes=minutes)]))
     ids = [s.message_id for s in sent]
     if notice:
         try:
             ids.append(gateway.send_text(chat_id, notice).message_id)
         except TelegramError as exc:  # the files arrived: they are recorded for deletion all the same
             log.warning("delivery notice not sent share=%s chat=%s: %s", stored.share_id, chat_id, exc)
-    if conf.auto_delete_minutes:
-        deletion_schedule(chat_id=chat_id, message_ids=ids, share_id=stored.share_id, minutes=conf.auto_delete_minutes, now=now)
+    if minutes:
+        deletion_schedule(chat_id=chat_id, message_ids=ids, share_id=stored.share_id, minutes=minutes, now=now)
     delivery_count(stored_id=stored.pk, at=now)
     return sent
 
