@@ -11,7 +11,7 @@ Reads a conversation (one line each) and prints every bot action:
                             size in brackets (B, KB, MB, GB; 1 KB without) and an optional caption
     post Chapter 1          something is posted in the storage channel (its message id is printed)
     delete post #3          storage-channel message 3 is deleted
-    storage channel lost    the bot is removed from the storage channel
+    storage channel lost    the bot is removed from the storage channel (also: backup channel lost)
     set file_caption {filename}
                             a Bot settings field changes, checked as the settings form checks it (\n: a new line)
     link demo expires_at 2h one link's own settings: protect_content yes/no/default, auto_delete_minutes
@@ -52,7 +52,7 @@ FORWARD_RE = re.compile(r"^(?P<user>\d+)\s+forwards\s+#?(?P<message>\d+)$")
 SET_RE = re.compile(r"^set\s+(?P<field>\w+)(?:\s+(?P<value>.*))?$", re.DOTALL)
 LINK_RE = re.compile(r"^link\s+(?P<share_id>[\w-]+)\s+(?P<field>\w+)(?:\s+(?P<value>.*))?$")
 UNPOST_RE = re.compile(r"^delete\s+post\s+#?(?P<message>\d+)$")
-LOST_RE = re.compile(r"^(?P<which>storage)\s+channel\s+lost$")
+LOST_RE = re.compile(r"^(?P<which>storage|backup)\s+channel\s+lost$")
 WAIT_RE = re.compile(r"^wait\s+(?P<span>(\d+\s*[smhd]\s*)+)$")
 SPAN_PART_RE = re.compile(r"(\d+)\s*([smhd])")
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
@@ -167,6 +167,9 @@ class Sandbox:
             self.note(f"storage channel #{message_id}: {m['text']}", message_id=message_id)
         elif m := SET_RE.match(line):
             problem = setting_edit(field=m["field"], value=(m["value"] or "").replace("\\n", "\n"))
+            if not problem and m["field"] == "backup_channel_id" and m["value"]:
+                # The operator made the channel and added the bot as an admin: here, it exists at once.
+                self.telegram.create_channel(int(m["value"]), title="Backup")
             return self.note_edit(problem, f"Bot settings: {m['field']}")
         elif m := LINK_RE.match(line):
             problem = link_edit(share_id=m["share_id"], field=m["field"], value=m["value"] or "")
@@ -202,7 +205,12 @@ class Sandbox:
         return not problem
 
     def channel_lost(self, which: str) -> bool:
-        chat_id = self.storage_channel_id
+        from botapp.models import BotSettings
+
+        chat_id = self.storage_channel_id if which == "storage" else BotSettings.load().backup_channel_id
+        if not chat_id:
+            self.note("no backup channel is set: 'set backup_channel_id -100…' first")
+            return False
         self.telegram.remove_bot(chat_id)
         self.note(f"the bot was removed from the {which} channel {chat_id}")
         return True

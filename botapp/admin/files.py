@@ -5,6 +5,7 @@ from django.contrib import admin
 from django.utils.html import format_html
 
 from botapp.admin.access import FlushCountersFirst
+from botapp.admin.backups import BackupAdminMixin, BackupFilter
 from botapp.config import storage_channel_load
 from botapp.models import (
     PendingBatch,
@@ -56,8 +57,9 @@ class StoredFileForm(forms.ModelForm):
 
 
 @admin.register(StoredFile)
-class StoredFileAdmin(FlushCountersFirst, admin.ModelAdmin):
+class StoredFileAdmin(BackupAdminMixin, FlushCountersFirst, admin.ModelAdmin):
     form = StoredFileForm
+    actions = ("back_up_now",)
     list_display = (
         "share_id",
         "title",
@@ -66,12 +68,22 @@ class StoredFileAdmin(FlushCountersFirst, admin.ModelAdmin):
         "last_delivered_at",
         "protect_content",
         "expires_at",
+        "has_backup",
         "link",
         "created_at",
     )
-    list_filter = ("protect_content", "skip_verification", "expires_at", "created_at")
+    list_filter = ("protect_content", "skip_verification", "expires_at", BackupFilter, "created_at")
     search_fields = ("=share_id", "title")
-    readonly_fields = ("share_id", "delivery_count", "last_delivered_at", "created_at", "created_by", "link")
+    readonly_fields = (
+        "share_id",
+        "delivery_count",
+        "last_delivered_at",
+        "created_at",
+        "created_by",
+        "link",
+        "backup_chat_id",
+        "backup_message_ids",
+    )
     fields = (
         "title",
         "source_chat_id",
@@ -83,6 +95,8 @@ class StoredFileAdmin(FlushCountersFirst, admin.ModelAdmin):
         "last_delivered_at",
         "created_by",
         "created_at",
+        "backup_chat_id",
+        "backup_message_ids",
     )
 
     def get_changeform_initial_data(self, request):

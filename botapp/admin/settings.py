@@ -16,7 +16,10 @@ class BotSettingsAdmin(admin.ModelAdmin):
 
     form = BotSettingsForm
     fieldsets = (
-        ("Delivery", {"fields": ("bot_username", "auto_delete_minutes", "file_caption", "protect_content")}),
+        (
+            "Delivery",
+            {"fields": ("bot_username", "auto_delete_minutes", "file_caption", "protect_content", "backup_channel_id")},
+        ),
         (
             "Token verification",
             {

@@ -2,6 +2,7 @@
 
 from django import forms
 
+from botapp.config import storage_channel_load
 from botapp.models import BotSettings
 from botapp.services.captions import caption_template_problems
 
@@ -17,3 +18,12 @@ class BotSettingsForm(forms.ModelForm):
         if problems:
             raise forms.ValidationError(problems)
         return template
+
+    def clean_backup_channel_id(self):
+        channel_id = self.cleaned_data.get("backup_channel_id")
+        if channel_id is not None and channel_id > -1_000_000_000_000:
+            raise forms.ValidationError("A channel id looks like -1001234567890 (forward a post to @userinfobot to read it).")
+        storage = storage_channel_load()
+        if channel_id is not None and channel_id == storage:
+            raise forms.ValidationError("That is the storage channel itself: the backup needs a second channel.")
+        return channel_id

@@ -26,6 +26,11 @@ class StoredFile(models.Model):
     source_chat_id = models.BigIntegerField(help_text="The storage channel that holds the messages.")
     message_ids = models.JSONField(help_text="Message ids in the storage channel, delivered in this order.")
     title = models.CharField(max_length=255, blank=True)
+    # The copy in the backup channel (Bot settings), used when the storage channel's messages are gone.
+    backup_chat_id = models.BigIntegerField(null=True, blank=True, help_text="The backup channel holding the copy.")
+    backup_message_ids = models.JSONField(
+        null=True, blank=True, help_text="The copies' ids in the backup channel, in delivery order."
+    )
     # Per-link settings: each overrides Bot settings for this link only (empty / unknown: as Bot settings).
     protect_content = models.BooleanField(
         null=True,
@@ -54,6 +59,10 @@ class StoredFile(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        indexes = [
+            # The backfill: files with no backup copy yet, oldest first.
+            models.Index(fields=["created_at"], name="file_no_backup", condition=Q(backup_chat_id__isnull=True)),
+        ]
 
     def __str__(self) -> str:
         return self.title or f"file {self.share_id}"

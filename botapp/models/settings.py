@@ -33,6 +33,13 @@ class BotSettings(models.Model):
         "{first_name}; at most 1024 characters with the longest values. Empty keeps each file's own caption.",
     )
     protect_content = models.BooleanField(default=False, help_text="Delivered files cannot be forwarded or saved.")
+    backup_channel_id = models.BigIntegerField(
+        "backup channel id",
+        null=True,
+        blank=True,
+        help_text="A second private channel (-100…, the bot an admin there): files admins store are copied "
+        "there too, and delivered from it when the storage channel's message is gone. Empty: no backups.",
+    )
     verification_enabled = models.BooleanField(default=False)
     verification_hours = models.PositiveIntegerField(
         "verification lasts (hours)", default=24, validators=[MinValueValidator(1)], help_text="How long a verification lasts."

@@ -205,32 +205,40 @@ def file_deliver(
     """Copy the file's messages to the chat (with the caption template of Bot settings filled in
     for each message and for `user`); with auto-delete on, tell the user and record the deletion
     (a durable row: it survives restarts). The link's own protect-content and auto-delete minutes
-    win over Bot settings.
+    win over Bot settings. When the storage channel's messages are gone (deleted, or the channel
+    lost), the backup channel's copy is delivered instead.
 
     The database sees one statement, whatever the number of files: the pending deletion's INSERT
     (none with auto-delete off). The counters (the file's deliveries, today's) go to Redis
     (services/stats.py), so deliveries never wait for each other on a shared row."""
     incomplete = None
-    try:
-        sent = gateway.copy_messages(
-            chat_id,
-            stored.source_chat_id,
-            stored.message_ids,
-            caption=caption_for(template=conf.file_caption, user=user),
-            protect=stored.protect_for(conf),
-        )
-    except (MessageNotFound, ChatNotFound) as exc:
-        log.error("stored file unavailable share=%s: %s", stored.share_id, exc)
-        gateway.send_text(chat_id, FILE_GONE)
-        return []
-    except ForwardsRestricted as exc:
-        log.error("storage channel forbids copying share=%s chat=%s: %s", stored.share_id, stored.source_chat_id, exc)
-        gateway.send_text(chat_id, FILE_RESTRICTED)
-        return []
-    except CopyIncomplete as exc:
-        # Part of the file went out: those messages are the user's now, and are deleted like the rest.
-        log.warning("delivery stopped partway share=%s chat=%s: %s", stored.share_id, chat_id, exc)
-        sent, incomplete = exc.sent, exc
+    sources = file_sources(stored=stored)
+    for n, (source_chat_id, message_ids) in enumerate(sources, start=1):
+        try:
+            sent = gateway.copy_messages(
+                chat_id,
+                source_chat_id,
+                message_ids,
+                caption=caption_for(template=conf.file_caption, user=user),
+                protect=stored.protect_for(conf),
+            )
+            break
+        except (MessageNotFound, ChatNotFound) as exc:
+            if n < len(sources):  # deleted, the channel lost, or only empty messages left: the backup has it
+                log.error("stored file gone share=%s chat=%s, delivering the backup: %s", stored.share_id, source_chat_id, exc)
+                continue
+            log.error("stored file unavailable share=%s: %s", stored.share_id, exc)
+            gateway.send_text(chat_id, FILE_GONE)
+            return []
+        except ForwardsRestricted as exc:
+            log.error("storage channel forbids copying share=%s chat=%s: %s", stored.share_id, source_chat_id, exc)
+            gateway.send_text(chat_id, FILE_RESTRICTED)
+            return []
+        except CopyIncomplete as exc:
+            # Part of the file went out: those messages are the user's now, and are deleted like the rest.
+            log.warning("delivery stopped partway share=%s chat=%s: %s", stored.share_id, chat_id, exc)
+            sent, incomplete = exc.sent, exc
+            break
     now = clock.now()
     minutes = stored.auto_delete_minutes_for(conf)
     notice = FILE_INCOMPLETE.format(sent=len(sent)) if incomplete is not None else ""
@@ -246,6 +254,15 @@ def file_deliver(
         deletion_schedule(chat_id=chat_id, message_ids=ids, share_id=stored.share_id, minutes=minutes, now=now)
     delivery_count(stored_id=stored.pk, at=now)
     return sent
+
+
+def file_sources(*, stored: StoredFile) -> list[tuple[int, list[int]]]:
+    """Where a file's messages can be copied from, in the order to try: the storage channel, then
+    the backup copy when there is one."""
+    sources = [(stored.source_chat_id, stored.message_ids)]
+    if stored.backup_chat_id and stored.backup_message_ids:
+        sources.append((stored.backup_chat_id, stored.backup_message_ids))
+    return sources
 
 
 def caption_for(*, template: str, user: TelegramUser | None) -> Caption:
