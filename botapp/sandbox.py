@@ -395,6 +395,6 @@ def _form_value(model, field: str, value: str) -> str:
 
 def _form_save(form) -> str:
     if not form.is_valid():
-        return "; ".join(f"{name}: {' '.join(errors)}" for name, errors in form.errors.items())
+        return " ".join(message for errors in form.errors.values() for message in errors)  # one field: its messages
     form.save()
     return ""
