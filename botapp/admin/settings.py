@@ -4,6 +4,7 @@ from django.contrib import admin
 from django.http import HttpResponseRedirect
 from django.urls import reverse
 
+from botapp.admin.settings_form import BotSettingsForm
 from botapp.models import (
     BotSettings,
 )
@@ -13,8 +14,12 @@ from botapp.models import (
 class BotSettingsAdmin(admin.ModelAdmin):
     """One row: the list page opens it directly."""
 
+    form = BotSettingsForm
     fieldsets = (
-        ("Delivery", {"fields": ("bot_username", "auto_delete_minutes", "file_caption", "protect_content")}),
+        (
+            "Delivery",
+            {"fields": ("bot_username", "auto_delete_minutes", "file_caption", "protect_content", "backup_channel_id")},
+        ),
         (
             "Token verification",
             {

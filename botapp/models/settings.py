@@ -28,8 +28,19 @@ class BotSettings(models.Model):
         validators=[MaxValueValidator(TELEGRAM_DELETE_WINDOW_MINUTES)],
         help_text="Delete delivered files after this many minutes (0: never). At most 2880 (48 h): Telegram's limit.",
     )
-    file_caption = models.TextField(blank=True, help_text="Caption for delivered files; empty keeps the original.")
+    file_caption = models.TextField(
+        blank=True,
+        help_text="Caption for delivered files (Telegram HTML): {filename}, {filesize}, {previouscaption}, {mention}, "
+        "{first_name}; at most 1024 characters with the longest values. Empty keeps each file's own caption.",
+    )
     protect_content = models.BooleanField(default=False, help_text="Delivered files cannot be forwarded or saved.")
+    backup_channel_id = models.BigIntegerField(
+        "backup channel id",
+        null=True,
+        blank=True,
+        help_text="A second private channel (-100…, the bot an admin there): files admins store are copied "
+        "there too, and delivered from it when the storage channel's message is gone. Empty: no backups.",
+    )
     verification_enabled = models.BooleanField(default=False)
     verification_hours = models.PositiveIntegerField(
         "verification lasts (hours)", default=24, validators=[MinValueValidator(1)], help_text="How long a verification lasts."

@@ -9,7 +9,7 @@ thread-safe, so sweeps can send from a thread pool and bot handlers from their w
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -50,6 +50,20 @@ class Media:
     def __post_init__(self):
         if self.kind not in self.KINDS:
             raise ValueError(f"unknown media kind {self.kind!r}")
+
+
+@dataclass(frozen=True)
+class CopySource:
+    """A stored message as a caption template sees it, read from Telegram when it is copied."""
+
+    kind: str  # photo | video | document | animation | audio | voice | ... ; "" for a message without media
+    file_name: str = ""  # documents, videos, audio, animations (a photo has none)
+    file_size: int = 0  # bytes
+    caption: str = ""  # its own caption, as Telegram HTML
+
+
+# A caption for every copy, or one per message: None keeps that message's own caption.
+Caption = str | Callable[[CopySource], str | None] | None
 
 
 @dataclass(frozen=True)
@@ -203,9 +217,11 @@ class Gateway(abc.ABC):
 
     @abc.abstractmethod
     def copy_messages(
-        self, chat_id: int, from_chat_id: int, message_ids: Sequence[int], *, caption: str | None = None, protect: bool = False
+        self, chat_id: int, from_chat_id: int, message_ids: Sequence[int], *, caption: Caption = None, protect: bool = False
     ) -> list[Sent]:
-        """Copy messages without the "forwarded from" header, in order. `caption` replaces captions."""
+        """Copy messages without the "forwarded from" header, in order. `caption` (Telegram HTML)
+        replaces captions of media messages: one text for all, or a function given each message's
+        CopySource (None from it keeps that message's caption)."""
 
     @abc.abstractmethod
     def delete_messages(self, chat_id: int, message_ids: Iterable[int]) -> int:

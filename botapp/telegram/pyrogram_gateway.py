@@ -31,8 +31,10 @@ from botapp.telegram.gateway import (
     DELETE_CHUNK,
     BadRequest,
     BotUnauthorized,
+    Caption,
     ChatNotFound,
     CopyIncomplete,
+    CopySource,
     FloodWait,
     ForwardsRestricted,
     Gateway,
@@ -159,6 +161,26 @@ def error_to_domain(exc: BaseException, *, send: bool = False) -> TelegramError 
     if isinstance(exc, (errors.BadRequest, ValueError, KeyError, TypeError, AttributeError)):
         return BadRequest(f"{type(exc).__name__}: {text}")
     return TelegramError(f"{type(exc).__name__}: {text}")
+
+
+def copy_source(message: types.Message) -> CopySource:
+    """What a caption template may use of a message kurigram parsed."""
+    if not message.media:
+        return CopySource(kind="")
+    kind = message.media.name.lower()  # MessageMediaType.DOCUMENT -> "document"
+    media = getattr(message, kind, None)
+    if kind == "photo" or media is None:  # a photo has a size but no file name
+        return CopySource(kind=kind, file_size=getattr(media, "file_size", 0) or 0, caption=_html(message.caption))
+    return CopySource(
+        kind=kind,
+        file_name=getattr(media, "file_name", None) or "",
+        file_size=getattr(media, "file_size", None) or 0,
+        caption=_html(message.caption),
+    )
+
+
+def _html(text) -> str:
+    return text.html if text else ""
 
 
 def markup(buttons: Keyboard | None) -> types.InlineKeyboardMarkup | None:
@@ -438,7 +460,7 @@ class PyrogramGateway(Gateway):
         return Sent(chat_id, message.id)
 
     def copy_messages(
-        self, chat_id: int, from_chat_id: int, message_ids: Sequence[int], *, caption: str | None = None, protect: bool = False
+        self, chat_id: int, from_chat_id: int, message_ids: Sequence[int], *, caption: Caption = None, protect: bool = False
     ) -> list[Sent]:
         """Without a caption: one ForwardMessages call per 100 ids (no "forwarded from" header);
         ids Telegram cannot forward (deleted, service messages) are skipped. With a caption: one
@@ -453,10 +475,12 @@ class PyrogramGateway(Gateway):
             else:
                 for chunk in chunked(list(message_ids), DELETE_CHUNK):
                     for source in self._fetch(from_chat_id, chunk):
+                        text = caption(copy_source(source)) if callable(caption) else caption
                         copy = self._call(
                             source.copy,
                             chat_id,
-                            caption=caption,
+                            caption=text if source.media else None,
+                            parse_mode=enums.ParseMode.HTML,
                             protect_content=protect or None,
                             allow_paid_broadcast=self.paid,
                             chat_id=chat_id,

@@ -13,5 +13,6 @@ from scheduler.jobs import (  # noqa: F401
     retention,
     sequence_send,
     tokens,
+    backups,
 )
 # isort: on

@@ -288,4 +288,5 @@ def test_job_names_never_change_whatever_their_modules_are_called():
         ("send_sequence_messages", "scheduler.jobs.sequence_send"),
         ("cleanup_tokens", "scheduler.jobs.tokens"),
         ("reset_token_counts", "scheduler.jobs.tokens"),
+        ("backfill_backups", "scheduler.jobs.backups"),
     ]

@@ -328,6 +328,8 @@ def forward_messages(server, query):
     if len(query.id) > limits.IDS_PER_CALL:
         raise RpcFault("LIMIT_INVALID")  # inferred name; the 100-id limit is documented
     from_id, _, from_channel = resolve_chat(server, query.from_peer)
+    if from_channel is not None and not from_channel.bot_is_admin:
+        raise RpcFault("CHANNEL_PRIVATE")  # inferred: a private channel the bot was removed from
     if from_channel is not None and from_channel.noforwards:
         raise RpcFault("CHAT_FORWARDS_RESTRICTED")
     chat_id, user, channel = writable(server, query.to_peer, paid=bool(query.allow_paid_floodskip))

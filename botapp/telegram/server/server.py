@@ -352,8 +352,10 @@ class TelegramServer:
             self.channel_messages[channel.raw_id][msg.id] = msg
         return msg
 
-    def new_file(self, kind: str, name: str) -> File:
+    def new_file(self, kind: str, name: str, size: int | None = None) -> File:
         file = File(id=next(self._file_ids), kind=kind, name=name)
+        if size is not None:
+            file.size = size
         self.files[file.id] = file
         return file
 
@@ -429,13 +431,16 @@ class TelegramServer:
             self.update_log.append(("qts", self.qts, update))
             self.push(self.updates_tl([update], users=[record], channels=[channel]))
 
-    def post(self, chat_id: int, text: str = "", *, media: Media | None = None, service: bool = False) -> int:
+    def post(
+        self, chat_id: int, text: str = "", *, media: Media | None = None, service: bool = False, file_size: int | None = None
+    ) -> int:
         """Something is posted in a channel (by an admin); returns the message id. A bot that is
-        an admin there is told (UpdateNewChannelMessage, the Bot API's channel_post)."""
+        an admin there is told (UpdateNewChannelMessage, the Bot API's channel_post). `media.file`
+        is the file's name (documents, videos, audio and animations carry it), `file_size` its size."""
         with self.lock:
             if channel_raw_id(chat_id) not in self.channels:
                 raise KeyError(f"no channel {chat_id}")
-            file = self.new_file(media.kind, media.file) if media else None
+            file = self.new_file(media.kind, media.file, file_size) if media else None
             msg = self.new_message(chat_id, out=False, text=text, file=file, service=service)
             channel = self.channels[channel_raw_id(chat_id)]
             if channel.bot_is_admin:
@@ -468,8 +473,20 @@ class TelegramServer:
         with self.lock:
             self.stored(chat_id, message_id).deleted = True
 
+    def remove_bot(self, chat_id: int) -> None:
+        """The bot is removed from a channel (or the channel is deleted): it can no longer read,
+        forward from or post in it."""
+        with self.lock:
+            self.channels[channel_raw_id(chat_id)].bot_is_admin = False
+
     def user_sends(
-        self, user: TgUser, text: str = "", *, media: Media | None = None, forward_from: tuple[int, int] | None = None
+        self,
+        user: TgUser,
+        text: str = "",
+        *,
+        media: Media | None = None,
+        forward_from: tuple[int, int] | None = None,
+        file_size: int | None = None,
     ) -> int:
         """A user writes to the bot in private; runbot's session gets UpdateNewMessage. Returns its id."""
         with self.lock:
@@ -481,7 +498,7 @@ class TelegramServer:
                 source = self.stored(*forward_from)
                 file = source.file if source is not None else None
             elif media is not None:
-                file = self.new_file(media.kind, media.file)
+                file = self.new_file(media.kind, media.file, file_size)
             msg = self.new_message(user.id, out=False, text=text, file=file, forward_from=forward_from, sender_id=user.id)
             channels = [self.channels[channel_raw_id(forward_from[0])]] if forward_from else []
             updates = []
