@@ -21,6 +21,9 @@ CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 # The public https address of the web process (e.g. https://courier.example.com): tracked buttons
 # send users through PUBLIC_URL/go/... Empty: buttons cannot be tracked.
 PUBLIC_URL = env("PUBLIC_URL", default="")
+# A tracked button's redirect works this many days after its message was sent; later it shows a
+# page saying so and records nothing.
+CLICK_LINK_DAYS = env.int("CLICK_LINK_DAYS", default=30)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
