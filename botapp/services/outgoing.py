@@ -51,10 +51,11 @@ class ButtonSpec:
         return Button(self.text, url=self.url)
 
 
-def buttons_parse(*, text: str) -> list[list[ButtonSpec]]:
+def buttons_parse(*, text: str, check_links: bool = True) -> list[list[ButtonSpec]]:
     """Parse the admin's button lines into rows of buttons; a ValidationError names the line that
-    is wrong (no link, a scheme other than https/http/tg, a bad click key, tracking without
-    PUBLIC_URL)."""
+    is wrong (no text or link, a link Telegram would refuse, a bad click key, tracking without
+    PUBLIC_URL). Senders pass `check_links=False`: a message composed under an older, looser
+    rule still goes out, and Telegram's refusal is then each send's own result."""
     rows = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -67,7 +68,7 @@ def buttons_parse(*, text: str) -> list[list[ButtonSpec]]:
                     f'Line {number}: write a button as "Text | https://example.com" (optionally "| key" to track clicks).'
                 )
             label, url, key = pieces[0], pieces[1], pieces[2] if len(pieces) == 3 else ""
-            if not button_url_ok(url=url):
+            if check_links and not button_url_ok(url=url):
                 raise ValidationError(
                     f"Line {number}: {escape(url)} is not a link Telegram accepts on a button "
                     "(https://… or http://… with a host, or tg://…)."
@@ -161,7 +162,10 @@ class Outgoing:
     @classmethod
     def compose(cls, *, text: str, media_kind: str, media: str, buttons: str, protect: bool) -> Outgoing:
         return cls(
-            text=text, media=Media(media_kind, media) if media_kind else None, rows=buttons_parse(text=buttons), protect=protect
+            text=text,
+            media=Media(media_kind, media) if media_kind else None,
+            rows=buttons_parse(text=buttons, check_links=False),
+            protect=protect,
         )
 
     def send(self, gateway: Gateway, chat_id: int, *, user_id: int | None = None) -> Sent:
