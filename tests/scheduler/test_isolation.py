@@ -197,3 +197,37 @@ def test_a_broadcast_composed_under_a_looser_link_rule_still_ends(telegram):
     assert (broadcast.status, broadcast.sent, broadcast.failed) == (Broadcast.Status.DONE, 0, 3)
     assert all("BUTTON_URL_INVALID" in error for error in BroadcastDelivery.objects.values_list("error", flat=True))
     assert all(telegram.bot_messages(u.telegram_id) == [] for u in users)
+
+
+def test_a_broadcasts_rows_and_counters_are_recorded_in_one_transaction(telegram):
+    """PostgreSQL refuses the counters' update (a trigger stands in for the connection dying at
+    that moment): the rows' results go with it, so no row says 'sent' that the counters miss.
+    Those sends' outcome is then unknown: the reaper makes them interrupted, never re-sent."""
+    from django.db import DatabaseError, connection
+
+    users, broadcast = started_broadcast(telegram, 5)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "CREATE FUNCTION courier_test_refuse() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN RAISE EXCEPTION 'counters refused'; END $$"
+        )
+        cursor.execute(
+            "CREATE TRIGGER courier_test_refuse BEFORE UPDATE OF sent ON botapp_broadcast "
+            "FOR EACH ROW WHEN (NEW.sent <> OLD.sent) EXECUTE FUNCTION courier_test_refuse()"
+        )
+    try:
+        with pytest.raises(DatabaseError, match="counters refused"):
+            run(send_broadcasts, telegram)
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("DROP TRIGGER courier_test_refuse ON botapp_broadcast")
+            cursor.execute("DROP FUNCTION courier_test_refuse()")
+
+    broadcast.refresh_from_db()
+    assert broadcast.sent == BroadcastDelivery.objects.filter(status=Status.SENT).count() == 0
+    clock.clock_advance(timedelta(minutes=6))
+    reap_expired_claims()
+    run(send_broadcasts, telegram)
+    broadcast.refresh_from_db()
+    assert (broadcast.status, broadcast.sent, broadcast.interrupted) == (Broadcast.Status.DONE, 0, 5)
+    assert [len(telegram.bot_messages(u.telegram_id)) for u in users] == [1] * 5  # delivered once, never again
