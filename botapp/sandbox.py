@@ -8,8 +8,13 @@ Reads a conversation (one line each) and prints every bot action:
     1001 blocks             user 1001 blocks the bot
     1000 sends document report.pdf Price list
                             a user sends media (photo, video, document, animation, audio), with an optional caption
-    post Chapter 1          something is posted in the storage channel (its message id is printed)
+    post Chapter 1          something is posted in the storage channel (its message id is printed; runbot hears of it)
     1000 forwards #3        a user forwards storage-channel message 3 to the bot (admins: store it, /batch)
+    set channel_post_links button
+                            change a Bot settings field (as the admin's settings page would, with its checks)
+    forcesub News 30m requests
+                            a force-subscribe channel "News" (the bot an admin there); with a span, the bot
+                            makes invite links expiring after it; with "requests", links that ask to join
 
 Output: `-> 1001 #5 send "Welcome…" [Get files again | Close]`, `-> 1001 delete #5 #6`, or JSON lines
 with `--json`. Lines starting with `..` are the sandbox's own notes (clock, jobs), not bot actions.
@@ -39,10 +44,18 @@ SEND_RE = re.compile(
 )
 POST_RE = re.compile(r"^post\s+(?P<text>.+)$")
 FORWARD_RE = re.compile(r"^(?P<user>\d+)\s+forwards\s+#?(?P<message>\d+)$")
+SET_RE = re.compile(r"^set\s+(?P<field>\w+)\s+(?P<value>.*)$")
+FORCESUB_RE = re.compile(r"^forcesub\s+(?P<title>[^\s]+)(?:\s+(?P<span>(\d+\s*[smhd]\s*)+))?(?:\s+(?P<requests>requests))?$")
+FORCESUB_FIRST = -1002000000001  # sandbox force-subscribe channels count down from here
 WAIT_RE = re.compile(r"^wait\s+(?P<span>(\d+\s*[smhd]\s*)+)$")
 SPAN_PART_RE = re.compile(r"(\d+)\s*([smhd])")
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 PREVIEW = 60
+INVITE_OUTCOMES = {
+    "joined": "joined the channel",
+    "requested": "asked to join (the bot hears of it)",
+    "expired": "Telegram says this invite link has expired",
+}
 
 
 def duration_parse(span: str) -> timedelta:
@@ -84,6 +97,8 @@ class Sandbox:
                 row["media"] = {"kind": event.media.kind, "file": event.media.file}
             if event.buttons:
                 row["buttons"] = [[_button_json(b) for b in row_] for row_ in event.buttons]
+            if event.reply_to:
+                row["reply_to"] = event.reply_to
             self._write(json.dumps(row, ensure_ascii=False))
             return
         ids = " ".join(f"#{i}" for i in event.message_ids)
@@ -94,6 +109,8 @@ class Sandbox:
             self._write(f"-> {event.chat_id} answer {_quote(event.text)}")
             return
         parts = [f"-> {event.chat_id} {ids} {event.action}"]
+        if event.reply_to:
+            parts.append(f"(reply to #{event.reply_to})")
         if event.media:
             parts.append(f"{event.media.kind}")
         if event.text:
@@ -150,6 +167,12 @@ class Sandbox:
         elif m := POST_RE.match(line):
             message_id = self.telegram.post(self.storage_channel_id, m["text"])
             self.note(f"storage channel #{message_id}: {m['text']}", message_id=message_id)
+            self.bot.pump.process(posts=True)  # runbot hears of the post (share links)
+            self.post_link_note(message_id)
+        elif m := SET_RE.match(line):
+            return self.setting(m["field"], m["value"].strip())
+        elif m := FORCESUB_RE.match(line):
+            self.forcesub(m["title"], duration_parse(m["span"] or ""), requests=bool(m["requests"]))
         elif m := FORWARD_RE.match(line):
             source = self.telegram.message(self.storage_channel_id, int(m["message"]))
             if source is None:
@@ -163,7 +186,7 @@ class Sandbox:
                 return False
             self.say(int(m["user"]), m["text"])
         else:
-            self.note(f"not understood: {line!r} (try '1001: /start', '1001 tap Close', 'wait 31m', '1001 blocks')")
+            self.note(f"not understood: {line!r} (try '1001: /start', '1001 tap Close', 'wait 31m', '1001 blocks', 'post Hello')")
             return False
         return True
 
@@ -181,6 +204,12 @@ class Sandbox:
             self.telegram.tap(self.user(user_id), msg.id, button.callback_data)
             self.bot.pump.process()
             return
+        opened = self.telegram.open_invite(button.url, self.user(user_id))
+        if opened != "unknown":  # an invite link the bot made
+            self.note(f"user {user_id} opens {button.url}: {INVITE_OUTCOMES[opened]}")
+            if opened == "requested":
+                self.bot.pump.process()  # runbot hears of the join request
+            return
         try:
             target = self.follow(button.url)
         except ClickLinkExpired:
@@ -192,6 +221,52 @@ class Sandbox:
             return
         # Telegram turns an opened t.me/<bot>?start=X link into "/start X" from the user.
         self.say(user_id, f"/start {payload}".strip())
+
+    def post_link_note(self, message_id: int) -> None:
+        from botapp.models import StoredFile
+
+        stored = StoredFile.objects.filter(source_chat_id=self.storage_channel_id, message_ids=[message_id]).first()
+        if stored is not None:
+            self.note(f"its share link opens the bot with '/start {stored.share_id}'", share_id=stored.share_id)
+
+    def setting(self, name: str, value: str) -> bool:
+        """Set a Bot settings field, checked as the admin's form checks it."""
+        from django.core.exceptions import FieldDoesNotExist, ValidationError
+
+        from botapp.models import BotSettings
+
+        conf = BotSettings.load()
+        try:
+            field = BotSettings._meta.get_field(name)
+        except FieldDoesNotExist:
+            self.note(f"Bot settings have no field {name!r}")
+            return False
+        try:
+            setattr(conf, field.attname, None if value in ("", "none") and field.null else field.to_python(value))
+            conf.full_clean()
+        except ValidationError as exc:
+            self.note(f"{name}: {' '.join(exc.messages)}")
+            return False
+        conf.save()
+        self.note(f"Bot settings: {name} = {getattr(conf, field.attname)!r}")
+        return True
+
+    def forcesub(self, title: str, ttl, *, requests: bool) -> None:
+        """A force-subscribe channel (a new one in the in-memory Telegram, with the bot an admin)."""
+        from botapp.models import ForceSubChannel
+
+        chat_id = FORCESUB_FIRST - ForceSubChannel.objects.count()
+        self.telegram.create_channel(chat_id, title=title)
+        minutes = int(ttl.total_seconds() // 60)
+        ForceSubChannel.objects.create(
+            chat_id=chat_id,
+            title=title,
+            invite_link="" if minutes else f"https://t.me/+{title.lower()}",
+            invite_ttl_minutes=minutes,
+            join_request=requests,
+        )
+        how = f"invite links expiring after {minutes} min" if minutes else "a fixed invite link"
+        self.note(f"force-subscribe channel {title} ({chat_id}): {how}{', join requests' if requests else ''}", chat=chat_id)
 
     def follow(self, url: str) -> str:
         """Where a link button really leads, as a browser would find out."""

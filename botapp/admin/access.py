@@ -48,7 +48,8 @@ class DailyTokenCountAdmin(admin.ModelAdmin):
 
 @admin.register(ForceSubChannel)
 class ForceSubChannelAdmin(admin.ModelAdmin):
-    list_display = ("title", "chat_id", "invite_link", "join_request", "enabled", "position")
+    list_display = ("title", "chat_id", "invite_link", "invite_ttl_minutes", "join_request", "enabled", "position")
+    readonly_fields = ("current_link", "current_link_expires_at")
     list_editable = ("enabled", "position")
     list_filter = ("enabled", "join_request")
     search_fields = ("title", "=chat_id")

@@ -31,6 +31,7 @@ class BotSettingsAdmin(admin.ModelAdmin):
             },
         ),
         ("Texts", {"fields": ("welcome_text", "help_text", "about_text", "faq_text", "deleted_notice_text")}),
+        ("Links", {"fields": ("channel_post_links", "legacy_channel_id")}),
     )
     readonly_fields = ("bot_username",)
 

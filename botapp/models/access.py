@@ -1,11 +1,15 @@
 """The gates: verification tokens, daily counters and totals, force-subscribe channels."""
 
 from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator
 from django.db import models
 from django.db.models import Q
 
 from botapp import clock
 from botapp.models.users import TelegramUser
+
+# An expiring invite link lives at most this long: a year (inferred bound; Telegram documents none).
+INVITE_TTL_MAX_MINUTES = 365 * 24 * 60
 
 
 class VerificationToken(models.Model):
@@ -67,10 +71,22 @@ class ForceSubChannel(models.Model):
 
     chat_id = models.BigIntegerField(unique=True, help_text="Channel id, like -1001234567890. The bot must be an admin there.")
     title = models.CharField(max_length=128, help_text="Shown on the join button.")
-    invite_link = models.URLField(help_text="https://t.me/+... (a join-request link in join-request mode).")
+    invite_link = models.URLField(
+        blank=True,
+        help_text="https://t.me/+... (a join-request link in join-request mode). May stay empty when the bot makes expiring links.",
+    )
     join_request = models.BooleanField(
         default=False, help_text="Join-request mode: a user who has asked to join counts as subscribed."
     )
+    invite_ttl_minutes = models.PositiveIntegerField(
+        "expiring links (minutes)",
+        default=0,
+        validators=[MaxValueValidator(INVITE_TTL_MAX_MINUTES)],
+        help_text="The bot makes its own invite links that expire after this long (join-request links in join-request "
+        "mode), and reuses one while it is valid. 0: the fixed invite link above.",
+    )
+    current_link = models.CharField(max_length=255, blank=True, editable=False, help_text="The bot's expiring link in use.")
+    current_link_expires_at = models.DateTimeField(null=True, blank=True, editable=False)
     enabled = models.BooleanField(default=True)
     position = models.PositiveSmallIntegerField(default=0)
 
@@ -87,6 +103,8 @@ class ForceSubChannel(models.Model):
             errors["chat_id"] = "A channel id is negative, like -1001234567890 (forward a post to @userinfobot to see it)."
         if self.invite_link and not self.invite_link.startswith(("https://t.me/", "https://telegram.me/")):
             errors["invite_link"] = "Use the channel's t.me invite link, like https://t.me/+AbCdEf or https://t.me/yourchannel."
+        if not self.invite_link and not self.invite_ttl_minutes:
+            errors["invite_link"] = "Give the channel's invite link, or let the bot make expiring links (minutes below)."
         if errors:
             raise ValidationError(errors)
 

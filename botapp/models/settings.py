@@ -3,6 +3,7 @@
 import logging
 
 from django.core.cache import cache
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models, transaction
 from redis import RedisError
@@ -59,6 +60,26 @@ class BotSettings(models.Model):
     faq_text = models.TextField(default="Why are files deleted? To keep your chat clean: tap the button to get them again.")
     deleted_notice_text = models.TextField('"deleted" notice text', default="Previous message was deleted.")
 
+    class ChannelPostLinks(models.TextChoices):
+        OFF = "off", "Off"
+        BUTTON = "button", "Share button on the post (a reply when the bot cannot edit it)"
+        REPLY = "reply", "A reply to the post"
+
+    channel_post_links = models.CharField(
+        "links for storage-channel posts",
+        max_length=8,
+        choices=ChannelPostLinks.choices,
+        default=ChannelPostLinks.OFF,
+        help_text="A post made directly in the storage channel gets its deep link: as a Share button on the post, or as a reply.",
+    )
+    legacy_channel_id = models.BigIntegerField(
+        "legacy storage channel id",
+        null=True,
+        blank=True,
+        help_text="The channel (-100…) of the file-store bot you moved from: its links (start=<base64 of get-…>) keep working. "
+        "Empty: such links are answered as not valid.",
+    )
+
     class Meta:
         verbose_name = "bot settings"
         verbose_name_plural = "bot settings"
@@ -73,6 +94,10 @@ class BotSettings(models.Model):
         # read the old row in between cannot leave it cached.
         _cache_forget()
         transaction.on_commit(_cache_forget)
+
+    def clean(self):
+        if self.legacy_channel_id is not None and self.legacy_channel_id > -1_000_000_000_000:
+            raise ValidationError({"legacy_channel_id": "A channel id looks like -1001234567890 (the old bot's CHANNEL_ID)."})
 
     @classmethod
     def load(cls) -> "BotSettings":

@@ -11,6 +11,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from botapp.telegram.limits import CALLBACK_DATA_BYTES, IDS_PER_CALL
 
@@ -82,6 +83,16 @@ class IncomingMessage:
     # Set when the message was forwarded from a channel (used by /batch).
     forward_from_chat_id: int | None = None
     forward_from_message_id: int | None = None
+
+
+@dataclass(frozen=True)
+class ChannelPost:
+    """A post made in a channel where the bot is an admin (the Bot API's channel_post)."""
+
+    chat_id: int
+    message_id: int
+    text: str = ""  # text or caption
+    has_media: bool = False
 
 
 @dataclass(frozen=True)
@@ -180,7 +191,10 @@ class Gateway(abc.ABC):
     def bot_username(self) -> str: ...
 
     @abc.abstractmethod
-    def send_text(self, chat_id: int, text: str, *, buttons: Keyboard | None = None, protect: bool = False) -> Sent: ...
+    def send_text(
+        self, chat_id: int, text: str, *, buttons: Keyboard | None = None, protect: bool = False, reply_to: int | None = None
+    ) -> Sent:
+        """Send a text message; `reply_to`: as a reply to that message of the chat."""
 
     @abc.abstractmethod
     def send_media(
@@ -200,6 +214,16 @@ class Gateway(abc.ABC):
 
     @abc.abstractmethod
     def edit_text(self, chat_id: int, message_id: int, text: str, *, buttons: Keyboard | None = None) -> None: ...
+
+    @abc.abstractmethod
+    def edit_buttons(self, chat_id: int, message_id: int, buttons: Keyboard | None) -> None:
+        """Replace a message's inline buttons (the bot's own, or in a channel any post, given the
+        admin right to edit the messages of others)."""
+
+    @abc.abstractmethod
+    def invite_link_create(self, chat_id: int, *, expire_at: datetime | None = None, join_request: bool = False) -> str:
+        """A new invite link to the channel, expiring at `expire_at` (None: never), or needing an
+        admin's approval (`join_request`). The bot must be an admin allowed to invite users."""
 
     @abc.abstractmethod
     def answer_callback(self, callback_id: str, text: str = "", *, alert: bool = False) -> None: ...

@@ -12,7 +12,7 @@ from pyrogram import Client, filters, raw
 from pyrogram import types as ptypes
 from pyrogram.handlers import CallbackQueryHandler, ChatJoinRequestHandler, MessageHandler, RawUpdateHandler
 
-from botapp.telegram.gateway import CallbackQuery, IncomingMessage, TgUser
+from botapp.telegram.gateway import CallbackQuery, ChannelPost, IncomingMessage, TgUser
 from botapp.telegram.router import Router
 
 log = logging.getLogger(__name__)
@@ -81,6 +81,9 @@ class UpdatePump:
         client.add_handler(CallbackQueryHandler(self._on_callback))
         client.add_handler(ChatJoinRequestHandler(self._on_join_request))
         client.add_handler(RawUpdateHandler(self._on_raw), group=1)  # seen alongside the parsed handlers
+        # Posts in the storage channel (share links); a group of its own, so that other channel-post
+        # handlers see the same posts.
+        client.add_handler(MessageHandler(self._on_storage_post, filters.channel & ~filters.service), group=2)
 
     async def submit(self, handle: Callable[[object], None], update: object) -> None:
         """Run `handle(update)` (a router call) on a worker thread: services are sync Django."""
@@ -91,6 +94,17 @@ class UpdatePump:
             return
         update = message_from(message, await access_hash_of(client, message.from_user.id))
         await self.submit(self.router.handle_message, update)
+
+    async def _on_storage_post(self, client: Client, message: ptypes.Message) -> None:
+        if not self.accepting or message.chat.id != self.router.storage_channel_id:
+            return
+        post = ChannelPost(
+            chat_id=message.chat.id,
+            message_id=message.id,
+            text=clean(message.text or message.caption),
+            has_media=message.media is not None,
+        )
+        await self.submit(self.router.handle_storage_post, post)
 
     async def _on_callback(self, client: Client, query: ptypes.CallbackQuery) -> None:
         update = callback_from(query, await access_hash_of(client, query.from_user.id))

@@ -20,6 +20,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
@@ -375,8 +376,10 @@ class PyrogramGateway(Gateway):
         me = self.client.me  # known once the client has started
         return self._username or (me.username if me is not None and me.username else "")
 
-    def send_text(self, chat_id: int, text: str, *, buttons: Keyboard | None = None, protect: bool = False) -> Sent:
-        message_id = self._call(self._send_text, chat_id, text, buttons, protect, chat_id=chat_id, send=True)
+    def send_text(
+        self, chat_id: int, text: str, *, buttons: Keyboard | None = None, protect: bool = False, reply_to: int | None = None
+    ) -> Sent:
+        message_id = self._call(self._send_text, chat_id, text, buttons, protect, reply_to, chat_id=chat_id, send=True)
         return Sent(chat_id, message_id)
 
     @property
@@ -386,7 +389,7 @@ class PyrogramGateway(Gateway):
         skips parsing Telegram's answer into a Message (a third of a send's CPU)."""
         return not self.client.no_updates
 
-    async def _send_text(self, chat_id, text, buttons, protect) -> int:
+    async def _send_text(self, chat_id, text, buttons, protect, reply_to=None) -> int:
         """kurigram's send_message; a worker builds the same request and reads only the new id."""
         if self._parses_answers:
             message = await self.client.send_message(
@@ -396,6 +399,7 @@ class PyrogramGateway(Gateway):
                 protect_content=protect or None,
                 link_preview_options=types.LinkPreviewOptions(is_disabled=True),
                 allow_paid_broadcast=self.paid,
+                reply_parameters=types.ReplyParameters(message_id=reply_to) if reply_to else None,
             )
             return message.id
         message, entities = await self._parsed(text)
@@ -410,6 +414,7 @@ class PyrogramGateway(Gateway):
                 noforwards=protect or None,
                 reply_markup=await keyboard.write(self.client) if keyboard else None,
                 allow_paid_floodskip=self.paid,
+                reply_to=raw.types.InputReplyToMessage(reply_to_msg_id=reply_to) if reply_to else None,
             )
         )
         (message_id,) = sent_ids(answer)
@@ -531,6 +536,18 @@ class PyrogramGateway(Gateway):
             await self.client.edit_message_text(chat_id, message_id, text, reply_markup=markup(buttons))
         except errors.MessageNotModified:
             pass  # the user tapped twice: the message already says this
+
+    def edit_buttons(self, chat_id: int, message_id: int, buttons: Keyboard | None) -> None:
+        self._call(self.client.edit_message_reply_markup, chat_id, message_id, reply_markup=markup(buttons), chat_id=chat_id)
+
+    def invite_link_create(self, chat_id: int, *, expire_at: datetime | None = None, join_request: bool = False) -> str:
+        # Not a message: it counts against the overall rate only, like a delete.
+        link = self._call(
+            self.client.create_chat_invite_link, chat_id, expire_date=expire_at, creates_join_request=join_request or None
+        )
+        if link is None:  # kurigram: the chat accepts join requests through its public link only
+            raise BadRequest(f"chat {chat_id} gives no invite link of its own")
+        return link.invite_link
 
     def answer_callback(self, callback_id: str, text: str = "", *, alert: bool = False) -> None:
         # Answering a button press is not a message; Telegram does not rate it like one.

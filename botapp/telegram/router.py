@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from botapp.models import BotSettings, TelegramUser
 from botapp.services import batches, users
+from botapp.services.channel_posts import post_link_attach
 from botapp.services.delivery import Delivery, channels_missing
 from botapp.services.sequences import sequences_enroll
 from botapp.services.shortener import shortener_for
@@ -20,6 +21,7 @@ from botapp.telegram.gateway import (
     BotUnauthorized,
     Button,
     CallbackQuery,
+    ChannelPost,
     Gateway,
     IncomingMessage,
     TelegramError,
@@ -88,6 +90,21 @@ class Router:
     def handle_bot_stopped(self, *, user_id: int, stopped: bool) -> None:
         """The user blocked the bot (stopped) or unblocked it."""
         users.user_block_changed(telegram_id=user_id, blocked=stopped)
+
+    def handle_storage_post(self, post: ChannelPost) -> None:
+        """A post made straight in the storage channel: its share link, if Bot settings ask for one."""
+        try:
+            post_link_attach(
+                gateway=self.gateway,
+                chat_id=post.chat_id,
+                message_id=post.message_id,
+                text=post.text,
+                mode=BotSettings.load().channel_post_links,
+            )
+        except BotUnauthorized as exc:
+            log.critical("Telegram refuses the bot itself (%s): check BOT_TOKEN in @BotFather", exc)
+        except Exception:
+            log.exception("storage post not linked chat=%s message=%s", post.chat_id, post.message_id)
 
     def handle_join_request(self, *, channel_id: int, user_id: int) -> None:
         """A user asked to join a join-request-mode channel: that counts as subscribed."""

@@ -136,6 +136,7 @@ class Command(BaseCommand):
             )
             if demo:
                 stored = demo_setup(telegram, storage_channel_id=storage)
+                bot.pump.process(expect=len(stored.message_ids), posts=True)  # runbot hears of the demo posts now
                 box.note(
                     f"demo file stored: send '1001: /start {stored.share_id}' (link t.me/{telegram.bot.username}?start={stored.share_id})",
                     share_id=stored.share_id,

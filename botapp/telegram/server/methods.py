@@ -7,8 +7,10 @@ else answers INPUT_METHOD_INVALID and is logged, so a new call shows up in tests
 
 from __future__ import annotations
 
+import secrets
 import time
 import urllib.parse
+from datetime import UTC, datetime
 
 from pyrogram import raw
 
@@ -16,7 +18,7 @@ from botapp import clock
 from botapp.telegram import limits
 from botapp.telegram.server import render
 from botapp.telegram.server.server import Event, RpcFault, TelegramServer, buttons_of, media_of
-from botapp.telegram.server.state import Channel, Message, User
+from botapp.telegram.server.state import Channel, Invite, Message, User
 
 METHODS = {}
 
@@ -160,6 +162,26 @@ def get_difference(server, query):
     )
 
 
+@method("updates.GetChannelDifference")
+def get_channel_difference(server, query):
+    """The channel's posts the bot was told of after `pts` (kurigram asks at start, and when no
+    update came for a while, for every channel whose pts it stored from an update)."""
+    channel = resolve_channel(server, query.channel)
+    if not channel.bot_is_admin:
+        raise RpcFault("CHANNEL_PRIVATE")
+    missed = [msg for pts, msg in channel.posts if pts > query.pts]
+    if not missed:
+        return raw.types.updates.ChannelDifferenceEmpty(pts=channel.pts, final=True)
+    return raw.types.updates.ChannelDifference(
+        pts=channel.pts,
+        final=True,
+        new_messages=[render.message_tl(m, bot_id=server.bot.id) for m in missed],
+        other_updates=[],
+        chats=[render.channel_tl(channel)],
+        users=[render.bot_tl(server.bot)],
+    )
+
+
 @method("users.GetFullUser")
 def get_full_user(server, query):
     if not isinstance(query.id, raw.types.InputUserSelf):
@@ -255,6 +277,11 @@ def send(server, query, *, file):
     paid = bool(query.allow_paid_floodskip)
     chat_id, user, channel = writable(server, query.peer, paid=paid)
     server.claim_random_ids([query.random_id])
+    reply_to = getattr(query.reply_to, "reply_to_msg_id", None)
+    if reply_to is not None:
+        replied = server.stored(chat_id, reply_to)
+        if replied is None or replied.deleted:
+            raise RpcFault("REPLY_MESSAGE_ID_INVALID")  # inferred: the reply_to_msg_id names no message there
     msg = server.new_message(
         chat_id,
         out=True,
@@ -265,8 +292,19 @@ def send(server, query, *, file):
         noforwards=bool(query.noforwards),
         sender_id=server.bot.id if chat_id > 0 else None,
         paid=paid,
+        reply_to=reply_to,
     )
-    server.emit(Event("send", chat_id, [msg.id], text=msg.text, media=media_of(file), buttons=buttons_of(msg.reply_markup)))
+    server.emit(
+        Event(
+            "send",
+            chat_id,
+            [msg.id],
+            text=msg.text,
+            media=media_of(file),
+            buttons=buttons_of(msg.reply_markup),
+            reply_to=reply_to,
+        )
+    )
     return new_message_updates(server, [msg], [query.random_id], user, channel)
 
 
@@ -412,8 +450,15 @@ def channel_delete_messages(server, query):
 def edit_message(server, query):
     chat_id, user, channel = resolve_chat(server, query.peer)
     msg = server.stored(chat_id, query.id)
-    if msg is None or msg.deleted or not msg.out:
+    if msg is None or msg.deleted:
         raise RpcFault("MESSAGE_ID_INVALID")
+    if not msg.out:
+        # A bot edits its own messages; in a channel also the posts of others, with the admin right
+        # "edit messages of others" (core.telegram.org: messages.editMessage, MESSAGE_AUTHOR_REQUIRED).
+        if channel is None:
+            raise RpcFault("MESSAGE_ID_INVALID")
+        if not (channel.bot_is_admin and channel.bot_can_edit):
+            raise RpcFault("MESSAGE_AUTHOR_REQUIRED")
     text = query.message if query.message is not None else msg.text
     markup = query.reply_markup
     if text == msg.text and (markup.write() if markup else b"") == (msg.reply_markup.write() if msg.reply_markup else b""):
@@ -424,12 +469,12 @@ def edit_message(server, query):
     msg.text, msg.entities, msg.reply_markup = text, list(query.entities or []), markup
     server.emit(Event("edit", chat_id, [msg.id], text=text, buttons=buttons_of(markup)))
     tl = render.message_tl(msg, bot_id=server.bot.id)
-    server.pts += 1
-    update = (
-        raw.types.UpdateEditMessage(message=tl, pts=server.pts, pts_count=1)
-        if chat_id > 0
-        else raw.types.UpdateEditChannelMessage(message=tl, pts=channel.pts, pts_count=1)
-    )
+    if chat_id > 0:
+        server.pts += 1
+        update = raw.types.UpdateEditMessage(message=tl, pts=server.pts, pts_count=1)
+    else:
+        channel.pts += 1
+        update = raw.types.UpdateEditChannelMessage(message=tl, pts=channel.pts, pts_count=1)
     return server.updates_tl([update], users=[user] if user else [], channels=[channel] if channel else [])
 
 
@@ -460,3 +505,38 @@ def get_participant(server, query):
     else:
         raise RpcFault("USER_NOT_PARTICIPANT")
     return raw.types.channels.ChannelParticipant(participant=participant, chats=[render.channel_tl(channel)], users=users)
+
+
+# --- invite links ----------------------------------------------------------------------------------------
+
+
+@method("messages.ExportChatInvite")
+def export_chat_invite(server, query):
+    """A new invite link for a channel the bot administers: optionally expiring at `expire_date`,
+    or needing an admin's approval (`request_needed`, which excludes a usage limit). Errors from
+    core.telegram.org's page of the method: CHAT_ADMIN_REQUIRED, EXPIRE_DATE_INVALID,
+    USAGE_LIMIT_INVALID."""
+    _, _, channel = resolve_chat(server, query.peer)
+    if channel is None:
+        raise RpcFault("PEER_ID_INVALID")  # a bot has no invite links to a private chat
+    if not channel.bot_is_admin:
+        raise RpcFault("CHAT_ADMIN_REQUIRED")
+    if query.request_needed and query.usage_limit:
+        raise RpcFault("USAGE_LIMIT_INVALID")
+    if query.expire_date is not None and query.expire_date <= now_ts():
+        raise RpcFault("EXPIRE_DATE_INVALID")
+    link = f"https://t.me/+{secrets.token_urlsafe(12)}"
+    channel.invites[link] = Invite(
+        link=link,
+        date=clock.now(),
+        expire_date=datetime.fromtimestamp(query.expire_date, tz=UTC) if query.expire_date else None,
+        request_needed=bool(query.request_needed),
+    )
+    return raw.types.ChatInviteExported(
+        link=link,
+        admin_id=server.bot.id,
+        date=now_ts(),
+        expire_date=query.expire_date,
+        request_needed=query.request_needed or None,
+        title=query.title,
+    )

@@ -12,6 +12,7 @@ import queue
 import tempfile
 from pathlib import Path
 
+from botapp.telegram.gateway import ChannelPost
 from botapp.telegram.handlers import UpdatePump
 from botapp.telegram.pyrogram_gateway import PyrogramGateway, client_build
 from botapp.telegram.server.server import TelegramServer
@@ -54,13 +55,18 @@ class QueuedPump(UpdatePump):
     async def submit(self, handle, update) -> None:
         self.pending.put((handle, update))
 
-    def process(self, *, expect: int = 1, timeout: float = 5.0) -> int:
-        """Handle `expect` updates, waiting for each up to `timeout`, then any already queued."""
-        done = 0
-        for _ in range(expect):
+    def process(self, *, expect: int = 1, timeout: float = 5.0, posts: bool = False) -> int:
+        """Handle `expect` updates, waiting for each up to `timeout`, then any already queued.
+        Channel posts (which Telegram sends whenever someone posts in the storage channel) are
+        handled in turn but counted only with `posts=True`: a post made earlier never stands in
+        for the user's message a caller waits for."""
+        done = waited = 0
+        while waited < expect:
             handle, update = self.pending.get(timeout=timeout)
             handle(update)
             done += 1
+            if isinstance(update, ChannelPost) == posts:
+                waited += 1
         while True:
             try:
                 handle, update = self.pending.get_nowait()

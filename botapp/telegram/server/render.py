@@ -114,5 +114,6 @@ def message_tl(msg: Message, *, bot_id: int):
         reply_markup=msg.reply_markup,
         noforwards=msg.noforwards or None,
         fwd_from=fwd,
+        reply_to=raw.types.MessageReplyHeader(reply_to_msg_id=msg.reply_to) if msg.reply_to else None,
         restriction_reason=[],
     )

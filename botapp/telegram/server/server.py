@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 ERROR_CODES = {
     "USER_IS_BLOCKED": 403,
     "CHAT_WRITE_FORBIDDEN": 403,
+    "MESSAGE_AUTHOR_REQUIRED": 403,
     "AUTH_KEY_UNREGISTERED": 401,
     "SESSION_REVOKED": 401,
     "USER_DEACTIVATED": 401,
@@ -82,6 +83,7 @@ class Event:
     media: Media | None = None
     buttons: tuple[tuple[Button, ...], ...] = ()
     alert: bool = False  # an answer shown as an alert rather than a toast
+    reply_to: int | None = None  # the message a send replies to
 
 
 @dataclass(frozen=True)
@@ -407,7 +409,7 @@ class TelegramServer:
         with self.lock:
             self.channels[channel_raw_id(chat_id)].members.discard(user_id)
 
-    def request_join(self, chat_id: int, user: TgUser) -> None:
+    def request_join(self, chat_id: int, user: TgUser, *, link: str = "https://t.me/+offline") -> None:
         """A user asks to join a join-request channel: the bot (an admin) gets the request."""
         with self.lock:
             channel = self.channels[channel_raw_id(chat_id)]
@@ -415,7 +417,7 @@ class TelegramServer:
             record.known_to_bot = True
             channel.join_requests.add(user.id)
             self.qts += 1
-            invite = raw.types.ChatInviteExported(link="https://t.me/+offline", admin_id=self.bot.id, date=0, request_needed=True)
+            invite = raw.types.ChatInviteExported(link=link, admin_id=self.bot.id, date=0, request_needed=True)
             update = raw.types.UpdateBotChatInviteRequester(
                 peer=render.peer_tl(chat_id),
                 date=int(clock.now().timestamp()),
@@ -428,12 +430,39 @@ class TelegramServer:
             self.push(self.updates_tl([update], users=[record], channels=[channel]))
 
     def post(self, chat_id: int, text: str = "", *, media: Media | None = None, service: bool = False) -> int:
-        """Something is posted in a channel (by an admin); returns the message id."""
+        """Something is posted in a channel (by an admin); returns the message id. A bot that is
+        an admin there is told (UpdateNewChannelMessage, the Bot API's channel_post)."""
         with self.lock:
             if channel_raw_id(chat_id) not in self.channels:
                 raise KeyError(f"no channel {chat_id}")
             file = self.new_file(media.kind, media.file) if media else None
-            return self.new_message(chat_id, out=False, text=text, file=file, service=service).id
+            msg = self.new_message(chat_id, out=False, text=text, file=file, service=service)
+            channel = self.channels[channel_raw_id(chat_id)]
+            if channel.bot_is_admin:
+                channel.posts.append((channel.pts, msg))
+                update = raw.types.UpdateNewChannelMessage(
+                    message=render.message_tl(msg, bot_id=self.bot.id), pts=channel.pts, pts_count=1
+                )
+                self.push(self.updates_tl([update], channels=[channel]))
+            return msg.id
+
+    def open_invite(self, link: str, user: TgUser) -> str:
+        """A user opens an invite link the bot exported: they join the channel, or (a join-request
+        link) ask to join, which the bot hears of. Returns what happened: "joined", "requested",
+        "expired" (Telegram shows "this invite link has expired"), or "unknown" (not such a link)."""
+        with self.lock:
+            for channel in self.channels.values():
+                invite = channel.invites.get(link)
+                if invite is None:
+                    continue
+                if invite.revoked or (invite.expire_date is not None and invite.expire_date <= clock.now()):
+                    return "expired"
+                if invite.request_needed:
+                    self.request_join(channel.api_id, user, link=link)
+                    return "requested"
+                channel.members.add(user.id)
+                return "joined"
+            return "unknown"
 
     def delete_post(self, chat_id: int, message_id: int) -> None:
         with self.lock:

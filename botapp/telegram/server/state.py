@@ -58,12 +58,26 @@ class Channel:
     members: set[int] = field(default_factory=set)
     join_requests: set[int] = field(default_factory=set)
     noforwards: bool = False  # "restrict saving content": forwards and copies are refused
+    bot_can_edit: bool = True  # the admin right "edit messages of others" (reply markup of any post)
     next_id: int = 1
     pts: int = 1
+    posts: list = field(default_factory=list)  # (pts, Message): posts the bot was told of, for getChannelDifference
+    invites: dict = field(default_factory=dict)  # link -> Invite the bot exported
 
     @property
     def api_id(self) -> int:
         return channel_api_id(self.raw_id)
+
+
+@dataclass
+class Invite:
+    """An invite link the bot exported for a channel (messages.exportChatInvite)."""
+
+    link: str
+    date: datetime
+    expire_date: datetime | None = None
+    request_needed: bool = False
+    revoked: bool = False
 
 
 @dataclass
@@ -95,6 +109,7 @@ class Message:
     sender_id: int | None = None  # who wrote it (None: a channel post)
     deleted: bool = False
     paid: bool = False  # sent with the paid-broadcast flag
+    reply_to: int | None = None  # the message this one replies to (same chat)
 
     # --- what a test or the sandbox reads ------------------------------------------------------------
 

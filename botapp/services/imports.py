@@ -1,0 +1,562 @@
+"""Users of the bot an operator moved from: read from its export, written in bulk.
+
+`import_source_open` reads a CSV with a header, JSON (a list of ids or objects, JSON lines,
+`mongoexport` output of a CodeXBotz-style `users` collection, with or without `--jsonArray`), or a
+SQLite database with a `users` table, and yields one record per user with where it was found
+(`line 12`, `row 5`). `users_import` writes them in chunks: one SELECT, one INSERT and at most one
+UPDATE per chunk, whatever its size.
+
+What Courier already knows wins: a user who exists keeps their state (a user who sent /stop stays
+stopped, whatever the file says), their names and their payload; the file only fills what is
+empty, moves the join date back to when they really joined, and adds button clicks Courier has
+not recorded. So running an import again changes nothing.
+"""
+
+from __future__ import annotations
+
+import bisect
+import csv
+import json
+import sqlite3
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from django.db import transaction
+
+from botapp import clock
+from botapp.models import ButtonClick, TelegramUser
+from botapp.telegram.limits import START_PAYLOAD_LENGTH, USERNAME_LENGTH
+
+FORMATS = ("csv", "json", "sqlite")
+EXTENSIONS = {
+    ".csv": "csv",
+    ".json": "json",
+    ".jsonl": "json",
+    ".ndjson": "json",
+    ".sqlite": "sqlite",
+    ".sqlite3": "sqlite",
+    ".db": "sqlite",
+}
+CHUNK = 5000  # users per SELECT / INSERT / UPDATE
+MAX_USER_ID = 2**53  # Telegram: user ids fit in 52 bits
+
+ID_KEYS = ("id", "user_id", "_id", "telegram_id", "chat_id", "userid")
+FIELD_KEYS = {
+    "username": ("username", "user_name"),
+    "first_name": ("first_name", "firstname", "first"),
+    "last_name": ("last_name", "lastname", "last"),
+    "language_code": ("language_code", "lang", "language"),
+    "start_payload": ("start_payload", "payload"),
+}
+FIELD_LENGTHS = {
+    "username": USERNAME_LENGTH,
+    "first_name": 128,
+    "last_name": 128,
+    "language_code": 16,
+    "start_payload": START_PAYLOAD_LENGTH,
+}
+JOINED_KEYS = ("joined_at", "joined", "join_date", "created_at", "date")
+STATE_WORDS = {
+    "active": TelegramUser.State.ACTIVE,
+    "stopped": TelegramUser.State.STOPPED,
+    "blocked": TelegramUser.State.BLOCKED,
+    "deactivated": TelegramUser.State.DEACTIVATED,
+    "deleted": TelegramUser.State.DEACTIVATED,
+}
+STATE_FLAGS = {
+    "blocked": TelegramUser.State.BLOCKED,
+    "is_blocked": TelegramUser.State.BLOCKED,
+    "deactivated": TelegramUser.State.DEACTIVATED,
+    "deleted": TelegramUser.State.DEACTIVATED,
+}
+TRUE_WORDS = {"1", "true", "yes", "y", "t"}
+UNNAMED_CLICKS = "imported"  # the key of a bare click count (`"button_clicks": 3`)
+
+
+class ImportFileError(Exception):
+    """The file cannot be read as a whole (missing, wrong format, no id column): nothing was written."""
+
+
+@dataclass
+class Source:
+    """An opened export: its records (where, value) and how many there are, if known."""
+
+    fmt: str
+    records: Iterator[tuple[str, object]]
+    total: int | None
+
+
+@dataclass
+class Click:
+    count: int = 1
+    clicked_at: datetime | None = None
+    last_clicked_at: datetime | None = None
+
+
+@dataclass
+class Row:
+    where: str
+    telegram_id: int
+    fields: dict[str, str] = field(default_factory=dict)
+    joined_at: datetime | None = None
+    state: str | None = None
+    clicks: dict[str, Click] = field(default_factory=dict)
+
+
+@dataclass
+class ImportReport:
+    read: int = 0
+    created: int = 0
+    updated: int = 0
+    skipped: int = 0
+    invalid: list[tuple[str, str]] = field(default_factory=list)  # (where, why)
+    repeated: list[tuple[str, str]] = field(default_factory=list)  # (where, where it first was)
+
+    def summary(self) -> str:
+        return (
+            f"{self.read} read: {self.created} created, {self.updated} updated, {self.skipped} skipped, "
+            f"{len(self.invalid)} invalid"
+        )
+
+
+# --- reading -----------------------------------------------------------------------------------------
+
+
+def import_source_open(*, path: str | Path, fmt: str | None = None) -> Source:
+    """Open an export for reading; `fmt` (csv, json, sqlite) is guessed from the extension when
+    omitted. A file that cannot be read as a whole raises ImportFileError with a one-line reason
+    before anything is yielded."""
+    path = Path(path)
+    if not path.is_file():
+        raise ImportFileError(f"{path}: no such file")
+    if fmt is None:
+        fmt = EXTENSIONS.get(path.suffix.lower())
+        if fmt is None:
+            raise ImportFileError(f"{path}: cannot tell the format from the extension; give --format csv, json or sqlite")
+    if fmt not in FORMATS:
+        raise ImportFileError(f"unknown format {fmt!r}: use csv, json or sqlite")
+    return {"csv": _open_csv, "json": _open_json, "sqlite": _open_sqlite}[fmt](path)
+
+
+def _text_lines(path: Path) -> int:
+    """Lines in a text file, checking on the way that all of it is UTF-8 (so a bad byte stops the
+    import before anything is written, with its line)."""
+    count = 0
+    with path.open("rb") as f:
+        for count, line in enumerate(f, 1):  # noqa: B007 - the count is the point
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ImportFileError(f"{path}: line {count} is not UTF-8 text ({exc.reason})") from exc
+    return count
+
+
+def _open_csv(path: Path) -> Source:
+    lines = _text_lines(path)
+    with path.open(encoding="utf-8-sig", newline="") as f:
+        header = next(csv.reader(f), None)
+    if not header:
+        raise ImportFileError(f"{path}: empty CSV file (it needs a header line naming the columns)")
+    columns = [c.strip().lower() for c in header]
+    if not any(k in columns for k in ID_KEYS):
+        raise ImportFileError(f"{path}: the CSV header {header!r} has no id column (one of {', '.join(ID_KEYS)})")
+
+    def records():
+        with path.open(encoding="utf-8-sig", newline="") as f:
+            reader = csv.reader(f)
+            next(reader)
+            for values in reader:
+                if not any(v.strip() for v in values):
+                    continue
+                where = f"line {reader.line_num}"
+                if len(values) != len(columns):
+                    yield where, _Bad(f"{len(values)} fields where the header has {len(columns)}")
+                    continue
+                yield where, dict(zip(columns, values, strict=True))
+
+    return Source("csv", records(), max(0, lines - 1))
+
+
+class _Bad:
+    """A record the reader could not make sense of: the reason goes to the report."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+
+def _open_json(path: Path) -> Source:
+    _text_lines(path)
+    text = path.read_text(encoding="utf-8-sig")
+    stripped = text.lstrip()
+    if not stripped:
+        raise ImportFileError(f"{path}: empty file")
+    newlines = [i for i, ch in enumerate(text) if ch == "\n"]
+
+    def line_of(pos: int) -> int:
+        return bisect.bisect_right(newlines, pos - 1) + 1
+
+    if stripped[0] == "[" or stripped[0] == "{" and _one_document(text):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ImportFileError(f"{path}: line {exc.lineno}: not valid JSON ({exc.msg})") from exc
+        if isinstance(data, list):
+            return Source("json", _array_items(text, line_of), len(data))
+        users = data.get("users")
+        if not isinstance(users, list):
+            raise ImportFileError(f'{path}: a JSON object must hold a list under "users"; or give the list itself')
+        return Source("json", ((f"item {n}", v) for n, v in enumerate(users, 1)), len(users))
+    # JSON lines (mongoexport's default): one document per line.
+    items = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            items.append((f"line {number}", json.loads(line)))
+        except json.JSONDecodeError as exc:
+            if not items:
+                raise ImportFileError(f"{path}: line {number}: not valid JSON ({exc.msg})") from exc
+            items.append((f"line {number}", _Bad(f"not valid JSON ({exc.msg})")))
+    return Source("json", iter(items), len(items))
+
+
+def _one_document(text: str) -> bool:
+    """Whether a text starting with `{` is one JSON document (rather than JSON lines)."""
+    try:
+        json.loads(text)
+    except json.JSONDecodeError:
+        return False
+    return True
+
+
+def _array_items(text: str, line_of) -> Iterator[tuple[str, object]]:
+    """The elements of a JSON list, each with its line: the list is walked with raw_decode so
+    every element knows where it starts (mongoexport --jsonArray writes them all on one line: the
+    item number tells them apart)."""
+    decoder = json.JSONDecoder()
+    pos, n = text.index("[") + 1, 0
+    length = len(text)
+    while True:
+        while pos < length and text[pos] in " \t\r\n,":
+            pos += 1
+        if pos >= length or text[pos] == "]":
+            return
+        value, end = decoder.raw_decode(text, pos)
+        n += 1
+        yield f"line {line_of(pos)} (item {n})", value
+        pos = end
+
+
+def _open_sqlite(path: Path) -> Source:
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        tables = {r[0].lower() for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
+    except sqlite3.DatabaseError as exc:
+        raise ImportFileError(f"{path}: not a SQLite database ({exc})") from exc
+    if "users" not in tables:
+        conn.close()
+        raise ImportFileError(f"{path}: the SQLite database has no users table (tables: {', '.join(sorted(tables)) or 'none'})")
+    columns = [r[1].lower() for r in conn.execute("PRAGMA table_info(users)")]
+    if not any(k in columns for k in ID_KEYS):
+        conn.close()
+        raise ImportFileError(f"{path}: the users table has no id column (one of {', '.join(ID_KEYS)})")
+    total = conn.execute("SELECT COUNT(*) FROM users").fetchone()[0]
+
+    def records():
+        try:
+            cursor = conn.execute("SELECT * FROM users")
+            names = [d[0].lower() for d in cursor.description]
+            for number, values in enumerate(cursor, 1):
+                yield f"row {number}", dict(zip(names, values, strict=True))
+        finally:
+            conn.close()
+
+    return Source("sqlite", records(), total)
+
+
+# --- understanding one record ------------------------------------------------------------------------
+
+
+class Invalid(ValueError):
+    pass
+
+
+def _unwrap(value):
+    """mongoexport's extended JSON: {"$numberLong": "123"}, {"$date": ...}."""
+    if isinstance(value, dict) and len(value) == 1:
+        ((key, inner),) = value.items()
+        if key in ("$numberLong", "$numberInt", "$numberDouble", "$numberDecimal"):
+            return inner
+        if key == "$date":
+            return ("date", _unwrap(inner))
+    return value
+
+
+def _user_id(value) -> int:
+    value = _unwrap(value)
+    if isinstance(value, bool) or value is None:
+        raise Invalid(f"{value!r} is not a Telegram user id")
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, str):
+        value = value.strip()
+        if not value.lstrip("-").isdigit():
+            raise Invalid(f"{value!r} is not a Telegram user id")
+        value = int(value)
+    if not isinstance(value, int):
+        raise Invalid(f"{value!r} is not a Telegram user id")
+    if value < 0:
+        raise Invalid(f"{value} is a group or channel, not a user")
+    if value == 0 or value >= MAX_USER_ID:
+        raise Invalid(f"{value} is not a Telegram user id")
+    return value
+
+
+def _moment(value, now: datetime) -> datetime:
+    value = _unwrap(value)
+    if isinstance(value, tuple):  # {"$date": ...}: an ISO string, or milliseconds
+        value = value[1]
+        if isinstance(value, (int, float, str)) and str(value).lstrip("-").isdigit():
+            value = int(value) / 1000
+    if isinstance(value, datetime):
+        moment = value
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = value / 1000 if value > 10**11 else value  # milliseconds or seconds since 1970
+        moment = datetime.fromtimestamp(seconds, tz=UTC)
+    elif isinstance(value, str) and value.strip():
+        text = value.strip()
+        if text.replace(".", "", 1).isdigit():  # seconds (or milliseconds) since 1970
+            moment = datetime.fromtimestamp(float(text) / (1000 if float(text) > 10**11 else 1), tz=UTC)
+        else:
+            try:
+                moment = datetime.fromisoformat(text)
+            except ValueError as exc:
+                raise Invalid(f"{value!r} is not a date (use ISO 8601, like 2024-05-01T12:00:00Z)") from exc
+    else:
+        raise Invalid(f"{value!r} is not a date")
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    if moment > now:
+        raise Invalid(f"{value!r} is in the future")
+    return moment
+
+
+def _truthy(value) -> bool:
+    value = _unwrap(value)
+    if isinstance(value, str):
+        return value.strip().lower() in TRUE_WORDS
+    return bool(value)
+
+
+def _clicks(value, now: datetime) -> dict[str, Click]:
+    """`button_clicks` as older bots keep it: {key: count}, {key: {count, clicked_at, last_clicked_at}},
+    [key, ...], [{button|key|name, count, ...}, ...], or a bare count (kept as key "imported")."""
+    value = _unwrap(value)
+    if value in (None, "", [], {}):
+        return {}
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)  # a CSV or SQLite column holding JSON
+        except json.JSONDecodeError:
+            value = [k for k in (part.strip() for part in value.split(",")) if k]
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return {UNNAMED_CLICKS: Click(count=max(1, int(value)))} if value > 0 else {}
+    entries: list[tuple[object, object]]
+    if isinstance(value, dict):
+        entries = list(value.items())
+    elif isinstance(value, list):
+        entries = []
+        for item in value:
+            if isinstance(item, dict):
+                key = next((item[k] for k in ("button", "key", "name") if k in item), None)
+                entries.append((key, item))
+            else:
+                entries.append((item, 1))
+    else:
+        raise Invalid("button_clicks must be a count, a list or an object")
+    clicks: dict[str, Click] = {}
+    for key, detail in entries:
+        if not isinstance(key, str) or not key.strip():
+            raise Invalid(f"button_clicks: {key!r} is not a button key")
+        key = key.strip()[:64]
+        detail = _unwrap(detail)
+        if isinstance(detail, dict):
+            count = _unwrap(detail.get("count", 1))
+            first = detail.get("clicked_at") or detail.get("first")
+            last = detail.get("last_clicked_at") or detail.get("last")
+            click = Click(
+                count=int(count) if str(count).isdigit() else 1,
+                clicked_at=_moment(first, now) if first else None,
+                last_clicked_at=_moment(last, now) if last else None,
+            )
+        elif isinstance(detail, (int, str)) and str(detail).isdigit():
+            click = Click(count=int(detail))
+        else:
+            raise Invalid(f"button_clicks: {detail!r} is not a click count")
+        if click.count > 0:
+            clicks[key] = click
+    return clicks
+
+
+def import_row_parse(*, where: str, value, now: datetime | None = None) -> Row:
+    """One record of an export as a Row; raises Invalid (a ValueError) saying what is wrong.
+    Dates after `now` (default: the clock's) are refused."""
+    now = now or clock.now()
+    if isinstance(value, _Bad):
+        raise Invalid(value.reason)
+    if not isinstance(value, dict):
+        return Row(where=where, telegram_id=_user_id(value))
+    record = {(k if isinstance(k, str) else str(k)).lower(): v for k, v in value.items()}
+    telegram_id = None
+    for key in ID_KEYS:
+        found = record.get(key)
+        if found is not None and found != "":
+            telegram_id = _user_id(found)
+            break
+    if telegram_id is None:
+        raise Invalid(f"no user id (one of {', '.join(ID_KEYS)})")
+    row = Row(where=where, telegram_id=telegram_id)
+    for name, keys in FIELD_KEYS.items():
+        for key in keys:
+            raw = record.get(key)
+            if raw is None or raw == "":
+                continue
+            text = str(_unwrap(raw)).strip().replace("\x00", "")
+            if name == "username":
+                text = text.lstrip("@")
+            if text:
+                row.fields[name] = text[: FIELD_LENGTHS[name]]
+            break
+    joined = next((record[k] for k in JOINED_KEYS if record.get(k) not in (None, "")), None)
+    if joined is not None:
+        row.joined_at = _moment(joined, now)
+    word = record.get("state", record.get("status"))
+    if isinstance(word, str) and word.strip():
+        if word.strip().lower() not in STATE_WORDS:
+            raise Invalid(f"unknown state {word!r} (active, stopped, blocked or deactivated)")
+        row.state = STATE_WORDS[word.strip().lower()]
+    for flag, state in STATE_FLAGS.items():
+        if flag in record and _truthy(record[flag]):
+            row.state = state
+    if "button_clicks" in record:
+        row.clicks = _clicks(record["button_clicks"], now)
+    return row
+
+
+# --- writing ---------------------------------------------------------------------------------------
+
+
+def users_import(*, records: Iterable[tuple[str, object]], dry_run: bool = False) -> ImportReport:
+    """Create the users an export names that Courier does not have; for those it has, fill only
+    what is empty, move the join date back when the file knows an earlier one, and add button
+    clicks not yet recorded. A user's state is never changed (a user who sent /stop stays
+    stopped). A user named twice counts once (the first); later ones are skipped and reported.
+    Idempotent: a second run creates and updates nothing. `dry_run`: count, write nothing."""
+    report = ImportReport()
+    now = clock.now()
+    seen: dict[int, str] = {}
+    chunk: list[Row] = []
+    for where, value in records:
+        report.read += 1
+        try:
+            row = import_row_parse(where=where, value=value, now=now)
+        except Invalid as exc:
+            report.invalid.append((where, str(exc)))
+            continue
+        first = seen.get(row.telegram_id)
+        if first is not None:
+            report.skipped += 1
+            report.repeated.append((where, first))
+            continue
+        seen[row.telegram_id] = where
+        chunk.append(row)
+        if len(chunk) >= CHUNK:
+            _write(chunk, report, dry_run=dry_run)
+            chunk = []
+    if chunk:
+        _write(chunk, report, dry_run=dry_run)
+    return report
+
+
+UPDATABLE = ("username", "first_name", "last_name", "language_code", "start_payload", "joined_at")
+
+
+def _write(rows: list[Row], report: ImportReport, *, dry_run: bool) -> None:
+    now = clock.now()
+    with transaction.atomic():
+        # Only what an import may read or fill: whole rows would cost a model instance each.
+        existing = {
+            values[0]: values
+            for values in TelegramUser.objects.filter(telegram_id__in=[r.telegram_id for r in rows]).values_list(
+                "telegram_id", "pk", *UPDATABLE
+            )
+        }
+        new, changed = [], []
+        for row in rows:
+            current = existing.get(row.telegram_id)
+            if current is None:
+                joined = row.joined_at or now
+                new.append(
+                    TelegramUser(
+                        telegram_id=row.telegram_id,
+                        state=row.state or TelegramUser.State.ACTIVE,
+                        joined_at=joined,
+                        last_seen_at=joined,
+                        **row.fields,
+                    )
+                )
+                continue
+            values = dict(zip(UPDATABLE, current[2:], strict=True))
+            dirty = False
+            for name, value in row.fields.items():
+                if not values[name]:
+                    values[name] = value
+                    dirty = True
+            if row.joined_at is not None and row.joined_at < values["joined_at"]:
+                values["joined_at"] = row.joined_at
+                dirty = True
+            if dirty:
+                changed.append(TelegramUser(pk=current[1], telegram_id=row.telegram_id, **values))
+        if not dry_run:
+            TelegramUser.objects.bulk_create(new, batch_size=CHUNK, ignore_conflicts=True)
+            TelegramUser.objects.bulk_update(changed, UPDATABLE, batch_size=1000)
+        clicked = _clicks_write([r for r in rows if r.clicks], existing, dry_run=dry_run, now=now)
+    report.created += len(new)
+    updated = {u.telegram_id for u in changed} | (clicked & existing.keys())
+    report.updated += len(updated)
+    report.skipped += len(rows) - len(new) - len(updated)
+
+
+def _clicks_write(rows: list[Row], existing: dict[int, tuple], *, dry_run: bool, now: datetime) -> set[int]:
+    """Add the button clicks Courier has not recorded (a recorded one is newer: kept). Returns the
+    Telegram ids of users who got a click row."""
+    if not rows:
+        return set()
+    if dry_run:
+        pks = {tid: values[1] for tid, values in existing.items()}
+    else:
+        pks = dict(TelegramUser.objects.filter(telegram_id__in=[r.telegram_id for r in rows]).values_list("telegram_id", "pk"))
+    known = set(ButtonClick.objects.filter(user_id__in=[pk for pk in pks.values()]).values_list("user_id", "button"))
+    fresh, users = [], set()
+    for row in rows:
+        pk = pks.get(row.telegram_id)
+        for key, click in row.clicks.items():
+            if pk is not None and (pk, key) in known:
+                continue
+            users.add(row.telegram_id)
+            first = click.clicked_at or click.last_clicked_at or row.joined_at or now
+            if pk is not None:
+                fresh.append(
+                    ButtonClick(
+                        user_id=pk,
+                        button=key,
+                        count=click.count,
+                        clicked_at=first,
+                        last_clicked_at=max(first, click.last_clicked_at or first),
+                    )
+                )
+    if not dry_run:
+        ButtonClick.objects.bulk_create(fresh, batch_size=CHUNK, ignore_conflicts=True)
+    return users
