@@ -35,7 +35,7 @@ from typing import TextIO
 from urllib.parse import parse_qs, urlparse
 
 from botapp import clock
-from botapp.services.outgoing import click_record, click_token_of
+from botapp.services.outgoing import ClickLinkExpired, click_record, click_token_of
 from botapp.signals import sandbox_clock_advanced
 from botapp.telegram.gateway import Button, Gateway, Media, TgUser
 from botapp.telegram.server.offline import OfflineBot
@@ -253,7 +253,11 @@ class Sandbox:
             if opened == "requested":
                 self.bot.pump.process()  # runbot hears of the join request
             return
-        target = self.follow(button.url)
+        try:
+            target = self.follow(button.url)
+        except ClickLinkExpired:
+            self.note(f"user {user_id} opens an expired button link (CLICK_LINK_DAYS): a page says so, no click counted")
+            return
         payload = self.deep_link_payload(target)
         if payload is None:
             self.note(f"user {user_id} opens {target} (outside the bot)")

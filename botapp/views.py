@@ -4,13 +4,14 @@ import redis
 from django.conf import settings
 from django.db import connection
 from django.db.models import Max
-from django.http import HttpResponseNotFound, HttpResponseRedirect, JsonResponse
+from django.http import HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
 from django.template.response import TemplateResponse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from botapp.services.outgoing import click_record
+from botapp.models import BotSettings
+from botapp.services.outgoing import ClickLinkExpired, click_record
 
 log = logging.getLogger(__name__)
 
@@ -45,11 +46,25 @@ def _redis_ok() -> None:
 
 @require_GET
 def go(request, token: str):
-    """A tracked button: record the click, then send the user on to the link."""
-    target = click_record(token=token)
+    """A tracked button: record the click, then send the user on to the link. An http(s) link is a
+    redirect; a tg:// link (Django will not redirect to another scheme) is a page that opens it at
+    once and offers it to tap, should the browser want a tap before opening an app. An expired or
+    forged link gets a page saying so, with the way back to the bot."""
+    try:
+        target = click_record(token=token)
+    except ClickLinkExpired:
+        return _click_page(request, "expired", status=410)
     if target is None:
-        return HttpResponseNotFound("This link is not valid.")
+        return _click_page(request, "invalid", status=404)
+    if target.lower().startswith("tg://"):
+        return _click_page(request, "open", target=target)
     return HttpResponseRedirect(target)
+
+
+def _click_page(request, state: str, *, target: str = "", status: int = 200):
+    username = BotSettings.load().bot_username
+    context = {"state": state, "target": target, "days": settings.CLICK_LINK_DAYS, "bot": username}
+    return render(request, "click_link.html", context, status=status)
 
 
 def client_ip(request) -> str | None:

@@ -21,6 +21,9 @@ CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 # The public https address of the web process (e.g. https://courier.example.com): tracked buttons
 # send users through PUBLIC_URL/go/... Empty: buttons cannot be tracked.
 PUBLIC_URL = env("PUBLIC_URL", default="")
+# A tracked button's redirect works this many days after its message was sent; later it shows a
+# page saying so and records nothing.
+CLICK_LINK_DAYS = env.int("CLICK_LINK_DAYS", default=30)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -103,7 +106,15 @@ REDIS_URL = env("REDIS_URL", default="redis://127.0.0.1:6379/0")
 CACHE_URL = env("CACHE_URL", default="") or REDIS_URL
 CACHE_KEY_PREFIX = env("CACHE_KEY_PREFIX", default="") or "courier"
 if CACHE_URL.startswith(("redis://", "rediss://", "unix://")):
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL}}
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": CACHE_URL,
+            # A Redis that accepts connections and never answers costs a call 1.5 s, like the
+            # limiter's (redis-py's default is 5 s): its users then fall back to the database.
+            "OPTIONS": {"socket_timeout": 1.5, "socket_connect_timeout": 1.5},
+        }
+    }
 else:
     CACHES = {"default": env.cache_url_config(CACHE_URL)}
 CACHES["default"].update(KEY_PREFIX=CACHE_KEY_PREFIX, TIMEOUT=300)

@@ -46,8 +46,9 @@ class TelegramUser(models.Model):
 
 
 class ButtonClick(models.Model):
-    """A user's clicks on one tracked button: one row per user and key, however often they click
-    (the click link is public; repeated hits only bump the counter)."""
+    """A user's click on one tracked button key: one row per user and key, written by the first
+    click; opening a link again (a replay, a refresh, the message shared on) only moves
+    `last_clicked_at`. `count` is no longer raised by repeats (rows from before may show them)."""
 
     user = models.ForeignKey(TelegramUser, on_delete=models.CASCADE, related_name="clicks")
     button = models.CharField(max_length=64, help_text="The tracked button's key.")
@@ -59,4 +60,4 @@ class ButtonClick(models.Model):
         constraints = [models.UniqueConstraint(fields=["user", "button"], name="click_user_button_unique")]
 
     def __str__(self) -> str:
-        return f"{self.user_id} clicked {self.button} ({self.count}x)"
+        return f"{self.user_id} clicked {self.button}"

@@ -3,21 +3,24 @@ tracked ones, sending them to one user, and what it means when Telegram refuses 
 (`send_failure`, the one mapping every sweep that sends to users applies).
 
 Buttons are written one row per line: `Text | https://url`, with `||` between buttons on a row.
-A third part names the button for click tracking: `Join | https://t.me/+abc | joined`. A tracked
-button's URL goes through Courier's redirect (`PUBLIC_URL/go/…`), which records a ButtonClick for
-that user and forwards them to the link; sequence steps can then depend on "clicked X".
+A link is http(s) with a host or tg:// (what Telegram accepts on a button). A third part names the
+button for click tracking: `Join | https://t.me/+abc | joined`. A tracked button's URL goes through
+Courier's redirect (`PUBLIC_URL/go/…`), which records a ButtonClick for that user (once per user and
+key) and forwards them to the link; sequence steps can then depend on "clicked X". The redirect
+works for CLICK_LINK_DAYS after the message was sent.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.conf import settings
 from django.core import signing
 from django.core.exceptions import ValidationError
+from django.core.validators import URLValidator
 from django.db import IntegrityError, transaction
-from django.db.models import F
 from django.utils.html import escape
 
 from botapp import clock
@@ -27,7 +30,13 @@ from botapp.telegram.gateway import Button, FloodWait, Gateway, Media, OutcomeUn
 from botapp.telegram.limits import BUTTON_TEXT_LENGTH
 
 KEY_RE = re.compile(r"^[a-z0-9_-]{1,64}$")
+TG_URL_RE = re.compile(r"^tg://[a-z_]+[^\s]*$", re.IGNORECASE)  # tg://resolve?domain=x, tg://join?invite=y, ...
+_http_url = URLValidator(schemes=["http", "https"])
 CLICK_SALT = "courier.click"
+
+
+class ClickLinkExpired(Exception):
+    """A tracked button opened more than CLICK_LINK_DAYS after its message was sent."""
 
 
 @dataclass(frozen=True)
@@ -42,10 +51,11 @@ class ButtonSpec:
         return Button(self.text, url=self.url)
 
 
-def buttons_parse(*, text: str) -> list[list[ButtonSpec]]:
+def buttons_parse(*, text: str, check_links: bool = True) -> list[list[ButtonSpec]]:
     """Parse the admin's button lines into rows of buttons; a ValidationError names the line that
-    is wrong (no link, a scheme other than https/http/tg, a bad click key, tracking without
-    PUBLIC_URL)."""
+    is wrong (no text or link, a link Telegram would refuse, a bad click key, tracking without
+    PUBLIC_URL). Senders pass `check_links=False`: a message composed under an older, looser
+    rule still goes out, and Telegram's refusal is then each send's own result."""
     rows = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -58,8 +68,11 @@ def buttons_parse(*, text: str) -> list[list[ButtonSpec]]:
                     f'Line {number}: write a button as "Text | https://example.com" (optionally "| key" to track clicks).'
                 )
             label, url, key = pieces[0], pieces[1], pieces[2] if len(pieces) == 3 else ""
-            if not url.startswith(("https://", "http://", "tg://")):
-                raise ValidationError(f"Line {number}: {escape(url)} is not a link (https://, http:// or tg://).")
+            if check_links and not button_url_ok(url=url):
+                raise ValidationError(
+                    f"Line {number}: {escape(url)} is not a link Telegram accepts on a button "
+                    "(https://… or http://… with a host, or tg://…)."
+                )
             if len(label) > BUTTON_TEXT_LENGTH:
                 raise ValidationError(f"Line {number}: button text is at most {BUTTON_TEXT_LENGTH} characters.")
             if key and not KEY_RE.match(key):
@@ -71,33 +84,62 @@ def buttons_parse(*, text: str) -> list[list[ButtonSpec]]:
     return rows
 
 
+def button_url_ok(*, url: str) -> bool:
+    """Whether Telegram takes `url` on a link button: http(s) with a valid host, or tg://. Anything
+    else (mailto:, javascript:, a bare word) would fail every send of the message."""
+    if url.lower().startswith("tg://"):
+        return bool(TG_URL_RE.match(url))
+    try:
+        _http_url(url)
+    except ValidationError:
+        return False
+    return True
+
+
 def click_url(*, user_id: int, key: str, url: str) -> str:
     """The tracked URL for one user's button: Courier's redirect with a signed token (user, key,
-    target), so the click cannot be forged or pointed elsewhere."""
-    token = signing.dumps({"u": user_id, "k": key, "l": url}, salt=CLICK_SALT, compress=True)
+    target, when it was made by the clock), so the click cannot be forged, pointed elsewhere or
+    kept working past CLICK_LINK_DAYS."""
+    data = {"u": user_id, "k": key, "l": url, "t": int(clock.now().timestamp())}
+    token = signing.dumps(data, salt=CLICK_SALT, compress=True)
     return f"{settings.PUBLIC_URL.rstrip('/')}/go/{token}/"
 
 
 def click_record(*, token: str) -> str | None:
-    """A user opened a tracked button: record it and return where it leads (None if forged)."""
+    """A user opened a tracked button: record their click on its key (once per user and key, however
+    often the link is opened) and return where it leads. None if the token is forged; raises
+    ClickLinkExpired, recording nothing, once CLICK_LINK_DAYS have passed since it was made."""
+    lifetime = timedelta(days=settings.CLICK_LINK_DAYS)
     try:
         data = signing.loads(token, salt=CLICK_SALT)
     except signing.BadSignature:
         return None
+    made = data.get("t")
+    if made is None:  # made before links carried their time: the signature's own (system clock)
+        try:
+            signing.loads(token, salt=CLICK_SALT, max_age=lifetime)
+        except signing.SignatureExpired:
+            raise ClickLinkExpired from None
+    elif clock.now().timestamp() - made > lifetime.total_seconds():
+        raise ClickLinkExpired
     click_count(user_id=data["u"], key=data["k"])
     return data["l"]
 
 
-def click_count(*, user_id: int, key: str) -> None:
-    """One row per user and key: an UPDATE for every click but the first."""
+def click_count(*, user_id: int, key: str) -> bool:
+    """The user clicked `key`: one row per user and key, written by the first click (True); a later
+    one, or the same link opened again, only moves `last_clicked_at` (False), so an opened link
+    replayed, refreshed or shared on counts one click."""
     now = clock.now()
-    if ButtonClick.objects.filter(user_id=user_id, button=key).update(count=F("count") + 1, last_clicked_at=now):
-        return
+    if ButtonClick.objects.filter(user_id=user_id, button=key).update(last_clicked_at=now):
+        return False
     try:
         with transaction.atomic():
             ButtonClick.objects.create(user_id=user_id, button=key, clicked_at=now, last_clicked_at=now)
     except IntegrityError:  # a simultaneous first click, or a user deleted since
-        ButtonClick.objects.filter(user_id=user_id, button=key).update(count=F("count") + 1, last_clicked_at=now)
+        ButtonClick.objects.filter(user_id=user_id, button=key).update(last_clicked_at=now)
+        return False
+    return True
 
 
 def click_token_of(*, url: str) -> str | None:
@@ -120,7 +162,10 @@ class Outgoing:
     @classmethod
     def compose(cls, *, text: str, media_kind: str, media: str, buttons: str, protect: bool) -> Outgoing:
         return cls(
-            text=text, media=Media(media_kind, media) if media_kind else None, rows=buttons_parse(text=buttons), protect=protect
+            text=text,
+            media=Media(media_kind, media) if media_kind else None,
+            rows=buttons_parse(text=buttons, check_links=False),
+            protect=protect,
         )
 
     def send(self, gateway: Gateway, chat_id: int, *, user_id: int | None = None) -> Sent:

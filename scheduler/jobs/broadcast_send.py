@@ -26,7 +26,7 @@ from botapp.services.users import users_mark_unreachable
 from botapp.telegram.gateway import Gateway, TelegramError
 from scheduler.jobs.bulk import rows_update
 from scheduler.jobs.registry import Job, Outcome, job_register
-from scheduler.jobs.sweep import stream_outcome
+from scheduler.jobs.sweep import message_or_error, stream_outcome
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,9 @@ class Result:
 @dataclass
 class BroadcastSendSweep:
     gateway: Gateway
-    messages: dict[int, BroadcastMessage] = field(default_factory=dict)
+    # Each broadcast's message, built once per run; or why it cannot be built (PUBLIC_URL removed
+    # after a tracked button was composed): its rows are then handed back untouched by `work`.
+    messages: dict[int, BroadcastMessage | Exception] = field(default_factory=dict)
 
     def claim(self, n: int) -> list[tuple[int, int, int, int]]:
         """Up to n pending deliveries, oldest broadcast first. One broadcast at a time, so the
@@ -75,7 +77,9 @@ class BroadcastSendSweep:
         self.gateway.peers_remember({r[3]: r[4] for r in rows})
         missing = ids - set(self.messages)
         if missing:  # broadcast bodies are loaded once per run, not once per batch
-            self.messages.update({b.pk: BroadcastMessage.of(b) for b in Broadcast.objects.filter(id__in=missing)})
+            self.messages.update(
+                {b.pk: message_or_error(b, BroadcastMessage.of) for b in Broadcast.objects.filter(id__in=missing)}
+            )
         # A user who sent /stop (or became unreachable) after the broadcast was queued gets nothing.
         return [(*r[:4], "" if r[5] == TelegramUser.State.ACTIVE else f"user is {r[5]}") for r in rows]
 
@@ -83,8 +87,11 @@ class BroadcastSendSweep:
         delivery_id, broadcast_id, user_id, chat_id, skip = row
         if skip:
             return Result(delivery_id, broadcast_id, user_id, Status.SKIPPED, error=skip)
+        message = self.messages[broadcast_id]
+        if isinstance(message, Exception):
+            raise message
         try:
-            sent = self.messages[broadcast_id].send(self.gateway, chat_id, user_id=user_id)
+            sent = message.send(self.gateway, chat_id, user_id=user_id)
         except TelegramError as exc:
             failure = send_failure(exc=exc, unreachable_status=Status.BLOCKED)
             if failure.status == Status.FAILED:
@@ -103,7 +110,7 @@ class BroadcastSendSweep:
             now = clock.now()
             rows = []
             for r in results:
-                delete_after = self.messages[r.broadcast_id].delete_after
+                delete_after = self.messages[r.broadcast_id].delete_after if r.status == Status.SENT else None
                 rows.append(
                     {
                         "id": r.id,

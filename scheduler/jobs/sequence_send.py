@@ -18,7 +18,7 @@ from botapp.services.users import users_mark_unreachable
 from botapp.telegram.gateway import Gateway, TelegramError
 from scheduler.jobs.bulk import rows_update
 from scheduler.jobs.registry import Job, Outcome, job_register
-from scheduler.jobs.sweep import stream_outcome
+from scheduler.jobs.sweep import message_or_error, stream_outcome
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ class Result:
 @dataclass
 class SequenceSendSweep:
     gateway: Gateway
-    messages: dict[int, Outgoing] = field(default_factory=dict)
+    messages: dict[int, Outgoing | Exception] = field(default_factory=dict)  # per step; or why it cannot be built
 
     def claim(self, n: int) -> list[Due]:
         now = clock.now()
@@ -86,19 +86,17 @@ class SequenceSendSweep:
                 row.skip = f"clicked {step.condition_button}"
             elif step.condition == Condition.CLICKED and (row.user_id, step.condition_button) not in clicked:
                 row.skip = f"did not click {step.condition_button}"
-        self.messages = {
-            step.pk: Outgoing.compose(
-                text=step.text, media_kind=step.media_kind, media=step.media, buttons=step.buttons, protect=step.protect_content
-            )
-            for step in steps.values()
-        }
+        self.messages = {step.pk: message_or_error(step, step_message) for step in steps.values()}
         return rows
 
     def work(self, due: Due) -> Result:
         if due.skip:
             return Result(due.id, due.user_id, Status.SKIPPED, error=due.skip)
+        message = self.messages[due.step_id]
+        if isinstance(message, Exception):
+            raise message  # handed back untouched, until the step can be built
         try:
-            sent = self.messages[due.step_id].send(self.gateway, due.chat_id, user_id=due.user_id)
+            sent = message.send(self.gateway, due.chat_id, user_id=due.user_id)
         except TelegramError as exc:
             failure = send_failure(exc=exc, unreachable_status=Status.SKIPPED)
             if failure.status == Status.FAILED:
@@ -131,6 +129,12 @@ class SequenceSendSweep:
             return sum(r.status in (Status.SENT, Status.SKIPPED) for r in results), sum(
                 r.status in (Status.FAILED, Status.INTERRUPTED, Status.PENDING) for r in results
             )
+
+
+def step_message(step: SequenceStep) -> Outgoing:
+    return Outgoing.compose(
+        text=step.text, media_kind=step.media_kind, media=step.media, buttons=step.buttons, protect=step.protect_content
+    )
 
 
 def send_sequence_messages(

@@ -186,6 +186,18 @@ class Stream(RowIsolation[Row, Result]):
         return processed, failed, batches
 
 
+def message_or_error(source, build: Callable):
+    """`build(source)`, or the exception it raised. Messages are built after the claim has leased
+    their rows, so a message that cannot be built (PUBLIC_URL removed after a tracked button was
+    composed) must not escape the claim and leave them leased: `work` raises the error for each of
+    its rows instead, which hands them back untouched, and the run ends failed saying why."""
+    try:
+        return build(source)
+    except Exception as exc:  # any reason at all: the rows must go back
+        log.error("cannot build the message of %r: %s", source, exc)
+        return exc
+
+
 def stream_outcome(job, *, batch_size: int, time_budget: float) -> Outcome:
     """Run a Stream over `job` (claim, work, record) with as many sends in flight as the rate needs."""
     processed, failed, batches = Stream(

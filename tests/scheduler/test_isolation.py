@@ -6,14 +6,16 @@ import pytest
 import redis
 
 from botapp import clock
-from botapp.models import Broadcast, BroadcastDelivery, PendingDeletion, TelegramUser
+from botapp.models import Broadcast, BroadcastDelivery, PendingDeletion, SequenceMessage, TelegramUser
 from botapp.services.broadcasts import broadcast_start
 from botapp.services.users import user_access_hash
 from botapp.telegram.gateway import BotUnauthorized
 from botapp.telegram.server.offline import offline_gateway
 from scheduler.jobs.broadcast_send import send_broadcasts
+from scheduler.jobs.claims import reap_expired_claims
 from scheduler.jobs.deletions import delete_due_messages
-from tests.factories import BroadcastFactory, PendingDeletionFactory, met_user
+from scheduler.jobs.sequence_send import send_sequence_messages
+from tests.factories import BroadcastFactory, PendingDeletionFactory, SequenceMessageFactory, SequenceStepFactory, met_user
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the sweeps' pool threads read committed rows
 Status = BroadcastDelivery.Status
@@ -115,3 +117,117 @@ def test_a_revoked_token_mid_broadcast_stops_it_with_no_row_lost_and_no_user_bla
     assert not TelegramUser.objects.exclude(state=TelegramUser.State.ACTIVE).exists()
     broadcast.refresh_from_db()
     assert (broadcast.sent, broadcast.failed, broadcast.blocked) == (5, 0, 0)
+
+
+@pytest.fixture
+def public_url(settings):
+    settings.PUBLIC_URL = "https://courier.example"
+    return settings
+
+
+def run(job, telegram, **kwargs):
+    worker = offline_gateway(telegram, peers=user_access_hash)
+    try:
+        return job(gateway=worker, **kwargs)
+    finally:
+        worker.stop()
+
+
+def test_a_broadcast_whose_message_cannot_be_built_keeps_every_row_until_it_can(telegram, public_url):
+    """PUBLIC_URL removed after a broadcast with a tracked button was composed: its rows used to be
+    claimed and lost (left 'sending', then interrupted by the reaper) 200 a minute."""
+    users = [met_user(telegram, telegram_id=70_000 + i) for i in range(6)]
+    broadcast = BroadcastFactory(text="Join us", buttons="Join | https://t.me/+abc | joined")
+    broadcast_start(broadcast=broadcast)
+    public_url.PUBLIC_URL = ""
+
+    outcome = run(send_broadcasts, telegram)
+
+    assert outcome.failed == 6 and outcome.processed == 0
+    assert set(BroadcastDelivery.objects.values_list("status", flat=True)) == {Status.PENDING}
+    assert "PUBLIC_URL" in BroadcastDelivery.objects.first().error
+    clock.clock_advance(timedelta(minutes=30))
+    reap_expired_claims()  # nothing was left claimed, so nothing is interrupted
+    assert set(BroadcastDelivery.objects.values_list("status", flat=True)) == {Status.PENDING}
+    assert all(telegram.bot_messages(u.telegram_id) == [] for u in users)
+
+    public_url.PUBLIC_URL = "https://courier.example"
+    run(send_broadcasts, telegram)
+
+    broadcast.refresh_from_db()
+    assert (broadcast.status, broadcast.sent, broadcast.failed, broadcast.interrupted) == (Broadcast.Status.DONE, 6, 0, 0)
+    for user in users:
+        (message,) = telegram.bot_messages(user.telegram_id)
+        assert message.buttons[0][0].url.startswith("https://courier.example/go/")
+
+
+def test_a_sequence_step_that_cannot_be_built_keeps_its_messages_until_it_can(telegram, public_url):
+    users = [met_user(telegram, telegram_id=71_000 + i) for i in range(4)]
+    step = SequenceStepFactory(text="Join us", buttons="Join | https://t.me/+abc | joined")
+    fine = SequenceStepFactory(text="Plain")
+    for user in users:
+        SequenceMessageFactory(user=user, step=step)
+        SequenceMessageFactory(user=user, step=fine)
+    public_url.PUBLIC_URL = ""
+
+    run(send_sequence_messages, telegram)
+    clock.clock_advance(timedelta(minutes=30))
+    reap_expired_claims()
+
+    assert set(SequenceMessage.objects.filter(step=step).values_list("status", flat=True)) == {"pending"}
+    assert not SequenceMessage.objects.filter(status="interrupted").exists()
+
+    public_url.PUBLIC_URL = "https://courier.example"
+    run(send_sequence_messages, telegram)
+
+    assert set(SequenceMessage.objects.values_list("status", flat=True)) == {"sent"}
+    assert all(sorted(m.text for m in telegram.bot_messages(u.telegram_id)) == ["Join us", "Plain"] for u in users)
+
+
+def test_a_broadcast_composed_under_a_looser_link_rule_still_ends(telegram):
+    """A link the form now refuses, saved before: Telegram refuses each send (BUTTON_URL_INVALID),
+    each row fails with that reason and the broadcast ends, instead of its rows going round."""
+    users = [met_user(telegram, telegram_id=72_000 + i) for i in range(3)]
+    broadcast = BroadcastFactory(text="Hi", buttons="Site | https://")
+    broadcast_start(broadcast=broadcast)
+
+    run(send_broadcasts, telegram)
+
+    broadcast.refresh_from_db()
+    assert (broadcast.status, broadcast.sent, broadcast.failed) == (Broadcast.Status.DONE, 0, 3)
+    assert all("BUTTON_URL_INVALID" in error for error in BroadcastDelivery.objects.values_list("error", flat=True))
+    assert all(telegram.bot_messages(u.telegram_id) == [] for u in users)
+
+
+def test_a_broadcasts_rows_and_counters_are_recorded_in_one_transaction(telegram):
+    """PostgreSQL refuses the counters' update (a trigger stands in for the connection dying at
+    that moment): the rows' results go with it, so no row says 'sent' that the counters miss.
+    Those sends' outcome is then unknown: the reaper makes them interrupted, never re-sent."""
+    from django.db import DatabaseError, connection
+
+    users, broadcast = started_broadcast(telegram, 5)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "CREATE FUNCTION courier_test_refuse() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN RAISE EXCEPTION 'counters refused'; END $$"
+        )
+        cursor.execute(
+            "CREATE TRIGGER courier_test_refuse BEFORE UPDATE OF sent ON botapp_broadcast "
+            "FOR EACH ROW WHEN (NEW.sent <> OLD.sent) EXECUTE FUNCTION courier_test_refuse()"
+        )
+    try:
+        with pytest.raises(DatabaseError, match="counters refused"):
+            run(send_broadcasts, telegram)
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("DROP TRIGGER courier_test_refuse ON botapp_broadcast")
+            cursor.execute("DROP FUNCTION courier_test_refuse()")
+
+    broadcast.refresh_from_db()
+    assert broadcast.sent == BroadcastDelivery.objects.filter(status=Status.SENT).count() == 0
+    clock.clock_advance(timedelta(minutes=6))
+    reap_expired_claims()
+    run(send_broadcasts, telegram)
+    broadcast.refresh_from_db()
+    assert (broadcast.status, broadcast.sent, broadcast.interrupted) == (Broadcast.Status.DONE, 0, 5)
+    assert [len(telegram.bot_messages(u.telegram_id)) for u in users] == [1] * 5  # delivered once, never again

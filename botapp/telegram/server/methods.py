@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import secrets
 import time
+import urllib.parse
 from datetime import UTC, datetime
 
 from pyrogram import raw
@@ -247,6 +248,17 @@ def check_markup(markup) -> None:
             data = getattr(b.type, "data", None)
             if data is not None and len(data) > limits.CALLBACK_DATA_BYTES:
                 raise RpcFault("BUTTON_DATA_INVALID")
+            url = getattr(b.type, "url", None)
+            if url is not None and not button_url_valid(url):
+                raise RpcFault("BUTTON_URL_INVALID")
+
+
+def button_url_valid(url: str) -> bool:
+    """A link button takes an "HTTP or tg:// URL" (Bot API, InlineKeyboardButton.url);
+    BUTTON_URL_INVALID is the error messages.sendMessage lists for it. That a URL without a host
+    (https://, tg://) is refused too is inferred."""
+    parts = urllib.parse.urlsplit(url.strip())
+    return parts.scheme.lower() in ("http", "https", "tg") and bool(parts.netloc)
 
 
 def buttons_of_raw(markup):

@@ -284,3 +284,54 @@ def test_runbot_answers_users_while_redis_is_down(telegram, shortener):
         bot.stop()
     (reply,) = telegram.bot_messages(USER.id)
     assert reply.text != SORRY and reply.text.startswith("Open a file link")
+
+
+@pytest.fixture
+def hanging_redis():
+    """A Redis that accepts connections and never answers: a port that listens and never reads."""
+    import socket
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(512)  # the kernel completes every handshake; nobody ever reads or replies
+    yield f"redis://127.0.0.1:{server.getsockname()[1]}/0"
+    server.close()
+
+
+@pytest.mark.slow
+@pytest.mark.django_db
+def test_runbot_answers_within_seconds_while_redis_accepts_connections_and_never_replies(
+    telegram, shortener, settings, hanging_redis, stored
+):
+    """Every Redis user of a reply (the settings cache, the delivery counters, the limiter) gives
+    up after the configured timeout: before, the cache had none and a /start waited forever."""
+    from botapp.services.users import user_access_hash
+    from botapp.telegram.router import Router
+    from botapp.telegram.server.offline import OfflineBot
+
+    settings.REDIS_URL = hanging_redis
+    settings.CACHES = {"default": {**settings.CACHES["default"], "LOCATION": hanging_redis}}
+    bot = OfflineBot(
+        telegram,
+        lambda gw: Router(gw, admin_ids=frozenset(), shortener=shortener),
+        peers=user_access_hash,
+        limiter=RedisLimiter.from_settings(lane=REPLY),
+    )
+    try:
+        began = time.monotonic()
+        telegram.user_sends(USER, f"/start {stored.share_id}")
+        bot.pump.process()
+        first = time.monotonic() - began
+        began = time.monotonic()
+        telegram.user_sends(USER, "/help")
+        bot.pump.process()
+        second = time.monotonic() - began
+    finally:
+        bot.stop()
+    texts = [m.text for m in telegram.bot_messages(USER.id)]
+    assert texts[:2] == ["Report", "Read me"] and len(texts) == 4  # the files, the deletion notice, /help
+    # Each Redis call gives up after 1.5 s (the cache's took 5 s: 22.7 s for the first message,
+    # 8.8 s now on a loaded machine): settings read and cached, the limiter (once: it asks again
+    # only after 10 s), the counters. Bounds well under what 5 s calls would take (20 s and 10 s).
+    assert first < 15
+    assert second < 7  # the settings cache's read and write
