@@ -8,8 +8,15 @@ Reads a conversation (one line each) and prints every bot action:
     1001 blocks             user 1001 blocks the bot
     1000 sends document report.pdf Price list
                             a user sends media (photo, video, document, animation, audio), with an optional caption
-    post Chapter 1          something is posted in the storage channel (its message id is printed)
+    post Chapter 1          something is posted in the storage channel (its message id is printed);
+                            `post /chat Hello` there is broadcast to every active user (the sandbox's
+                            storage channel is also the broadcast source)
     1000 forwards #3        a user forwards storage-channel message 3 to the bot (admins: store it, /batch)
+    1000 replies #7: /broadcast
+                            a user replies to message 7 of their chat with the bot (without #7:
+                            to their own latest message; an album: its first)
+    1000 sends album photo:a.jpg video:b.mp4 Caption
+                            a user sends an album (two or more media), caption on the first
 
 Output: `-> 1001 #5 send "Welcome…" [Get files again | Close]`, `-> 1001 delete #5 #6`, or JSON lines
 with `--json`. Lines starting with `..` are the sandbox's own notes (clock, jobs), not bot actions.
@@ -26,7 +33,7 @@ from urllib.parse import parse_qs, urlparse
 
 from botapp import clock
 from botapp.services.outgoing import click_record, click_token_of
-from botapp.signals import sandbox_clock_advanced
+from botapp.signals import broadcast_queued, sandbox_clock_advanced, sandbox_job_requested
 from botapp.telegram.gateway import Button, Gateway, Media, TgUser
 from botapp.telegram.server.offline import OfflineBot
 from botapp.telegram.server.server import Event, TelegramServer
@@ -39,6 +46,10 @@ SEND_RE = re.compile(
 )
 POST_RE = re.compile(r"^post\s+(?P<text>.+)$")
 FORWARD_RE = re.compile(r"^(?P<user>\d+)\s+forwards\s+#?(?P<message>\d+)$")
+REPLY_RE = re.compile(r"^(?P<user>\d+)\s+replies(?:\s+#?(?P<message>\d+))?\s*:\s?(?P<text>.*)$")
+ALBUM_RE = re.compile(
+    r"^(?P<user>\d+)\s+sends\s+album\s+(?P<items>(?:(?:photo|video|document|animation|audio):\S+\s*){2,10})(?P<caption>.*)$"
+)
 WAIT_RE = re.compile(r"^wait\s+(?P<span>(\d+\s*[smhd]\s*)+)$")
 SPAN_PART_RE = re.compile(r"(\d+)\s*([smhd])")
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
@@ -68,7 +79,9 @@ class Sandbox:
         self.as_json = as_json
         self.links = links  # follows a shortlink to where it leads (or returns None)
         self.users: dict[int, TgUser] = {}
+        self.queued: list[int] = []  # broadcasts queued by the last line: a worker would be woken
         telegram.listeners.append(self.print_event)
+        broadcast_queued.connect(self._broadcast_queued)  # weakly: gone with the sandbox
 
     # --- output -------------------------------------------------------------------------------
 
@@ -125,10 +138,24 @@ class Sandbox:
         if not line or line.startswith("#"):
             return True
         try:
-            return self._feed(line)
+            understood = self._feed(line)
         except OverflowError:
             self.note(f"that is too far: {line!r} (wait at most a few years)")
             return False
+        self.send_queued()
+        return understood
+
+    def _broadcast_queued(self, sender, *, broadcast_id: int, **kwargs) -> None:
+        self.queued.append(broadcast_id)
+
+    def send_queued(self) -> None:
+        """Broadcasts queued by the last line are sent now, as the woken sender would send them."""
+        while self.queued:
+            ids, self.queued = self.queued, []
+            self.note(f"broadcast {', '.join(f'#{i}' for i in ids)} queued: the sender runs", broadcasts=ids)
+            for _receiver, results in sandbox_job_requested.send(sender=Sandbox, job="send_broadcasts", gateway=self.worker):
+                for name, outcome in results:
+                    self.note(f"job {name}: {outcome}")
 
     def _feed(self, line: str) -> bool:
         user = re.match(r"^(\d+)", line)
@@ -143,6 +170,29 @@ class Sandbox:
             self.telegram.block(int(m["user"]))
             self.bot.pump.process()  # runbot hears of it (UpdateBotStopped)
             self.note(f"user {m['user']} blocked the bot")
+        elif m := ALBUM_RE.match(line):
+            media = [Media(*item.split(":", 1)) for item in m["items"].split()]
+            ids = self.telegram.user_sends_album(self.user(int(m["user"])), media, m["caption"].strip())
+            self.note(f"album {' '.join(f'#{i}' for i in ids)} from {m['user']}", message_ids=ids)
+            self.bot.pump.process(expect=len(media))
+        elif m := REPLY_RE.match(line):
+            if not m["text"].strip():
+                self.note("Telegram does not deliver empty messages: write something after the colon")
+                return False
+            user_id = int(m["user"])
+            if m["message"] is None:  # their own latest message (an album: its first)
+                own = [msg for msg in self.telegram.messages(user_id) if not msg.out]
+                target = next((msg.id for msg in own if own[-1].grouped_id and msg.grouped_id == own[-1].grouped_id), None)
+                target = target or (own[-1].id if own else None)
+            else:
+                target = int(m["message"]) if self.telegram.message(user_id, int(m["message"])) else None
+            if target is None:
+                self.note(
+                    f"user {user_id}'s chat has no message {'#' + m['message'] if m['message'] else 'of theirs'} to reply to"
+                )
+                return False
+            self.telegram.user_sends(self.user(user_id), m["text"], reply_to=target)
+            self.bot.pump.process()
         elif m := SEND_RE.match(line):
             media = Media(m["kind"], m["file"])
             self.telegram.user_sends(self.user(int(m["user"])), m["caption"] or "", media=media)
@@ -150,6 +200,8 @@ class Sandbox:
         elif m := POST_RE.match(line):
             message_id = self.telegram.post(self.storage_channel_id, m["text"])
             self.note(f"storage channel #{message_id}: {m['text']}", message_id=message_id)
+            if self.storage_channel_id in self.bot.router.channel_post_sources():
+                self.bot.pump.process()  # runbot reads the post (a marked one is broadcast)
         elif m := FORWARD_RE.match(line):
             source = self.telegram.message(self.storage_channel_id, int(m["message"]))
             if source is None:

@@ -58,6 +58,30 @@ class BotSettings(models.Model):
     about_text = models.TextField(default="Courier delivers files through Telegram links.")
     faq_text = models.TextField(default="Why are files deleted? To keep your chat clean: tap the button to get them again.")
     deleted_notice_text = models.TextField('"deleted" notice text', default="Previous message was deleted.")
+    premium_skips_force_subscribe = models.BooleanField(
+        "premium users skip force-subscribe", default=False, help_text="Premium users also skip the channels to join."
+    )
+    premium_text = models.TextField(
+        '"Get premium" text',
+        blank=True,
+        help_text="Shown under the Verify prompt and in /myplan, e.g. how to buy premium. Empty: nothing.",
+    )
+    premium_button_text = models.CharField('"Get premium" button text', max_length=64, default="⭐ Get premium")
+    premium_button_url = models.URLField(
+        '"Get premium" link', blank=True, help_text="The button beside Verify opens this. Empty: no button."
+    )
+    channel_post_marker = models.CharField(
+        "channel-post marker",
+        max_length=32,
+        default="/chat",
+        help_text="A post in BROADCAST_CHANNEL_ID that starts with this is broadcast to every active user, without it.",
+    )
+    channel_post_button = models.CharField(
+        "channel-post button",
+        max_length=512,
+        blank=True,
+        help_text='An optional button under those broadcasts: "Text | https://example.com". Empty: none.',
+    )
 
     class Meta:
         verbose_name = "bot settings"

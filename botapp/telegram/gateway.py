@@ -71,6 +71,28 @@ class TgUser:
 
 
 @dataclass(frozen=True)
+class ReplyTo:
+    """The message a user's message replies to (in the same private chat)."""
+
+    message_id: int
+    media_group_id: int | None = None  # set when it is part of an album
+    forward_from_chat_id: int | None = None  # set when it was forwarded from a channel
+    forward_from_message_id: int | None = None
+
+
+@dataclass(frozen=True)
+class ChannelPost:
+    """A post in a channel the bot administers (Telegram's `channel_post`)."""
+
+    chat_id: int
+    message_id: int
+    text: str = ""  # text or caption, plain
+    html: str = ""  # the same as Telegram HTML (its formatting kept)
+    media: Media | None = None  # kind and the file id to send it again
+    media_group_id: int | None = None
+
+
+@dataclass(frozen=True)
 class IncomingMessage:
     """A message a user sent to the bot in a private chat."""
 
@@ -82,6 +104,7 @@ class IncomingMessage:
     # Set when the message was forwarded from a channel (used by /batch).
     forward_from_chat_id: int | None = None
     forward_from_message_id: int | None = None
+    reply_to: ReplyTo | None = None
 
 
 @dataclass(frozen=True)
@@ -200,6 +223,15 @@ class Gateway(abc.ABC):
 
     @abc.abstractmethod
     def edit_text(self, chat_id: int, message_id: int, text: str, *, buttons: Keyboard | None = None) -> None: ...
+
+    @abc.abstractmethod
+    def pin_message(self, chat_id: int, message_id: int, *, silent: bool = True) -> None:
+        """Pin the message in the chat (for both sides of a private chat); `silent`: no notification."""
+
+    @abc.abstractmethod
+    def album_ids(self, chat_id: int, message_id: int) -> list[int]:
+        """The ids of the album (media group) the message belongs to, in order; [message_id] when
+        it is a single message. Raises MessageNotFound when it is gone."""
 
     @abc.abstractmethod
     def answer_callback(self, callback_id: str, text: str = "", *, alert: bool = False) -> None: ...

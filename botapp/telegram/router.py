@@ -11,15 +11,18 @@ from collections.abc import Callable
 
 from botapp.models import BotSettings, TelegramUser
 from botapp.services import batches, users
+from botapp.services.broadcast_bot import channel_post_broadcast
 from botapp.services.delivery import Delivery, channels_missing
 from botapp.services.sequences import sequences_enroll
 from botapp.services.shortener import shortener_for
 from botapp.services.stats import stat_today
 from botapp.services.texts import text_render
+from botapp.telegram.admin_commands import AdminCommands
 from botapp.telegram.gateway import (
     BotUnauthorized,
     Button,
     CallbackQuery,
+    ChannelPost,
     Gateway,
     IncomingMessage,
     TelegramError,
@@ -34,10 +37,21 @@ UNKNOWN = "I did not understand that. Send /help to see what I can do."
 
 
 class Router:
-    def __init__(self, gateway: Gateway, *, admin_ids: frozenset[int], storage_channel_id: int | None = None, shortener=None):
+    unknown_text = UNKNOWN
+
+    def __init__(
+        self,
+        gateway: Gateway,
+        *,
+        admin_ids: frozenset[int],
+        storage_channel_id: int | None = None,
+        shortener=None,
+        broadcast_channel_id: int | None = None,
+    ):
         self.gateway = gateway
         self.admin_ids = admin_ids
         self.storage_channel_id = storage_channel_id
+        self.broadcast_channel_id = broadcast_channel_id  # marked posts there are broadcast
         self.shortener = shortener  # None: the one configured in Bot settings, per request
         self.commands: dict[str, Callable[[IncomingMessage, str], None]] = {
             "start": self.cmd_start,
@@ -53,6 +67,7 @@ class Router:
             "close": self.cb_close,
             "retry": self.cb_retry,
         }
+        AdminCommands(self).install()  # admins' commands (premium, bans, broadcasts, links) and /myplan
 
     # --- entry points: never raise ------------------------------------------------------------
 
@@ -88,6 +103,18 @@ class Router:
     def handle_bot_stopped(self, *, user_id: int, stopped: bool) -> None:
         """The user blocked the bot (stopped) or unblocked it."""
         users.user_block_changed(telegram_id=user_id, blocked=stopped)
+
+    def channel_post_sources(self) -> frozenset[int]:
+        """The channels whose posts runbot hands to `handle_channel_post`."""
+        return frozenset({self.broadcast_channel_id} - {None})
+
+    def handle_channel_post(self, post: ChannelPost) -> None:
+        """A post in the broadcast source channel: broadcast when it starts with the marker."""
+        try:
+            if post.chat_id == self.broadcast_channel_id:
+                channel_post_broadcast(post=post, conf=BotSettings.load())
+        except Exception:
+            log.exception("channel post failed chat=%s message=%s", post.chat_id, post.message_id)
 
     def handle_join_request(self, *, channel_id: int, user_id: int) -> None:
         """A user asked to join a join-request-mode channel: that counts as subscribed."""
