@@ -131,7 +131,7 @@ class AdminCommands:
     def addpremium(self, msg: IncomingMessage, arg: str) -> Reply:
         parts = arg.split()
         if len(parts) != 2:
-            return refuse("Usage: /addpremium <user id> <duration>, e.g. /addpremium 123456789 30d")
+            return refuse(escape("Usage: /addpremium <user id> <duration>, e.g. /addpremium 123456789 30d"))
         user = self._user(parts[0])
         if isinstance(user, Reply):
             return user
@@ -146,7 +146,7 @@ class AdminCommands:
     def delpremium(self, msg: IncomingMessage, arg: str) -> Reply:
         parts = arg.split()
         if len(parts) != 1:
-            return refuse("Usage: /delpremium <user id>")
+            return refuse(escape("Usage: /delpremium <user id>"))
         user = self._user(parts[0])
         if isinstance(user, Reply):
             return user
@@ -174,7 +174,7 @@ class AdminCommands:
     def ban(self, msg: IncomingMessage, arg: str) -> Reply:
         parts = arg.split(maxsplit=2)
         if not parts:
-            return refuse("Usage: /ban <user id> [duration] [reason], e.g. /ban 123456789 7d spam")
+            return refuse(escape("Usage: /ban <user id> [duration] [reason], e.g. /ban 123456789 7d spam"))
         user = self._user(parts[0])
         if isinstance(user, Reply):
             return user
@@ -192,7 +192,7 @@ class AdminCommands:
     def unban(self, msg: IncomingMessage, arg: str) -> Reply:
         parts = arg.split()
         if len(parts) != 1:
-            return refuse("Usage: /unban <user id>")
+            return refuse(escape("Usage: /unban <user id>"))
         user = self._user(parts[0])
         if isinstance(user, Reply):
             return user

@@ -28,6 +28,7 @@ class Told:
     chat_id: int
     notice: str  # "sent", or why not
     unreachable: str = ""
+    failed: bool = False  # Telegram refused for a reason other than the user's own
 
 
 @dataclass
@@ -48,16 +49,17 @@ class PremiumExpirySweep:
             self.gateway.send_text(plan.chat_id, "\n\n".join(filter(None, [ENDED_NOTICE, text])), buttons=rows or None)
         except TelegramError as exc:
             log.info("premium end not told plan=%s user=%s: %s", plan.plan_id, plan.chat_id, exc)
-            return Told(plan.plan_id, plan.chat_id, f"not told: {exc}"[:255], unreachable_state(exc=exc))
+            unreachable = unreachable_state(exc=exc)
+            return Told(plan.plan_id, plan.chat_id, f"not told: {exc}"[:255], unreachable, failed=not unreachable)
         return Told(plan.plan_id, plan.chat_id, f"sent {clock.now():%Y-%m-%d %H:%M}")
 
     def handback(self, plan: EndedPlan, exc: Exception) -> Told:
-        return Told(plan.plan_id, plan.chat_id, f"not told: {exc}"[:255])
+        return Told(plan.plan_id, plan.chat_id, f"not told: {exc}"[:255], failed=True)
 
     def record(self, results: list[Told]) -> tuple[int, int]:
         rows_update(PremiumPlan, [{"id": r.plan_id, "notice": r.notice} for r in results], ["notice"])
         users_mark_unreachable(by_telegram_id={r.chat_id: r.unreachable for r in results if r.unreachable})
-        return len(results), sum(r.notice.startswith("not told: ") and not r.unreachable for r in results)
+        return len(results), sum(r.failed for r in results)
 
 
 def end_premium_plans(*, gateway: Gateway | None = None, dry_run: bool = False, batch_size: int = 200) -> Outcome:
