@@ -177,3 +177,27 @@ def test_posts_without_the_marker_or_with_nothing_after_it_are_not_broadcast(cha
     said(channel_box, "post #news Marker from Bot settings")
     assert telegram.bot_messages(1003)[-1].text == "Marker from Bot settings"
     assert TelegramUser.objects.get(telegram_id=1004).state == "stopped"
+
+
+def test_pin_in_chat_in_the_admin_pins_each_delivered_message(telegram, gateway, admin_client, settings, sender_wakeups):
+    from django.urls import reverse
+
+    from botapp.services.broadcasts import broadcast_start
+    from scheduler.jobs.registry import job_run
+    from tests.factories import met_user
+
+    settings.SECURE_SSL_REDIRECT = False
+    users = [met_user(telegram) for _ in range(3)]
+    response = admin_client.post(
+        reverse("admin:botapp_broadcast_add"),
+        {"title": "Rules", "text": "Read the <b>rules</b>", "media_kind": "", "media": "", "buttons": "", "pin": "on"},
+    )
+    assert response.status_code == 302, response.context["adminform"].form.errors
+    broadcast = Broadcast.objects.get()
+    assert broadcast.pin and broadcast.origin == "admin"
+    broadcast_start(broadcast=broadcast)
+    job_run("send_broadcasts", trigger="test", gateway=gateway)
+    for user in users:
+        (message,) = [m for m in telegram.bot_messages(user.telegram_id) if not m.service]
+        assert message.pinned and message.text == "Read the rules"
+    assert telegram.count("messages.UpdatePinnedMessage") == 3
