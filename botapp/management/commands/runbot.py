@@ -153,6 +153,8 @@ class Command(BaseCommand):
             )
             if demo:
                 stored = demo_setup(telegram, storage_channel_id=storage)
+                if storage in bot.router.channel_post_sources():  # runbot reads the demo's posts first
+                    bot.pump.process(expect=len(stored.message_ids))
                 box.note(
                     f"demo file stored: send '1001: /start {stored.share_id}' (link t.me/{telegram.bot.username}?start={stored.share_id})",
                     share_id=stored.share_id,
