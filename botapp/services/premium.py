@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from botapp import clock
 from botapp.models import BotSettings, PremiumPlan, TelegramUser
+from botapp.services.texts import human_span
 from botapp.telegram.gateway import Button
 
 DURATION_RE = re.compile(r"^(?:\d{1,6}[mhdwy])+$")
@@ -138,8 +139,6 @@ def plan_describe(*, user: TelegramUser, conf: BotSettings) -> tuple[str, list[l
     """`/myplan`: the user's plan, its end and what is left; free users also see the offer."""
     now = clock.now()
     if user_is_premium(user=user, now=now):
-        from botapp.services.delivery import human_span
-
         left = human_span(delta=user.premium_until - now)
         return f"⭐ <b>Premium</b> until {moment_text(moment=user.premium_until)} ({left} left).\nNo verification needed.", []
     text, rows = premium_offer(conf=conf)

@@ -24,7 +24,6 @@ from botapp.services.broadcast_bot import (
     broadcast_report_text,
 )
 from botapp.services.broadcasts import broadcast_cancel, broadcast_start
-from botapp.services.delivery import human_span
 from botapp.services.files import deep_link, file_store
 from botapp.services.moderation import admin_command_record, bans_in_force, user_ban, user_unban
 from botapp.services.premium import (
@@ -36,6 +35,7 @@ from botapp.services.premium import (
     premium_plans_active,
     premium_revoke,
 )
+from botapp.services.texts import human_span
 from botapp.telegram.gateway import Button, CallbackQuery, IncomingMessage, MessageNotFound, TelegramError
 
 if TYPE_CHECKING:
