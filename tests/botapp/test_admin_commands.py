@@ -6,10 +6,13 @@ from datetime import timedelta
 import pytest
 from django.contrib.admin.sites import site
 from django.urls import reverse
+from hypothesis import HealthCheck, given
+from hypothesis import settings as fuzz
+from hypothesis import strategies as st
 
 from botapp import clock
 from botapp.models import AdminCommand, Broadcast, PremiumPlan, StoredFile, UserBan
-from botapp.telegram.router import UNKNOWN
+from botapp.telegram.router import SORRY, UNKNOWN
 from tests.factories import PremiumPlanFactory, UserBanFactory
 from tests.transcripts import said, sandbox
 
@@ -151,3 +154,18 @@ def test_the_admin_shows_commands_plans_and_bans(box, admin_client, settings):
         {"action": "lift", "_selected_action": [UserBan.objects.get().pk]},
     )
     assert response.status_code == 302 and UserBan.objects.get().lifted_at is not None
+
+
+COMMANDS = ["addpremium", "delpremium", "premiumusers", "ban", "unban", "banlist", "users", "genlink", "broadcast", "pbroadcast"]
+
+
+@fuzz(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(command=st.sampled_from(COMMANDS), arguments=st.text(max_size=40))
+def test_any_arguments_get_one_reply_and_never_fail(box, command, arguments):
+    said(box, "1001: /start")
+    line = f"/{command} {arguments}".strip()
+    if not line.strip() or "\n" in line or "\r" in line:
+        return
+    out = said(box, f"1000: {line}")
+    (reply,) = out.texts(1000)
+    assert reply and SORRY not in reply
