@@ -169,3 +169,21 @@ def test_any_arguments_get_one_reply_and_never_fail(box, command, arguments):
     out = said(box, f"1000: {line}")
     (reply,) = out.texts(1000)
     assert reply and SORRY not in reply
+
+
+def test_bot_settings_refuse_a_bad_channel_post_button_or_marker(admin_client, settings):
+    from botapp.models import BotSettings
+
+    settings.SECURE_SSL_REDIRECT = False
+    url = reverse("admin:botapp_botsettings_change", args=[BotSettings.load().pk])
+    form = admin_client.get(url).context["adminform"].form
+    data = {k: ("on" if v is True else "" if v in (False, None) else v) for k, v in form.initial.items()}
+    response = admin_client.post(url, {**data, "channel_post_button": "Join us", "channel_post_marker": "two words"})
+    errors = response.context["adminform"].form.errors
+    assert "channel_post_button" in errors and "channel_post_marker" in errors
+    response = admin_client.post(
+        url, {**data, "channel_post_button": "Join | https://t.me/+news", "premium_button_url": "https://x.example/p"}
+    )
+    assert response.status_code == 302
+    conf = BotSettings.load()
+    assert (conf.channel_post_button, conf.premium_button_url) == ("Join | https://t.me/+news", "https://x.example/p")
