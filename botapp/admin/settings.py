@@ -1,6 +1,5 @@
 """Bot settings: one row, opened directly."""
 
-from django import forms
 from django.contrib import admin
 from django.http import HttpResponseRedirect
 from django.urls import reverse
@@ -10,31 +9,9 @@ from botapp.models import (
 )
 
 
-class BotSettingsForm(forms.ModelForm):
-    class Meta:  # the admin's fieldsets choose the fields
-        model = BotSettings
-
-    def clean_channel_post_button(self):
-        from botapp.services.outgoing import buttons_parse
-
-        text = self.cleaned_data["channel_post_button"].strip()
-        rows = buttons_parse(text=text)  # a form error naming what is wrong
-        if len(rows) > 1 or any(len(row) > 1 for row in rows):
-            raise forms.ValidationError('One button: "Text | https://example.com".')
-        return text
-
-    def clean_channel_post_marker(self):
-        marker = self.cleaned_data["channel_post_marker"].strip()
-        if not marker or any(ch.isspace() for ch in marker):
-            raise forms.ValidationError("The marker is one word a post starts with, e.g. /chat.")
-        return marker
-
-
 @admin.register(BotSettings)
 class BotSettingsAdmin(admin.ModelAdmin):
     """One row: the list page opens it directly."""
-
-    form = BotSettingsForm
 
     fieldsets = (
         ("Delivery", {"fields": ("bot_username", "auto_delete_minutes", "file_caption", "protect_content")}),

@@ -3,6 +3,7 @@
 import logging
 
 from django.core.cache import cache
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models, transaction
 from redis import RedisError
@@ -12,6 +13,21 @@ from botapp.models.files import TELEGRAM_DELETE_WINDOW_MINUTES
 log = logging.getLogger(__name__)
 
 CACHE_KEY = "botsettings"
+
+
+def one_button_validate(value: str) -> None:
+    """A channel-post button: empty, or one `Text | https://…` (the admin shows what is wrong)."""
+    from botapp.services.outgoing import buttons_parse
+
+    rows = buttons_parse(text=value)
+    if len(rows) > 1 or any(len(row) > 1 for row in rows):
+        raise ValidationError('One button: "Text | https://example.com".')
+
+
+def marker_validate(value: str) -> None:
+    """A channel-post marker is one word a post starts with."""
+    if not value.strip() or any(ch.isspace() for ch in value.strip()):
+        raise ValidationError("The marker is one word a post starts with, e.g. /chat.")
 
 
 class BotSettings(models.Model):
@@ -74,12 +90,14 @@ class BotSettings(models.Model):
         "channel-post marker",
         max_length=32,
         default="/chat",
+        validators=[marker_validate],
         help_text="A post in BROADCAST_CHANNEL_ID that starts with this is broadcast to every active user, without it.",
     )
     channel_post_button = models.CharField(
         "channel-post button",
         max_length=512,
         blank=True,
+        validators=[one_button_validate],
         help_text='An optional button under those broadcasts: "Text | https://example.com". Empty: none.',
     )
 
