@@ -9,7 +9,11 @@ Reads a conversation (one line each) and prints every bot action:
     1000 sends document report.pdf[2.5MB] Price list
                             a user sends media (photo, video, document, animation, audio), with an optional
                             size in brackets (B, KB, MB, GB; 1 KB without) and an optional caption
-    post Chapter 1          something is posted in the storage channel (its message id is printed; runbot hears of it)
+    1000 sends album photo:a.jpg video:b.mp4 Caption
+                            a user sends an album (two or more media), caption on the first
+    post Chapter 1          something is posted in the storage channel (its message id is printed; runbot hears of it);
+                            `post /chat Hello` there is broadcast to every active user (the sandbox's
+                            storage channel is also the broadcast source)
     delete post #3          storage-channel message 3 is deleted
     storage channel lost    the bot is removed from the storage channel (also: backup channel lost)
     set file_caption {filename}
@@ -17,6 +21,9 @@ Reads a conversation (one line each) and prints every bot action:
     link demo expires_at 2h one link's own settings: protect_content yes/no/default, auto_delete_minutes
                             N/default, skip_verification yes/no, expires_at <span from now>/never
     1000 forwards #3        a user forwards storage-channel message 3 to the bot (admins: store it, /batch)
+    1000 replies #7: /broadcast
+                            a user replies to message 7 of their chat with the bot (without #7:
+                            to their own latest message; an album: its first)
     forcesub News 30m requests
                             a force-subscribe channel "News" (the bot an admin there); with a span, the bot
                             makes invite links expiring after it; with "requests", links that ask to join
@@ -36,7 +43,7 @@ from urllib.parse import parse_qs, urlparse
 
 from botapp import clock
 from botapp.services.outgoing import ClickLinkExpired, click_record, click_token_of
-from botapp.signals import sandbox_clock_advanced
+from botapp.signals import broadcast_queued, sandbox_clock_advanced, sandbox_job_requested
 from botapp.telegram.gateway import Button, Gateway, Media, TgUser
 from botapp.telegram.server.offline import OfflineBot
 from botapp.telegram.server.server import Event, TelegramServer
@@ -58,6 +65,10 @@ SET_RE = re.compile(r"^set\s+(?P<field>\w+)(?:\s+(?P<value>.*))?$", re.DOTALL)
 LINK_RE = re.compile(r"^link\s+(?P<share_id>[\w-]+)\s+(?P<field>\w+)(?:\s+(?P<value>.*))?$")
 UNPOST_RE = re.compile(r"^delete\s+post\s+#?(?P<message>\d+)$")
 LOST_RE = re.compile(r"^(?P<which>storage|backup)\s+channel\s+lost$")
+REPLY_RE = re.compile(r"^(?P<user>\d+)\s+replies(?:\s+#?(?P<message>\d+))?\s*:\s?(?P<text>.*)$")
+ALBUM_RE = re.compile(
+    r"^(?P<user>\d+)\s+sends\s+album\s+(?P<items>(?:(?:photo|video|document|animation|audio):\S+\s*){2,10})(?P<caption>.*)$"
+)
 WAIT_RE = re.compile(r"^wait\s+(?P<span>(\d+\s*[smhd]\s*)+)$")
 SPAN_PART_RE = re.compile(r"(\d+)\s*([smhd])")
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
@@ -92,7 +103,9 @@ class Sandbox:
         self.as_json = as_json
         self.links = links  # follows a shortlink to where it leads (or returns None)
         self.users: dict[int, TgUser] = {}
+        self.queued: list[int] = []  # broadcasts queued by the last line: a worker would be woken
         telegram.listeners.append(self.print_event)
+        broadcast_queued.connect(self._broadcast_queued)  # weakly: gone with the sandbox
 
     # --- output -------------------------------------------------------------------------------
 
@@ -153,10 +166,24 @@ class Sandbox:
         if not line or line.startswith("#"):
             return True
         try:
-            return self._feed(line)
+            understood = self._feed(line)
         except OverflowError:
             self.note(f"that is too far: {line!r} (wait at most a few years)")
             return False
+        self.send_queued()
+        return understood
+
+    def _broadcast_queued(self, sender, *, broadcast_id: int, **kwargs) -> None:
+        self.queued.append(broadcast_id)
+
+    def send_queued(self) -> None:
+        """Broadcasts queued by the last line are sent now, as the woken sender would send them."""
+        while self.queued:
+            ids, self.queued = self.queued, []
+            self.note(f"broadcast {', '.join(f'#{i}' for i in ids)} queued: the sender runs", broadcasts=ids)
+            for _receiver, results in sandbox_job_requested.send(sender=Sandbox, job="send_broadcasts", gateway=self.worker):
+                for name, outcome in results:
+                    self.note(f"job {name}: {outcome}")
 
     def _feed(self, line: str) -> bool:
         user = re.match(r"^(\d+)", line)
@@ -171,6 +198,29 @@ class Sandbox:
             self.telegram.block(int(m["user"]))
             self.bot.pump.process()  # runbot hears of it (UpdateBotStopped)
             self.note(f"user {m['user']} blocked the bot")
+        elif m := ALBUM_RE.match(line):
+            media = [Media(*item.split(":", 1)) for item in m["items"].split()]
+            ids = self.telegram.user_sends_album(self.user(int(m["user"])), media, m["caption"].strip())
+            self.note(f"album {' '.join(f'#{i}' for i in ids)} from {m['user']}", message_ids=ids)
+            self.bot.pump.process(expect=len(media))
+        elif m := REPLY_RE.match(line):
+            if not m["text"].strip():
+                self.note("Telegram does not deliver empty messages: write something after the colon")
+                return False
+            user_id = int(m["user"])
+            if m["message"] is None:  # their own latest message (an album: its first)
+                own = [msg for msg in self.telegram.messages(user_id) if not msg.out]
+                target = next((msg.id for msg in own if own[-1].grouped_id and msg.grouped_id == own[-1].grouped_id), None)
+                target = target or (own[-1].id if own else None)
+            else:
+                target = int(m["message"]) if self.telegram.message(user_id, int(m["message"])) else None
+            if target is None:
+                self.note(
+                    f"user {user_id}'s chat has no message {'#' + m['message'] if m['message'] else 'of theirs'} to reply to"
+                )
+                return False
+            self.telegram.user_sends(self.user(user_id), m["text"], reply_to=target)
+            self.bot.pump.process()
         elif m := SEND_RE.match(line):
             media = Media(m["kind"].lower(), m["file"])
             size = round(float(m["size"]) * SIZE_UNITS[m["unit"].upper()]) if m["size"] else None

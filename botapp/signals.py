@@ -25,3 +25,7 @@ sandbox_clock_advanced = Signal()
 # The operator asked for backup copies of these stored files now. kwargs: share_ids. Sent with
 # send(): a receiver that cannot queue the work (the broker is down) raises, and the admin says so.
 backups_requested = Signal()
+# The sandbox asks for one background job to run now, as a worker woken by `broadcast_queued` would
+# (it has no Celery). kwargs: job (its name), gateway (a worker's). Receivers return
+# [(job name, outcome)].
+sandbox_job_requested = Signal()

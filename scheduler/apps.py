@@ -18,3 +18,4 @@ class SchedulerConfig(AppConfig):
         signals.broadcast_test_requested.connect(receivers.broadcast_test_queue, dispatch_uid="scheduler.broadcast_test_queue")
         signals.backups_requested.connect(receivers.backups_queue, dispatch_uid="scheduler.backups_queue")
         signals.sandbox_clock_advanced.connect(receivers.sandbox_jobs_run, dispatch_uid="scheduler.sandbox_jobs_run")
+        signals.sandbox_job_requested.connect(receivers.sandbox_job_run, dispatch_uid="scheduler.sandbox_job_run")

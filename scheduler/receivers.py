@@ -34,3 +34,8 @@ def backups_queue(sender, *, share_ids: list[str], **kwargs) -> None:
 def sandbox_jobs_run(sender, *, before, after, gateway, **kwargs) -> list[tuple[str, Outcome]]:
     """Run every job whose schedule fell due between `before` and `after`, as beat would have."""
     return [(job.name, job_run(job.name, trigger="sandbox", gateway=gateway)) for job in jobs_due_between(before, after)]
+
+
+def sandbox_job_run(sender, *, job: str, gateway, **kwargs) -> list[tuple[str, Outcome]]:
+    """Run one job now, as a woken worker would."""
+    return [(job, job_run(job, trigger="sandbox", gateway=gateway))]

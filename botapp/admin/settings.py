@@ -37,6 +37,11 @@ class BotSettingsAdmin(admin.ModelAdmin):
         ),
         ("Texts", {"fields": ("welcome_text", "help_text", "about_text", "faq_text", "deleted_notice_text")}),
         ("Links", {"fields": ("channel_post_links", "legacy_channel_id")}),
+        (
+            "Premium users",
+            {"fields": ("premium_skips_force_subscribe", "premium_text", "premium_button_text", "premium_button_url")},
+        ),
+        ("Channel-post broadcasts (BROADCAST_CHANNEL_ID)", {"fields": ("channel_post_marker", "channel_post_button")}),
     )
     readonly_fields = ("bot_username",)
 

@@ -24,6 +24,8 @@ from botapp.services.captions import caption_render
 from botapp.services.files import deep_link
 from botapp.services.invites import invite_link_current
 from botapp.services.legacy import legacy_file_resolve, legacy_payload_parse
+from botapp.services.moderation import ban_in_force, ban_notice
+from botapp.services.premium import premium_offer, user_is_premium
 from botapp.services.shortener import shortlink_create
 from botapp.services.stats import delivery_count
 from botapp.services.texts import human_span
@@ -123,16 +125,23 @@ class Delivery:
             return
         verification = stored.verification_for(self.conf)  # a link may skip it
         if not self.is_admin:
+            if (ban := ban_in_force(user=self.user)) is not None:  # an admin's /ban
+                self.say(ban_notice(ban=ban))
+                return
+            # Premium users skip verification (and its bypass bans), and force-subscribe if so set.
+            premium = user_is_premium(user=self.user)
+            verifying = verification and not premium  # the link may skip verification too
             # Bans punish verification bypasses: with verification off, nobody is held back by one.
-            remaining = user_ban_remaining(user=self.user) if verification else None
+            remaining = user_ban_remaining(user=self.user) if verifying else None
             if remaining:
                 self.say(BANNED.format(remaining=human_span(delta=remaining)))
                 return
-            missing = channels_missing(gateway=self.gateway, user_id=self.user.telegram_id)
-            if missing:
-                self.join_prompt(missing, share_id)
-                return
-            if verification and not user_is_verified(user=self.user):
+            if not (premium and self.conf.premium_skips_force_subscribe):
+                missing = channels_missing(gateway=self.gateway, user_id=self.user.telegram_id)
+                if missing:
+                    self.join_prompt(missing, share_id)
+                    return
+            if verifying and not user_is_verified(user=self.user):
                 self.verify_prompt(share_id)
                 return
         file_deliver(gateway=self.gateway, chat_id=self.chat_id, stored=stored, conf=self.conf, user=self.user)
@@ -161,7 +170,11 @@ class Delivery:
         rows = [[Button("✅ Verify", url=issued.short_url)]]
         if self.conf.how_to_verify_url:
             rows.append([Button("ℹ️ How to verify", url=self.conf.how_to_verify_url)])
-        text = VERIFY.format(hours=human_span(delta=timedelta(hours=self.conf.verification_hours)))
+        offer, offer_rows = premium_offer(conf=self.conf)  # "Get premium" beside Verify
+        rows += offer_rows
+        text = "\n\n".join(
+            filter(None, [VERIFY.format(hours=human_span(delta=timedelta(hours=self.conf.verification_hours))), offer])
+        )
         self.say(f"{intro}\n\n{text}" if intro else text, rows)
 
     def verify_return(self, token: str) -> None:

@@ -86,6 +86,32 @@ class TgUser:
 
 
 @dataclass(frozen=True)
+class ReplyTo:
+    """The message a user's message replies to (in the same private chat)."""
+
+    message_id: int
+    media_group_id: int | None = None  # set when it is part of an album
+    forward_from_chat_id: int | None = None  # set when it was forwarded from a channel
+    forward_from_message_id: int | None = None
+
+
+@dataclass(frozen=True)
+class ChannelPost:
+    """A post in a channel the bot administers (Telegram's `channel_post`)."""
+
+    chat_id: int
+    message_id: int
+    text: str = ""  # text or caption, plain
+    html: str = ""  # the same as Telegram HTML (its formatting kept)
+    media: Media | None = None  # kind and the file id to send it again
+    media_group_id: int | None = None
+
+    @property
+    def has_media(self) -> bool:
+        return self.media is not None
+
+
+@dataclass(frozen=True)
 class IncomingMessage:
     """A message a user sent to the bot in a private chat."""
 
@@ -97,16 +123,7 @@ class IncomingMessage:
     # Set when the message was forwarded from a channel (used by /batch).
     forward_from_chat_id: int | None = None
     forward_from_message_id: int | None = None
-
-
-@dataclass(frozen=True)
-class ChannelPost:
-    """A post made in a channel where the bot is an admin (the Bot API's channel_post)."""
-
-    chat_id: int
-    message_id: int
-    text: str = ""  # text or caption
-    has_media: bool = False
+    reply_to: ReplyTo | None = None
 
 
 @dataclass(frozen=True)
@@ -240,6 +257,15 @@ class Gateway(abc.ABC):
     def invite_link_create(self, chat_id: int, *, expire_at: datetime | None = None, join_request: bool = False) -> str:
         """A new invite link to the channel, expiring at `expire_at` (None: never), or needing an
         admin's approval (`join_request`). The bot must be an admin allowed to invite users."""
+
+    @abc.abstractmethod
+    def pin_message(self, chat_id: int, message_id: int, *, silent: bool = True) -> None:
+        """Pin the message in the chat (for both sides of a private chat); `silent`: no notification."""
+
+    @abc.abstractmethod
+    def album_ids(self, chat_id: int, message_id: int) -> list[int]:
+        """The ids of the album (media group) the message belongs to, in order; [message_id] when
+        it is a single message. Raises MessageNotFound when it is gone."""
 
     @abc.abstractmethod
     def answer_callback(self, callback_id: str, text: str = "", *, alert: bool = False) -> None: ...

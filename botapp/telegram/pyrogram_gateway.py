@@ -573,6 +573,37 @@ class PyrogramGateway(Gateway):
             raise BadRequest(f"chat {chat_id} gives no invite link of its own")
         return link.invite_link
 
+    def pin_message(self, chat_id: int, message_id: int, *, silent: bool = True) -> None:
+        # The raw call: kurigram's pin_chat_message parses the service message it gets back, which
+        # costs a messages.getMessages for the pinned one.
+        self._call(self._pin, chat_id, message_id, silent, chat_id=chat_id, send=True)
+
+    async def _pin(self, chat_id, message_id, silent) -> None:
+        await self.client.invoke(
+            raw.functions.messages.UpdatePinnedMessage(
+                peer=await self.client.resolve_peer(chat_id), id=message_id, silent=silent or None, pm_oneside=None
+            )
+        )
+
+    def album_ids(self, chat_id: int, message_id: int) -> list[int]:
+        messages = self._call(self._album, chat_id, message_id)
+        if not messages:
+            raise MessageNotFound(f"message {message_id} in {chat_id} is gone")
+        return messages
+
+    async def _album(self, chat_id, message_id) -> list[int]:
+        # kurigram's get_media_group: the messages 9 before to 10 after, one call, same grouped_id.
+        found = await self.client.get_messages(
+            chat_id=chat_id, message_ids=list(range(max(1, message_id - 9), message_id + 10)), replies=0
+        )
+        by_id = {m.id: m for m in found if not m.empty}
+        wanted = by_id.get(message_id)
+        if wanted is None:
+            return []
+        if wanted.media_group_id is None:
+            return [message_id]
+        return sorted(i for i, m in by_id.items() if m.media_group_id == wanted.media_group_id)
+
     def answer_callback(self, callback_id: str, text: str = "", *, alert: bool = False) -> None:
         # Answering a button press is not a message; Telegram does not rate it like one.
         try:

@@ -10,6 +10,7 @@ from scheduler.jobs import (  # noqa: F401
     counters,
     deletions,
     housekeeping,
+    premium_expiry,
     retention,
     sequence_send,
     tokens,
