@@ -27,6 +27,7 @@ class BotConfig:
     admin_ids: frozenset[int]
     storage_channel_id: int | None
     session_dir: Path
+    broadcast_channel_id: int | None = None
 
 
 def _ids(raw: str, name: str, problems: list[str]) -> frozenset[int]:
@@ -45,7 +46,16 @@ def admin_ids_load() -> frozenset[int]:
 
 
 def storage_channel_load(problems: list[str] | None = None) -> int | None:
-    raw = settings.STORAGE_CHANNEL_ID.strip()
+    return _channel_load("STORAGE_CHANNEL_ID", problems)
+
+
+def broadcast_channel_load(problems: list[str] | None = None) -> int | None:
+    """BROADCAST_CHANNEL_ID: the channel whose marked posts are broadcast (None: no such channel)."""
+    return _channel_load("BROADCAST_CHANNEL_ID", problems)
+
+
+def _channel_load(name: str, problems: list[str] | None) -> int | None:
+    raw = getattr(settings, name).strip()
     if not raw:
         return None
     try:
@@ -54,7 +64,7 @@ def storage_channel_load(problems: list[str] | None = None) -> int | None:
         value = 0
     if value >= 0:
         if problems is not None:
-            problems.append(f"STORAGE_CHANNEL_ID must be a channel id like -1001234567890 (got {raw!r})")
+            problems.append(f"{name} must be a channel id like -1001234567890 (got {raw!r})")
         return None
     return value
 
@@ -75,6 +85,7 @@ def bot_config_load() -> BotConfig:
         session_dir = settings.TELEGRAM_SESSION_DIR
     admin_ids = _ids(settings.ADMIN_IDS, "ADMIN_IDS", problems)
     storage = storage_channel_load(problems)
+    broadcast_channel = broadcast_channel_load(problems)
     if problems:
         raise ConfigError(problems)
     return BotConfig(
@@ -84,6 +95,7 @@ def bot_config_load() -> BotConfig:
         admin_ids=admin_ids,
         storage_channel_id=storage,
         session_dir=session_dir,
+        broadcast_channel_id=broadcast_channel,
     )
 
 

@@ -6,12 +6,24 @@ Reads a conversation (one line each) and prints every bot action:
     1001 tap Close          user 1001 taps a button (by its text or callback data) on their latest message that has it
     wait 31m                move the clock forward (s, m, h, d; e.g. 1h30m) and run the background jobs that became due
     1001 blocks             user 1001 blocks the bot
-    1000 sends document report.pdf Price list
-                            a user sends media (photo, video, document, animation, audio), with an optional caption
-    post Chapter 1          something is posted in the storage channel (its message id is printed; runbot hears of it)
+    1000 sends document report.pdf[2.5MB] Price list
+                            a user sends media (photo, video, document, animation, audio), with an optional
+                            size in brackets (B, KB, MB, GB; 1 KB without) and an optional caption
+    1000 sends album photo:a.jpg video:b.mp4 Caption
+                            a user sends an album (two or more media), caption on the first
+    post Chapter 1          something is posted in the storage channel (its message id is printed; runbot hears of it);
+                            `post /chat Hello` there is broadcast to every active user (the sandbox's
+                            storage channel is also the broadcast source)
+    delete post #3          storage-channel message 3 is deleted
+    storage channel lost    the bot is removed from the storage channel (also: backup channel lost)
+    set file_caption {filename}
+                            a Bot settings field changes, checked as the settings form checks it (\n: a new line)
+    link demo expires_at 2h one link's own settings: protect_content yes/no/default, auto_delete_minutes
+                            N/default, skip_verification yes/no, expires_at <span from now>/never
     1000 forwards #3        a user forwards storage-channel message 3 to the bot (admins: store it, /batch)
-    set channel_post_links button
-                            change a Bot settings field (as the admin's settings page would, with its checks)
+    1000 replies #7: /broadcast
+                            a user replies to message 7 of their chat with the bot (without #7:
+                            to their own latest message; an album: its first)
     forcesub News 30m requests
                             a force-subscribe channel "News" (the bot an admin there); with a span, the bot
                             makes invite links expiring after it; with "requests", links that ask to join
@@ -31,7 +43,7 @@ from urllib.parse import parse_qs, urlparse
 
 from botapp import clock
 from botapp.services.outgoing import ClickLinkExpired, click_record, click_token_of
-from botapp.signals import sandbox_clock_advanced
+from botapp.signals import broadcast_queued, sandbox_clock_advanced, sandbox_job_requested
 from botapp.telegram.gateway import Button, Gateway, Media, TgUser
 from botapp.telegram.server.offline import OfflineBot
 from botapp.telegram.server.server import Event, TelegramServer
@@ -40,13 +52,23 @@ MESSAGE_RE = re.compile(r"^(?P<user>\d+)\s*:\s?(?P<text>.*)$")
 TAP_RE = re.compile(r"^(?P<user>\d+)\s+tap\s+(?P<label>.+)$")
 BLOCK_RE = re.compile(r"^(?P<user>\d+)\s+blocks$")
 SEND_RE = re.compile(
-    r"^(?P<user>\d+)\s+sends\s+(?P<kind>photo|video|document|animation|audio)\s+(?P<file>\S+)(?:\s+(?P<caption>.*))?$"
+    r"^(?P<user>\d+)\s+sends\s+(?P<kind>photo|video|document|animation|audio)\s+(?P<file>[^\s\[]+)"
+    r"(?:\[(?P<size>\d+(?:\.\d+)?)\s*(?P<unit>[KMG]?B)\])?(?:\s+(?P<caption>.*))?$",
+    re.IGNORECASE,
 )
+SIZE_UNITS = {"B": 1, "KB": 1024, "MB": 1024**2, "GB": 1024**3}
 POST_RE = re.compile(r"^post\s+(?P<text>.+)$")
 FORWARD_RE = re.compile(r"^(?P<user>\d+)\s+forwards\s+#?(?P<message>\d+)$")
-SET_RE = re.compile(r"^set\s+(?P<field>\w+)\s+(?P<value>.*)$")
 FORCESUB_RE = re.compile(r"^forcesub\s+(?P<title>[^\s]+)(?:\s+(?P<span>(\d+\s*[smhd]\s*)+))?(?:\s+(?P<requests>requests))?$")
 FORCESUB_FIRST = -1002000000001  # sandbox force-subscribe channels count down from here
+SET_RE = re.compile(r"^set\s+(?P<field>\w+)(?:\s+(?P<value>.*))?$", re.DOTALL)
+LINK_RE = re.compile(r"^link\s+(?P<share_id>[\w-]+)\s+(?P<field>\w+)(?:\s+(?P<value>.*))?$")
+UNPOST_RE = re.compile(r"^delete\s+post\s+#?(?P<message>\d+)$")
+LOST_RE = re.compile(r"^(?P<which>storage|backup)\s+channel\s+lost$")
+REPLY_RE = re.compile(r"^(?P<user>\d+)\s+replies(?:\s+#?(?P<message>\d+))?\s*:\s?(?P<text>.*)$")
+ALBUM_RE = re.compile(
+    r"^(?P<user>\d+)\s+sends\s+album\s+(?P<items>(?:(?:photo|video|document|animation|audio):\S+\s*){2,10})(?P<caption>.*)$"
+)
 WAIT_RE = re.compile(r"^wait\s+(?P<span>(\d+\s*[smhd]\s*)+)$")
 SPAN_PART_RE = re.compile(r"(\d+)\s*([smhd])")
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
@@ -81,7 +103,9 @@ class Sandbox:
         self.as_json = as_json
         self.links = links  # follows a shortlink to where it leads (or returns None)
         self.users: dict[int, TgUser] = {}
+        self.queued: list[int] = []  # broadcasts queued by the last line: a worker would be woken
         telegram.listeners.append(self.print_event)
+        broadcast_queued.connect(self._broadcast_queued)  # weakly: gone with the sandbox
 
     # --- output -------------------------------------------------------------------------------
 
@@ -142,10 +166,24 @@ class Sandbox:
         if not line or line.startswith("#"):
             return True
         try:
-            return self._feed(line)
+            understood = self._feed(line)
         except OverflowError:
             self.note(f"that is too far: {line!r} (wait at most a few years)")
             return False
+        self.send_queued()
+        return understood
+
+    def _broadcast_queued(self, sender, *, broadcast_id: int, **kwargs) -> None:
+        self.queued.append(broadcast_id)
+
+    def send_queued(self) -> None:
+        """Broadcasts queued by the last line are sent now, as the woken sender would send them."""
+        while self.queued:
+            ids, self.queued = self.queued, []
+            self.note(f"broadcast {', '.join(f'#{i}' for i in ids)} queued: the sender runs", broadcasts=ids)
+            for _receiver, results in sandbox_job_requested.send(sender=Sandbox, job="send_broadcasts", gateway=self.worker):
+                for name, outcome in results:
+                    self.note(f"job {name}: {outcome}")
 
     def _feed(self, line: str) -> bool:
         user = re.match(r"^(\d+)", line)
@@ -160,19 +198,58 @@ class Sandbox:
             self.telegram.block(int(m["user"]))
             self.bot.pump.process()  # runbot hears of it (UpdateBotStopped)
             self.note(f"user {m['user']} blocked the bot")
+        elif m := ALBUM_RE.match(line):
+            media = [Media(*item.split(":", 1)) for item in m["items"].split()]
+            ids = self.telegram.user_sends_album(self.user(int(m["user"])), media, m["caption"].strip())
+            self.note(f"album {' '.join(f'#{i}' for i in ids)} from {m['user']}", message_ids=ids)
+            self.bot.pump.process(expect=len(media))
+        elif m := REPLY_RE.match(line):
+            if not m["text"].strip():
+                self.note("Telegram does not deliver empty messages: write something after the colon")
+                return False
+            user_id = int(m["user"])
+            if m["message"] is None:  # their own latest message (an album: its first)
+                own = [msg for msg in self.telegram.messages(user_id) if not msg.out]
+                target = next((msg.id for msg in own if own[-1].grouped_id and msg.grouped_id == own[-1].grouped_id), None)
+                target = target or (own[-1].id if own else None)
+            else:
+                target = int(m["message"]) if self.telegram.message(user_id, int(m["message"])) else None
+            if target is None:
+                self.note(
+                    f"user {user_id}'s chat has no message {'#' + m['message'] if m['message'] else 'of theirs'} to reply to"
+                )
+                return False
+            self.telegram.user_sends(self.user(user_id), m["text"], reply_to=target)
+            self.bot.pump.process()
         elif m := SEND_RE.match(line):
-            media = Media(m["kind"], m["file"])
-            self.telegram.user_sends(self.user(int(m["user"])), m["caption"] or "", media=media)
+            media = Media(m["kind"].lower(), m["file"])
+            size = round(float(m["size"]) * SIZE_UNITS[m["unit"].upper()]) if m["size"] else None
+            self.telegram.user_sends(self.user(int(m["user"])), m["caption"] or "", media=media, file_size=size)
             self.bot.pump.process()
         elif m := POST_RE.match(line):
             message_id = self.telegram.post(self.storage_channel_id, m["text"])
             self.note(f"storage channel #{message_id}: {m['text']}", message_id=message_id)
             self.bot.pump.process(posts=True)  # runbot hears of the post (share links)
             self.post_link_note(message_id)
-        elif m := SET_RE.match(line):
-            return self.setting(m["field"], m["value"].strip())
         elif m := FORCESUB_RE.match(line):
             self.forcesub(m["title"], duration_parse(m["span"] or ""), requests=bool(m["requests"]))
+        elif m := SET_RE.match(line):
+            problem = setting_edit(field=m["field"], value=(m["value"] or "").replace("\\n", "\n"))
+            if not problem and m["field"] == "backup_channel_id" and m["value"]:
+                # The operator made the channel and added the bot as an admin: here, it exists at once.
+                self.telegram.create_channel(int(m["value"]), title="Backup")
+            return self.note_edit(problem, f"Bot settings: {m['field']}")
+        elif m := LINK_RE.match(line):
+            problem = link_edit(share_id=m["share_id"], field=m["field"], value=m["value"] or "")
+            return self.note_edit(problem, f"link {m['share_id']}: {m['field']}")
+        elif m := UNPOST_RE.match(line):
+            if self.telegram.message(self.storage_channel_id, int(m["message"])) is None:
+                self.note(f"the storage channel has no message #{m['message']}")
+                return False
+            self.telegram.delete_post(self.storage_channel_id, int(m["message"]))
+            self.note(f"storage channel #{m['message']} deleted")
+        elif m := LOST_RE.match(line):
+            return self.channel_lost(m["which"])
         elif m := FORWARD_RE.match(line):
             source = self.telegram.message(self.storage_channel_id, int(m["message"]))
             if source is None:
@@ -188,6 +265,22 @@ class Sandbox:
         else:
             self.note(f"not understood: {line!r} (try '1001: /start', '1001 tap Close', 'wait 31m', '1001 blocks', 'post Hello')")
             return False
+        return True
+
+    def note_edit(self, problem: str, what: str) -> bool:
+        """An edit's outcome: a note saying what changed, or why nothing did."""
+        self.note(f"{what}: {problem}" if problem else f"{what} saved")
+        return not problem
+
+    def channel_lost(self, which: str) -> bool:
+        from botapp.models import BotSettings
+
+        chat_id = self.storage_channel_id if which == "storage" else BotSettings.load().backup_channel_id
+        if not chat_id:
+            self.note("no backup channel is set: 'set backup_channel_id -100…' first")
+            return False
+        self.telegram.remove_bot(chat_id)
+        self.note(f"the bot was removed from the {which} channel {chat_id}")
         return True
 
     def say(self, user_id: int, text: str) -> None:
@@ -228,28 +321,6 @@ class Sandbox:
         stored = StoredFile.objects.filter(source_chat_id=self.storage_channel_id, message_ids=[message_id]).first()
         if stored is not None:
             self.note(f"its share link opens the bot with '/start {stored.share_id}'", share_id=stored.share_id)
-
-    def setting(self, name: str, value: str) -> bool:
-        """Set a Bot settings field, checked as the admin's form checks it."""
-        from django.core.exceptions import FieldDoesNotExist, ValidationError
-
-        from botapp.models import BotSettings
-
-        conf = BotSettings.load()
-        try:
-            field = BotSettings._meta.get_field(name)
-        except FieldDoesNotExist:
-            self.note(f"Bot settings have no field {name!r}")
-            return False
-        try:
-            setattr(conf, field.attname, None if value in ("", "none") and field.null else field.to_python(value))
-            conf.full_clean()
-        except ValidationError as exc:
-            self.note(f"{name}: {' '.join(exc.messages)}")
-            return False
-        conf.save()
-        self.note(f"Bot settings: {name} = {getattr(conf, field.attname)!r}")
-        return True
 
     def forcesub(self, title: str, ttl, *, requests: bool) -> None:
         """A force-subscribe channel (a new one in the in-memory Telegram, with the bot an admin)."""
@@ -371,3 +442,61 @@ def demo_setup(telegram: TelegramServer, *, storage_channel_id: int):
     stored.share_id = "demo"  # a fixed id, so that scripted conversations can name it
     stored.save(update_fields=["share_id"])
     return stored
+
+
+# --- editing settings from the sandbox, checked as the admin's forms check them ----------------------
+
+YES, NO = ("yes", "on", "true", "1"), ("no", "off", "false", "0")
+
+
+def setting_edit(*, field: str, value: str) -> str:
+    """Set one Bot settings field through the settings page's own form; returns the problem, or ""."""
+    from django.forms import modelform_factory
+
+    from botapp.admin.settings_form import BotSettingsForm
+    from botapp.models import BotSettings
+
+    conf = BotSettings.load()
+    names = {f.name for f in BotSettings._meta.concrete_fields} - {"id", "bot_username"}
+    if field not in names:
+        return f"Bot settings have no {field!r}: " + ", ".join(sorted(names))
+    form_class = modelform_factory(BotSettings, form=BotSettingsForm, fields=[field])
+    return _form_save(form_class(data={field: _form_value(BotSettings, field, value)}, instance=conf))
+
+
+def link_edit(*, share_id: str, field: str, value: str) -> str:
+    """Set one of a stored file's own settings (as the admin's file form does); returns the problem, or ""."""
+    from django.forms import modelform_factory
+
+    from botapp.admin.files import LINK_SETTINGS
+    from botapp.models import StoredFile
+
+    stored = StoredFile.objects.filter(share_id=share_id).first()
+    if stored is None:
+        return f"no stored file {share_id!r}"
+    if field not in LINK_SETTINGS:
+        return f"a link's own settings are {', '.join(LINK_SETTINGS)}"
+    if field == "expires_at" and value.strip() not in ("", "never", "default"):
+        if not WAIT_RE.match(f"wait {value.strip()}"):
+            return "expires_at takes a span from now (2h, 30m, 1d) or never"
+        value = (clock.now() + duration_parse(value)).isoformat()
+    form_class = modelform_factory(StoredFile, fields=[field])
+    return _form_save(form_class(data={field: _form_value(StoredFile, field, value)}, instance=stored))
+
+
+def _form_value(model, field: str, value: str) -> str:
+    """What the admin's widget would post for a sandbox value (yes/no/default)."""
+    kind = model._meta.get_field(field)
+    word = value.strip().lower()
+    if kind.get_internal_type() == "BooleanField":
+        if kind.null:
+            return {"default": "unknown", **dict.fromkeys(YES, "true"), **dict.fromkeys(NO, "false")}.get(word, word)
+        return "on" if word in YES else ""
+    return "" if word in ("default", "never") else value.strip()
+
+
+def _form_save(form) -> str:
+    if not form.is_valid():
+        return " ".join(message for errors in form.errors.values() for message in errors)  # one field: its messages
+    form.save()
+    return ""

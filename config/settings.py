@@ -161,6 +161,8 @@ API_ID = env("API_ID", default="")
 API_HASH = env("API_HASH", default="")
 ADMIN_IDS = env("ADMIN_IDS", default="")
 STORAGE_CHANNEL_ID = env("STORAGE_CHANNEL_ID", default="")
+# A channel whose posts starting with the marker (Bot settings) are broadcast to every active user.
+BROADCAST_CHANNEL_ID = env("BROADCAST_CHANNEL_ID", default="")
 TELEGRAM_SESSION_DIR = Path(env("TELEGRAM_SESSION_DIR", default=str(VAR_DIR / "sessions")))
 # Workers use the in-memory Telegram instead (to watch the job pipeline without a bot). Never in production.
 TELEGRAM_OFFLINE = env.bool("TELEGRAM_OFFLINE", default=False)

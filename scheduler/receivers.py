@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 
 from scheduler.jobs.registry import Outcome, job_run, jobs_due_between
-from scheduler.tasks import TASKS, send_broadcast_test
+from scheduler.tasks import TASKS, backup_files, send_broadcast_test
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +26,16 @@ def broadcast_test_queue(sender, *, broadcast_id: int, **kwargs) -> None:
     send_broadcast_test.apply_async(args=[broadcast_id], retry=False)
 
 
+def backups_queue(sender, *, share_ids: list[str], **kwargs) -> None:
+    """Queue the backup copies for a worker, which holds a Telegram session. Raises when the broker is down."""
+    backup_files.apply_async(args=[list(share_ids)], retry=False)
+
+
 def sandbox_jobs_run(sender, *, before, after, gateway, **kwargs) -> list[tuple[str, Outcome]]:
     """Run every job whose schedule fell due between `before` and `after`, as beat would have."""
     return [(job.name, job_run(job.name, trigger="sandbox", gateway=gateway)) for job in jobs_due_between(before, after)]
+
+
+def sandbox_job_run(sender, *, job: str, gateway, **kwargs) -> list[tuple[str, Outcome]]:
+    """Run one job now, as a woken worker would."""
+    return [(job, job_run(job, trigger="sandbox", gateway=gateway))]

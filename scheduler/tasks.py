@@ -29,3 +29,11 @@ def send_broadcast_test(broadcast_id: int) -> str:
     broadcast = Broadcast.objects.get(pk=broadcast_id)
     sent = broadcast_test_send(gateway=worker_gateway(), broadcast=broadcast, chat_ids=admin_ids_load())
     return f"test of broadcast {broadcast_id} sent to {sent} admin(s)"
+
+
+@shared_task(name="scheduler.backup_files", ignore_result=True)
+def backup_files(share_ids: list[str]) -> str:
+    """The admin's "Back up now": these files (those still without a backup) to the backup channel."""
+    from scheduler.sender import worker_gateway
+
+    return str(job_run("backfill_backups", trigger="admin", gateway=worker_gateway(), share_ids=share_ids))

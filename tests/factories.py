@@ -9,6 +9,7 @@ import factory
 
 from botapp import clock
 from botapp.models import (
+    AdminCommand,
     Broadcast,
     BroadcastDelivery,
     ButtonClick,
@@ -16,11 +17,13 @@ from botapp.models import (
     DailyTokenCount,
     ForceSubChannel,
     PendingDeletion,
+    PremiumPlan,
     Sequence,
     SequenceMessage,
     SequenceStep,
     StoredFile,
     TelegramUser,
+    UserBan,
     VerificationToken,
 )
 from scheduler.models import JobRun
@@ -168,6 +171,50 @@ class JobRunFactory(factory.django.DjangoModelFactory):
     status = JobRun.Status.OK
     started_at = factory.LazyFunction(clock.now)
     finished_at = factory.LazyAttribute(lambda run: run.started_at)
+
+
+class PremiumPlanFactory(factory.django.DjangoModelFactory):
+    """An active plan of a new user, from now for 30 days (the user's premium_until set to match)."""
+
+    class Meta:
+        model = PremiumPlan
+        skip_postgeneration_save = True
+
+    user = factory.SubFactory(TelegramUserFactory)
+    starts_at = factory.LazyFunction(clock.now)
+    ends_at = factory.LazyAttribute(lambda plan: plan.starts_at + timedelta(days=30))
+
+    @factory.post_generation
+    def mirror(plan, create, extracted, **kwargs):
+        if create and plan.status == PremiumPlan.Status.ACTIVE:
+            TelegramUser.objects.filter(pk=plan.user_id).update(premium_until=plan.ends_at)
+            plan.user.premium_until = plan.ends_at
+
+
+class UserBanFactory(factory.django.DjangoModelFactory):
+    """A ban of a new user, from now until lifted (the user's admin_banned flag set)."""
+
+    class Meta:
+        model = UserBan
+        skip_postgeneration_save = True
+
+    user = factory.SubFactory(TelegramUserFactory)
+    created_at = factory.LazyFunction(clock.now)
+
+    @factory.post_generation
+    def flag(ban, create, extracted, **kwargs):
+        if create:
+            TelegramUser.objects.filter(pk=ban.user_id).update(admin_banned=True)
+            ban.user.admin_banned = True
+
+
+class AdminCommandFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = AdminCommand
+
+    admin_id = 1000
+    command = "users"
+    created_at = factory.LazyFunction(clock.now)
 
 
 def meet(telegram, telegram_id: int, *, first_name: str = "Test", username: str = "") -> int:

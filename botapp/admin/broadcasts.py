@@ -19,7 +19,17 @@ from botapp.signals import broadcast_test_requested
 class BroadcastForm(ComposedMessageForm):
     class Meta:
         model = Broadcast
-        fields = ("title", "text", "media_kind", "media", "buttons", "protect_content", "delete_after_minutes", "scheduled_at")
+        fields = (
+            "title",
+            "text",
+            "media_kind",
+            "media",
+            "buttons",
+            "protect_content",
+            "pin",
+            "delete_after_minutes",
+            "scheduled_at",
+        )
 
     def clean(self):
         data = super().clean()
@@ -45,11 +55,13 @@ class BroadcastAdmin(admin.ModelAdmin):
         "created_at",
         "finished_at",
     )
-    list_filter = ("status", "media_kind", "created_at")
+    list_filter = ("status", "origin", "pin", "media_kind", "created_at")
     search_fields = ("title", "text")
     readonly_fields = (
         "preview",
         "status",
+        "origin",
+        "copied",
         "total",
         "sent",
         "failed",
@@ -74,6 +86,12 @@ class BroadcastAdmin(admin.ModelAdmin):
             return "—"
         done = obj.sent + obj.failed + obj.blocked + obj.skipped + obj.interrupted
         return f"{done}/{obj.total} ({100 * done // obj.total}%)"
+
+    @admin.display(description="copy of")
+    def copied(self, obj):
+        if not obj.copy_message_ids:
+            return "—"
+        return f"chat {obj.copy_chat_id}, message(s) {', '.join(map(str, obj.copy_message_ids))}"
 
     @admin.display(description="preview")
     def preview(self, obj):

@@ -5,6 +5,7 @@ from django.contrib import admin
 from django.utils.html import format_html
 
 from botapp.admin.access import FlushCountersFirst
+from botapp.admin.backups import BackupAdminMixin, BackupFilter
 from botapp.config import storage_channel_load
 from botapp.models import (
     PendingBatch,
@@ -43,17 +44,22 @@ class MessageIdsField(forms.CharField):
         return ids
 
 
+# Per-link settings, over Bot settings for this link (the model says how each one falls back).
+LINK_SETTINGS = ("protect_content", "auto_delete_minutes", "skip_verification", "expires_at")
+
+
 class StoredFileForm(forms.ModelForm):
     message_ids = MessageIdsField(help_text='Message ids in the storage channel: "12", "12, 15" or a range "10-20".')
 
     class Meta:
         model = StoredFile
-        fields = ("title", "source_chat_id", "message_ids", "protect_content")
+        fields = ("title", "source_chat_id", "message_ids", *LINK_SETTINGS)
 
 
 @admin.register(StoredFile)
-class StoredFileAdmin(FlushCountersFirst, admin.ModelAdmin):
+class StoredFileAdmin(BackupAdminMixin, FlushCountersFirst, admin.ModelAdmin):
     form = StoredFileForm
+    actions = ("back_up_now",)
     list_display = (
         "share_id",
         "title",
@@ -61,23 +67,36 @@ class StoredFileAdmin(FlushCountersFirst, admin.ModelAdmin):
         "delivery_count",
         "last_delivered_at",
         "protect_content",
+        "expires_at",
+        "has_backup",
         "link",
         "created_at",
     )
-    list_filter = ("protect_content", "created_at")
+    list_filter = ("protect_content", "skip_verification", "expires_at", BackupFilter, "created_at")
     search_fields = ("=share_id", "title")
-    readonly_fields = ("share_id", "delivery_count", "last_delivered_at", "created_at", "created_by", "link")
+    readonly_fields = (
+        "share_id",
+        "delivery_count",
+        "last_delivered_at",
+        "created_at",
+        "created_by",
+        "link",
+        "backup_chat_id",
+        "backup_message_ids",
+    )
     fields = (
         "title",
         "source_chat_id",
         "message_ids",
-        "protect_content",
+        *LINK_SETTINGS,
         "share_id",
         "link",
         "delivery_count",
         "last_delivered_at",
         "created_by",
         "created_at",
+        "backup_chat_id",
+        "backup_message_ids",
     )
 
     def get_changeform_initial_data(self, request):

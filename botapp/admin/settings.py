@@ -4,6 +4,7 @@ from django.contrib import admin
 from django.http import HttpResponseRedirect
 from django.urls import reverse
 
+from botapp.admin.settings_form import BotSettingsForm
 from botapp.models import (
     BotSettings,
 )
@@ -13,8 +14,12 @@ from botapp.models import (
 class BotSettingsAdmin(admin.ModelAdmin):
     """One row: the list page opens it directly."""
 
+    form = BotSettingsForm
     fieldsets = (
-        ("Delivery", {"fields": ("bot_username", "auto_delete_minutes", "file_caption", "protect_content")}),
+        (
+            "Delivery",
+            {"fields": ("bot_username", "auto_delete_minutes", "file_caption", "protect_content", "backup_channel_id")},
+        ),
         (
             "Token verification",
             {
@@ -32,6 +37,11 @@ class BotSettingsAdmin(admin.ModelAdmin):
         ),
         ("Texts", {"fields": ("welcome_text", "help_text", "about_text", "faq_text", "deleted_notice_text")}),
         ("Links", {"fields": ("channel_post_links", "legacy_channel_id")}),
+        (
+            "Premium users",
+            {"fields": ("premium_skips_force_subscribe", "premium_text", "premium_button_text", "premium_button_url")},
+        ),
+        ("Channel-post broadcasts (BROADCAST_CHANNEL_ID)", {"fields": ("channel_post_marker", "channel_post_button")}),
     )
     readonly_fields = ("bot_username",)
 

@@ -19,8 +19,10 @@ class TelegramUserAdmin(admin.ModelAdmin):
         "joined_at",
         "last_seen_at",
         "verified_until",
+        "premium_until",
+        "admin_banned",
     )
-    list_filter = ("state", "language_code", "joined_at")
+    list_filter = ("state", "admin_banned", "language_code", "joined_at")
     search_fields = ("=telegram_id", "username", "first_name", "last_name", "start_payload")
     date_hierarchy = "joined_at"
     readonly_fields = ("telegram_id", "joined_at", "last_seen_at")

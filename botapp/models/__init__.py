@@ -12,11 +12,15 @@ from botapp.models.files import (
     share_id_new,
 )
 from botapp.models.outgoing import OutgoingSend, SendStatus
+from botapp.models.premium import AdminCommand, PremiumPlan, UserBan
 from botapp.models.sequences import Sequence, SequenceMessage, SequenceStep
 from botapp.models.settings import BotSettings
 from botapp.models.users import ButtonClick, TelegramUser
 
 __all__ = [
+    "AdminCommand",
+    "PremiumPlan",
+    "UserBan",
     "BotSettings",
     "Broadcast",
     "BroadcastDelivery",

@@ -44,6 +44,23 @@ class Broadcast(models.Model):
     scheduled_at = models.DateTimeField(
         null=True, blank=True, help_text="Send at this time (your time zone). Empty: as soon as you start it."
     )
+    pin = models.BooleanField("pin in chat", default=False, help_text="Pin the message in each chat (without a notification).")
+    # A copy of existing message(s) (an admin's /broadcast reply, a marked channel post): sent without
+    # the "forwarded from" header; an album stays an album. With `text` set it is sent as composed
+    # above instead (a channel post without its marker), the copy's origin kept here.
+    copy_chat_id = models.BigIntegerField(null=True, blank=True, editable=False, help_text="Chat of the copied message(s).")
+    copy_message_ids = models.JSONField(default=list, blank=True, editable=False, help_text="The copied message(s).")
+    origin = models.CharField(
+        max_length=16,
+        choices=[("admin", "Operator console"), ("command", "/broadcast in the bot"), ("channel", "Channel post")],
+        default="admin",
+        editable=False,
+    )
+    created_by = models.BigIntegerField(null=True, blank=True, editable=False, help_text="Telegram id of the admin.")
+    # /broadcast's progress message, edited by the sender as it goes.
+    report_chat_id = models.BigIntegerField(null=True, blank=True, editable=False)
+    report_message_id = models.BigIntegerField(null=True, blank=True, editable=False)
+    reported_at = models.DateTimeField(null=True, blank=True, editable=False)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.DRAFT)
     created_at = models.DateTimeField(default=clock.now)
     started_at = models.DateTimeField(null=True, blank=True)

@@ -3,6 +3,7 @@
 import secrets
 
 from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator
 from django.db import models
 from django.db.models import Q
 
@@ -25,7 +26,32 @@ class StoredFile(models.Model):
     source_chat_id = models.BigIntegerField(help_text="The storage channel that holds the messages.")
     message_ids = models.JSONField(help_text="Message ids in the storage channel, delivered in this order.")
     title = models.CharField(max_length=255, blank=True)
-    protect_content = models.BooleanField(default=False, help_text="Users cannot forward or save the delivered copies.")
+    # The copy in the backup channel (Bot settings), used when the storage channel's messages are gone.
+    backup_chat_id = models.BigIntegerField(null=True, blank=True, help_text="The backup channel holding the copy.")
+    backup_message_ids = models.JSONField(
+        null=True, blank=True, help_text="The copies' ids in the backup channel, in delivery order."
+    )
+    # Per-link settings: each overrides Bot settings for this link only (empty / unknown: as Bot settings).
+    protect_content = models.BooleanField(
+        null=True,
+        blank=True,
+        default=None,
+        help_text="Yes: users cannot forward or save the delivered copies; No: they can; Unknown: as Bot settings.",
+    )
+    auto_delete_minutes = models.PositiveIntegerField(
+        "auto-delete after (minutes)",
+        null=True,
+        blank=True,
+        validators=[MaxValueValidator(TELEGRAM_DELETE_WINDOW_MINUTES)],
+        help_text="For this link: delete delivered files after this many minutes (0: never; at most 2880, "
+        "Telegram's 48 h). Empty: as Bot settings.",
+    )
+    skip_verification = models.BooleanField(
+        default=False, help_text="Users get this link's files without token verification (force-subscribe still applies)."
+    )
+    expires_at = models.DateTimeField(
+        "link expires at", null=True, blank=True, help_text="From then on the link answers that it has expired. Empty: never."
+    )
     delivery_count = models.PositiveIntegerField(default=0)
     last_delivered_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=clock.now)
@@ -33,9 +59,27 @@ class StoredFile(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        indexes = [
+            # The backfill: files with no backup copy yet, oldest first.
+            models.Index(fields=["created_at"], name="file_no_backup", condition=Q(backup_chat_id__isnull=True)),
+        ]
 
     def __str__(self) -> str:
         return self.title or f"file {self.share_id}"
+
+    # What this link's delivery does, its own settings over Bot settings (`conf`).
+
+    def is_expired(self, now) -> bool:
+        return self.expires_at is not None and self.expires_at <= now
+
+    def protect_for(self, conf) -> bool:
+        return conf.protect_content if self.protect_content is None else self.protect_content
+
+    def auto_delete_minutes_for(self, conf) -> int:
+        return conf.auto_delete_minutes if self.auto_delete_minutes is None else self.auto_delete_minutes
+
+    def verification_for(self, conf) -> bool:
+        return conf.verification_enabled and not self.skip_verification
 
     def clean(self):
         if self.source_chat_id is not None and self.source_chat_id >= 0:

@@ -15,6 +15,21 @@ log = logging.getLogger(__name__)
 CACHE_KEY = "botsettings"
 
 
+def one_button_validate(value: str) -> None:
+    """A channel-post button: empty, or one `Text | https://…` (the admin shows what is wrong)."""
+    from botapp.services.outgoing import buttons_parse
+
+    rows = buttons_parse(text=value)
+    if len(rows) > 1 or any(len(row) > 1 for row in rows):
+        raise ValidationError('One button: "Text | https://example.com".')
+
+
+def marker_validate(value: str) -> None:
+    """A channel-post marker is one word a post starts with."""
+    if not value.strip() or any(ch.isspace() for ch in value.strip()):
+        raise ValidationError("The marker is one word a post starts with, e.g. /chat.")
+
+
 class BotSettings(models.Model):
     """The bot's behaviour, edited in the admin. One row (pk=1); `BotSettings.load()` returns it,
     from the shared cache (Redis) when it can: runbot reads it on every /start."""
@@ -28,8 +43,19 @@ class BotSettings(models.Model):
         validators=[MaxValueValidator(TELEGRAM_DELETE_WINDOW_MINUTES)],
         help_text="Delete delivered files after this many minutes (0: never). At most 2880 (48 h): Telegram's limit.",
     )
-    file_caption = models.TextField(blank=True, help_text="Caption for delivered files; empty keeps the original.")
+    file_caption = models.TextField(
+        blank=True,
+        help_text="Caption for delivered files (Telegram HTML): {filename}, {filesize}, {previouscaption}, {mention}, "
+        "{first_name}; at most 1024 characters with the longest values. Empty keeps each file's own caption.",
+    )
     protect_content = models.BooleanField(default=False, help_text="Delivered files cannot be forwarded or saved.")
+    backup_channel_id = models.BigIntegerField(
+        "backup channel id",
+        null=True,
+        blank=True,
+        help_text="A second private channel (-100…, the bot an admin there): files admins store are copied "
+        "there too, and delivered from it when the storage channel's message is gone. Empty: no backups.",
+    )
     verification_enabled = models.BooleanField(default=False)
     verification_hours = models.PositiveIntegerField(
         "verification lasts (hours)", default=24, validators=[MinValueValidator(1)], help_text="How long a verification lasts."
@@ -59,6 +85,32 @@ class BotSettings(models.Model):
     about_text = models.TextField(default="Courier delivers files through Telegram links.")
     faq_text = models.TextField(default="Why are files deleted? To keep your chat clean: tap the button to get them again.")
     deleted_notice_text = models.TextField('"deleted" notice text', default="Previous message was deleted.")
+    premium_skips_force_subscribe = models.BooleanField(
+        "premium users skip force-subscribe", default=False, help_text="Premium users also skip the channels to join."
+    )
+    premium_text = models.TextField(
+        '"Get premium" text',
+        blank=True,
+        help_text="Shown under the Verify prompt and in /myplan, e.g. how to buy premium. Empty: nothing.",
+    )
+    premium_button_text = models.CharField('"Get premium" button text', max_length=64, default="⭐ Get premium")
+    premium_button_url = models.URLField(
+        '"Get premium" link', blank=True, help_text="The button beside Verify opens this. Empty: no button."
+    )
+    channel_post_marker = models.CharField(
+        "channel-post marker",
+        max_length=32,
+        default="/chat",
+        validators=[marker_validate],
+        help_text="A post in BROADCAST_CHANNEL_ID that starts with this is broadcast to every active user, without it.",
+    )
+    channel_post_button = models.CharField(
+        "channel-post button",
+        max_length=512,
+        blank=True,
+        validators=[one_button_validate],
+        help_text='An optional button under those broadcasts: "Text | https://example.com". Empty: none.',
+    )
 
     class ChannelPostLinks(models.TextChoices):
         OFF = "off", "Off"

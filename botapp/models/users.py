@@ -31,6 +31,10 @@ class TelegramUser(models.Model):
     verification_count = models.PositiveIntegerField(default=0)
     bypass_count = models.PositiveIntegerField(default=0)
     banned_until = models.DateTimeField(null=True, blank=True, help_text="Temporarily banned for bypassing verification.")
+    premium_until = models.DateTimeField(
+        null=True, blank=True, editable=False, help_text="Premium (no verification) until then: the active plan's end."
+    )
+    admin_banned = models.BooleanField(default=False, editable=False, help_text="An admin ban (/ban) is on record.")
 
     class Meta:
         verbose_name = "Telegram user"

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from botapp.models import PendingBatch
+from botapp.models import BotSettings, PendingBatch, StoredFile
+from botapp.services.backup import file_backup
 from botapp.services.files import MAX_BATCH, deep_link, file_store
 from botapp.telegram.gateway import Gateway, IncomingMessage
 
@@ -60,7 +61,7 @@ def admin_message_store(*, gateway: Gateway, msg: IncomingMessage, storage_chann
             created_by=msg.user.id,
         )
         link = deep_link(bot_username=gateway.bot_username, payload=stored.share_id)
-        return StoreReply(f"Batch of {last - first + 1} messages stored.\n{link}", link)
+        return StoreReply(f"Batch of {last - first + 1} messages stored.{_backed_up(gateway, stored)}\n{link}", link)
     if from_storage:
         message_id = msg.forward_from_message_id
     elif msg.has_media:
@@ -73,4 +74,15 @@ def admin_message_store(*, gateway: Gateway, msg: IncomingMessage, storage_chann
         source_chat_id=storage_channel_id, message_ids=[message_id], title=(msg.text or "File")[:100], created_by=msg.user.id
     )
     link = deep_link(bot_username=gateway.bot_username, payload=stored.share_id)
-    return StoreReply(f"Stored.\n{link}", link)
+    return StoreReply(f"Stored.{_backed_up(gateway, stored)}\n{link}", link)
+
+
+def _backed_up(gateway: Gateway, stored: StoredFile) -> str:
+    """Copy a newly stored file to the backup channel (when one is set); what the admin is told of it."""
+    channel_id = BotSettings.load().backup_channel_id
+    if not channel_id:
+        return ""
+    problem = file_backup(gateway=gateway, stored=stored, channel_id=channel_id)
+    if problem:
+        return f" Not copied to the backup channel ({problem}); the hourly backfill tries again."
+    return " Backup copy made."

@@ -15,6 +15,7 @@ from django.db import connection, transaction
 
 from botapp import clock
 from botapp.models import Broadcast, BroadcastDelivery, TelegramUser
+from botapp.services.broadcast_copy import MessageCopy, message_pin
 from botapp.services.outgoing import Outgoing
 from botapp.signals import broadcast_queued
 from botapp.telegram.gateway import Gateway, Sent
@@ -26,6 +27,9 @@ class BroadcastMessage:
 
     outgoing: Outgoing
     delete_after: timedelta | None
+    copy: MessageCopy | None = None  # a copy of existing message(s) instead of the composed one
+    pin: bool = False
+    reported: bool = False  # has a progress message in an admin's chat (/broadcast)
 
     @classmethod
     def of(cls, broadcast: Broadcast) -> BroadcastMessage:
@@ -38,10 +42,19 @@ class BroadcastMessage:
                 protect=broadcast.protect_content,
             ),
             delete_after=timedelta(minutes=broadcast.delete_after_minutes) if broadcast.delete_after_minutes else None,
+            copy=MessageCopy.of(broadcast),
+            pin=broadcast.pin,
+            reported=broadcast.report_message_id is not None,
         )
 
     def send(self, gateway: Gateway, chat_id: int, *, user_id: int) -> Sent:
-        return self.outgoing.send(gateway, chat_id, user_id=user_id)
+        if self.copy is not None:
+            sent = self.copy.send(gateway, chat_id, protect=self.outgoing.protect)
+        else:
+            sent = self.outgoing.send(gateway, chat_id, user_id=user_id)
+        if self.pin:
+            message_pin(gateway=gateway, sent=sent)
+        return sent
 
 
 def broadcast_test_send(*, gateway: Gateway, broadcast: Broadcast, chat_ids: frozenset[int]) -> int:

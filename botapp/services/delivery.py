@@ -20,9 +20,12 @@ from botapp.models import (
     VerificationToken,
 )
 from botapp.services.autodelete import deletion_schedule, deletion_warning
+from botapp.services.captions import caption_render
 from botapp.services.files import deep_link
 from botapp.services.invites import invite_link_current
 from botapp.services.legacy import legacy_file_resolve, legacy_payload_parse
+from botapp.services.moderation import ban_in_force, ban_notice
+from botapp.services.premium import premium_offer, user_is_premium
 from botapp.services.shortener import shortlink_create
 from botapp.services.stats import delivery_count
 from botapp.services.texts import human_span
@@ -37,13 +40,16 @@ from botapp.services.verification import (
 )
 from botapp.telegram.gateway import (
     Button,
+    Caption,
     ChatNotFound,
     CopyIncomplete,
+    CopySource,
     ForwardsRestricted,
     Gateway,
     MessageNotFound,
     Sent,
     TelegramError,
+    TgUser,
 )
 from botapp.telegram.limits import START_PAYLOAD_LENGTH
 
@@ -53,6 +59,7 @@ SHARE_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
 
 BAD_LINK = "This link is not valid. Please check that you copied all of it."
 NO_FILE = "This link does not exist or its files were removed."
+LINK_EXPIRED = "This link has expired. Ask whoever shared it for a new one."
 FILE_GONE = "Sorry, these files are no longer available."
 FILE_RESTRICTED = "Sorry, these files cannot be sent right now. The admins have been told; please try again later."
 FILE_INCOMPLETE = "Only {sent} of these files could be sent just now. Open the link again in a minute to get all of them."
@@ -113,20 +120,31 @@ class Delivery:
         if stored is None:
             self.say(NO_FILE)
             return
+        if stored.is_expired(clock.now()):
+            self.say(LINK_EXPIRED)
+            return
+        verification = stored.verification_for(self.conf)  # a link may skip it
         if not self.is_admin:
+            if (ban := ban_in_force(user=self.user)) is not None:  # an admin's /ban
+                self.say(ban_notice(ban=ban))
+                return
+            # Premium users skip verification (and its bypass bans), and force-subscribe if so set.
+            premium = user_is_premium(user=self.user)
+            verifying = verification and not premium  # the link may skip verification too
             # Bans punish verification bypasses: with verification off, nobody is held back by one.
-            remaining = user_ban_remaining(user=self.user) if self.conf.verification_enabled else None
+            remaining = user_ban_remaining(user=self.user) if verifying else None
             if remaining:
                 self.say(BANNED.format(remaining=human_span(delta=remaining)))
                 return
-            missing = channels_missing(gateway=self.gateway, user_id=self.user.telegram_id)
-            if missing:
-                self.join_prompt(missing, share_id)
-                return
-            if self.conf.verification_enabled and not user_is_verified(user=self.user):
+            if not (premium and self.conf.premium_skips_force_subscribe):
+                missing = channels_missing(gateway=self.gateway, user_id=self.user.telegram_id)
+                if missing:
+                    self.join_prompt(missing, share_id)
+                    return
+            if verifying and not user_is_verified(user=self.user):
                 self.verify_prompt(share_id)
                 return
-        file_deliver(gateway=self.gateway, chat_id=self.chat_id, stored=stored, conf=self.conf)
+        file_deliver(gateway=self.gateway, chat_id=self.chat_id, stored=stored, conf=self.conf, user=self.user)
 
     # --- gates -----------------------------------------------------------------------------------
 
@@ -152,7 +170,11 @@ class Delivery:
         rows = [[Button("✅ Verify", url=issued.short_url)]]
         if self.conf.how_to_verify_url:
             rows.append([Button("ℹ️ How to verify", url=self.conf.how_to_verify_url)])
-        text = VERIFY.format(hours=human_span(delta=timedelta(hours=self.conf.verification_hours)))
+        offer, offer_rows = premium_offer(conf=self.conf)  # "Get premium" beside Verify
+        rows += offer_rows
+        text = "\n\n".join(
+            filter(None, [VERIFY.format(hours=human_span(delta=timedelta(hours=self.conf.verification_hours))), offer])
+        )
         self.say(f"{intro}\n\n{text}" if intro else text, rows)
 
     def verify_return(self, token: str) -> None:
@@ -203,45 +225,82 @@ def channels_missing(*, gateway: Gateway, user_id: int) -> list[ForceSubChannel]
     return missing
 
 
-def file_deliver(*, gateway: Gateway, chat_id: int, stored: StoredFile, conf: BotSettings) -> list[Sent]:
-    """Copy the file's messages to the chat; with auto-delete on, tell the user and record the
-    deletion (a durable row: it survives restarts).
+def file_deliver(
+    *, gateway: Gateway, chat_id: int, stored: StoredFile, conf: BotSettings, user: TelegramUser | None = None
+) -> list[Sent]:
+    """Copy the file's messages to the chat (with the caption template of Bot settings filled in
+    for each message and for `user`); with auto-delete on, tell the user and record the deletion
+    (a durable row: it survives restarts). The link's own protect-content and auto-delete minutes
+    win over Bot settings. When the storage channel's messages are gone (deleted, or the channel
+    lost), the backup channel's copy is delivered instead.
 
     The database sees one statement, whatever the number of files: the pending deletion's INSERT
     (none with auto-delete off). The counters (the file's deliveries, today's) go to Redis
     (services/stats.py), so deliveries never wait for each other on a shared row."""
     incomplete = None
-    try:
-        sent = gateway.copy_messages(
-            chat_id,
-            stored.source_chat_id,
-            stored.message_ids,
-            caption=conf.file_caption or None,
-            protect=conf.protect_content or stored.protect_content,
-        )
-    except (MessageNotFound, ChatNotFound) as exc:
-        log.error("stored file unavailable share=%s: %s", stored.share_id, exc)
-        gateway.send_text(chat_id, FILE_GONE)
-        return []
-    except ForwardsRestricted as exc:
-        log.error("storage channel forbids copying share=%s chat=%s: %s", stored.share_id, stored.source_chat_id, exc)
-        gateway.send_text(chat_id, FILE_RESTRICTED)
-        return []
-    except CopyIncomplete as exc:
-        # Part of the file went out: those messages are the user's now, and are deleted like the rest.
-        log.warning("delivery stopped partway share=%s chat=%s: %s", stored.share_id, chat_id, exc)
-        sent, incomplete = exc.sent, exc
+    sources = file_sources(stored=stored)
+    for n, (source_chat_id, message_ids) in enumerate(sources, start=1):
+        try:
+            sent = gateway.copy_messages(
+                chat_id,
+                source_chat_id,
+                message_ids,
+                caption=caption_for(template=conf.file_caption, user=user),
+                protect=stored.protect_for(conf),
+            )
+            break
+        except (MessageNotFound, ChatNotFound) as exc:
+            if n < len(sources):  # deleted, the channel lost, or only empty messages left: the backup has it
+                log.error("stored file gone share=%s chat=%s, delivering the backup: %s", stored.share_id, source_chat_id, exc)
+                continue
+            log.error("stored file unavailable share=%s: %s", stored.share_id, exc)
+            gateway.send_text(chat_id, FILE_GONE)
+            return []
+        except ForwardsRestricted as exc:
+            log.error("storage channel forbids copying share=%s chat=%s: %s", stored.share_id, source_chat_id, exc)
+            gateway.send_text(chat_id, FILE_RESTRICTED)
+            return []
+        except CopyIncomplete as exc:
+            # Part of the file went out: those messages are the user's now, and are deleted like the rest.
+            log.warning("delivery stopped partway share=%s chat=%s: %s", stored.share_id, chat_id, exc)
+            sent, incomplete = exc.sent, exc
+            break
     now = clock.now()
+    minutes = stored.auto_delete_minutes_for(conf)
     notice = FILE_INCOMPLETE.format(sent=len(sent)) if incomplete is not None else ""
-    if conf.auto_delete_minutes:
-        notice = " ".join(filter(None, [notice, deletion_warning(minutes=conf.auto_delete_minutes)]))
+    if minutes:
+        notice = " ".join(filter(None, [notice, deletion_warning(minutes=minutes)]))
     ids = [s.message_id for s in sent]
     if notice:
         try:
             ids.append(gateway.send_text(chat_id, notice).message_id)
         except TelegramError as exc:  # the files arrived: they are recorded for deletion all the same
             log.warning("delivery notice not sent share=%s chat=%s: %s", stored.share_id, chat_id, exc)
-    if conf.auto_delete_minutes:
-        deletion_schedule(chat_id=chat_id, message_ids=ids, share_id=stored.share_id, minutes=conf.auto_delete_minutes, now=now)
+    if minutes:
+        deletion_schedule(chat_id=chat_id, message_ids=ids, share_id=stored.share_id, minutes=minutes, now=now)
     delivery_count(stored_id=stored.pk, at=now)
     return sent
+
+
+def file_sources(*, stored: StoredFile) -> list[tuple[int, list[int]]]:
+    """Where a file's messages can be copied from, in the order to try: the storage channel, then
+    the backup copy when there is one."""
+    sources = [(stored.source_chat_id, stored.message_ids)]
+    if stored.backup_chat_id and stored.backup_message_ids:
+        sources.append((stored.backup_chat_id, stored.backup_message_ids))
+    return sources
+
+
+def caption_for(*, template: str, user: TelegramUser | None) -> Caption:
+    """The caption argument of a delivery's copy: None without a template (the messages keep their
+    own captions, and are forwarded in one call per 100), else each message's caption rendered for `user`."""
+    if not template.strip():
+        return None
+    tg = None
+    if user is not None:
+        tg = TgUser(id=user.telegram_id, first_name=user.first_name, last_name=user.last_name, username=user.username)
+
+    def render(source: CopySource) -> str | None:
+        return caption_render(template=template, source=source, tg=tg)
+
+    return render

@@ -17,10 +17,11 @@ def file_store(
     message_ids: Sequence[int],
     title: str = "",
     created_by: int | None = None,
-    protect_content: bool = False,
+    protect_content: bool | None = None,
 ) -> StoredFile:
     """Create the deep link for these storage-channel messages (in the order given): one row, with a
-    new random share id. At least one message and at most MAX_BATCH, or a ValidationError."""
+    new random share id. At least one message and at most MAX_BATCH, or a ValidationError.
+    `protect_content` None follows Bot settings."""
     ids = [int(i) for i in message_ids]
     if not ids:
         raise ValidationError("A file needs at least one message.")

@@ -9,7 +9,7 @@ thread-safe, so sweeps can send from a thread pool and bot handlers from their w
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -53,6 +53,20 @@ class Media:
 
 
 @dataclass(frozen=True)
+class CopySource:
+    """A stored message as a caption template sees it, read from Telegram when it is copied."""
+
+    kind: str  # photo | video | document | animation | audio | voice | ... ; "" for a message without media
+    file_name: str = ""  # documents, videos, audio, animations (a photo has none)
+    file_size: int = 0  # bytes
+    caption: str = ""  # its own caption, as Telegram HTML
+
+
+# A caption for every copy, or one per message: None keeps that message's own caption.
+Caption = str | Callable[[CopySource], str | None] | None
+
+
+@dataclass(frozen=True)
 class Sent:
     chat_id: int
     message_id: int
@@ -72,6 +86,32 @@ class TgUser:
 
 
 @dataclass(frozen=True)
+class ReplyTo:
+    """The message a user's message replies to (in the same private chat)."""
+
+    message_id: int
+    media_group_id: int | None = None  # set when it is part of an album
+    forward_from_chat_id: int | None = None  # set when it was forwarded from a channel
+    forward_from_message_id: int | None = None
+
+
+@dataclass(frozen=True)
+class ChannelPost:
+    """A post in a channel the bot administers (Telegram's `channel_post`)."""
+
+    chat_id: int
+    message_id: int
+    text: str = ""  # text or caption, plain
+    html: str = ""  # the same as Telegram HTML (its formatting kept)
+    media: Media | None = None  # kind and the file id to send it again
+    media_group_id: int | None = None
+
+    @property
+    def has_media(self) -> bool:
+        return self.media is not None
+
+
+@dataclass(frozen=True)
 class IncomingMessage:
     """A message a user sent to the bot in a private chat."""
 
@@ -83,16 +123,7 @@ class IncomingMessage:
     # Set when the message was forwarded from a channel (used by /batch).
     forward_from_chat_id: int | None = None
     forward_from_message_id: int | None = None
-
-
-@dataclass(frozen=True)
-class ChannelPost:
-    """A post made in a channel where the bot is an admin (the Bot API's channel_post)."""
-
-    chat_id: int
-    message_id: int
-    text: str = ""  # text or caption
-    has_media: bool = False
+    reply_to: ReplyTo | None = None
 
 
 @dataclass(frozen=True)
@@ -203,9 +234,11 @@ class Gateway(abc.ABC):
 
     @abc.abstractmethod
     def copy_messages(
-        self, chat_id: int, from_chat_id: int, message_ids: Sequence[int], *, caption: str | None = None, protect: bool = False
+        self, chat_id: int, from_chat_id: int, message_ids: Sequence[int], *, caption: Caption = None, protect: bool = False
     ) -> list[Sent]:
-        """Copy messages without the "forwarded from" header, in order. `caption` replaces captions."""
+        """Copy messages without the "forwarded from" header, in order. `caption` (Telegram HTML)
+        replaces captions of media messages: one text for all, or a function given each message's
+        CopySource (None from it keeps that message's caption)."""
 
     @abc.abstractmethod
     def delete_messages(self, chat_id: int, message_ids: Iterable[int]) -> int:
@@ -224,6 +257,15 @@ class Gateway(abc.ABC):
     def invite_link_create(self, chat_id: int, *, expire_at: datetime | None = None, join_request: bool = False) -> str:
         """A new invite link to the channel, expiring at `expire_at` (None: never), or needing an
         admin's approval (`join_request`). The bot must be an admin allowed to invite users."""
+
+    @abc.abstractmethod
+    def pin_message(self, chat_id: int, message_id: int, *, silent: bool = True) -> None:
+        """Pin the message in the chat (for both sides of a private chat); `silent`: no notification."""
+
+    @abc.abstractmethod
+    def album_ids(self, chat_id: int, message_id: int) -> list[int]:
+        """The ids of the album (media group) the message belongs to, in order; [message_id] when
+        it is a single message. Raises MessageNotFound when it is gone."""
 
     @abc.abstractmethod
     def answer_callback(self, callback_id: str, text: str = "", *, alert: bool = False) -> None: ...

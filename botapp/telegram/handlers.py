@@ -12,7 +12,7 @@ from pyrogram import Client, filters, raw
 from pyrogram import types as ptypes
 from pyrogram.handlers import CallbackQueryHandler, ChatJoinRequestHandler, MessageHandler, RawUpdateHandler
 
-from botapp.telegram.gateway import CallbackQuery, ChannelPost, IncomingMessage, TgUser
+from botapp.telegram.gateway import CallbackQuery, ChannelPost, IncomingMessage, Media, ReplyTo, TgUser
 from botapp.telegram.router import Router
 
 log = logging.getLogger(__name__)
@@ -46,6 +46,52 @@ async def access_hash_of(client: Client, user_id: int) -> int | None:
     return getattr(peer, "access_hash", None)
 
 
+def forward_origin(m: ptypes.Message) -> tuple[int | None, int | None]:
+    """(channel id, message id) when `m` was forwarded from a channel."""
+    origin = getattr(m, "forward_origin", None)
+    origin_chat = getattr(origin, "chat", None) if origin else None
+    if origin_chat is None:
+        return None, None
+    return origin_chat.id, getattr(origin, "message_id", None)
+
+
+def reply_from(m: ptypes.Message) -> ReplyTo | None:
+    """What `m` replies to; kurigram fetched the replied-to message while parsing (when it could)."""
+    if not m.reply_to_message_id:
+        return None
+    replied = m.reply_to_message
+    if replied is None or replied.empty:
+        return ReplyTo(message_id=m.reply_to_message_id)
+    chat_id, message_id = forward_origin(replied)
+    return ReplyTo(
+        message_id=m.reply_to_message_id,
+        media_group_id=replied.media_group_id,
+        forward_from_chat_id=chat_id,
+        forward_from_message_id=message_id,
+    )
+
+
+MEDIA_KINDS = ("photo", "video", "document", "animation", "audio")
+
+
+def channel_post_from(m: ptypes.Message) -> ChannelPost:
+    text = m.text or m.caption
+    media = None
+    for kind in MEDIA_KINDS:
+        found = getattr(m, kind, None)
+        if found is not None:
+            media = Media(kind, found.file_id)
+            break
+    return ChannelPost(
+        chat_id=m.chat.id,
+        message_id=m.id,
+        text=clean(text),
+        html=clean(text.html) if text else "",
+        media=media,
+        media_group_id=m.media_group_id,
+    )
+
+
 def message_from(m: ptypes.Message, access_hash: int | None = None) -> IncomingMessage:
     origin = getattr(m, "forward_origin", None)
     origin_chat = getattr(origin, "chat", None) if origin else None
@@ -57,6 +103,7 @@ def message_from(m: ptypes.Message, access_hash: int | None = None) -> IncomingM
         has_media=m.media is not None,
         forward_from_chat_id=origin_chat.id if origin_chat else None,
         forward_from_message_id=getattr(origin, "message_id", None) if origin_chat else None,
+        reply_to=reply_from(m),
     )
 
 
@@ -81,9 +128,13 @@ class UpdatePump:
         client.add_handler(CallbackQueryHandler(self._on_callback))
         client.add_handler(ChatJoinRequestHandler(self._on_join_request))
         client.add_handler(RawUpdateHandler(self._on_raw), group=1)  # seen alongside the parsed handlers
-        # Posts in the storage channel (share links); a group of its own, so that other channel-post
-        # handlers see the same posts.
-        client.add_handler(MessageHandler(self._on_storage_post, filters.channel & ~filters.service), group=2)
+        # Posts in the channels the router acts on: the storage channel (share links) and the
+        # broadcast source channel (posts starting with the marker).
+        channels = self.router.channel_post_sources()
+        if channels:
+            client.add_handler(
+                MessageHandler(self._on_channel_post, filters.channel & ~filters.service & filters.chat(sorted(channels)))
+            )
 
     async def submit(self, handle: Callable[[object], None], update: object) -> None:
         """Run `handle(update)` (a router call) on a worker thread: services are sync Django."""
@@ -95,16 +146,10 @@ class UpdatePump:
         update = message_from(message, await access_hash_of(client, message.from_user.id))
         await self.submit(self.router.handle_message, update)
 
-    async def _on_storage_post(self, client: Client, message: ptypes.Message) -> None:
-        if not self.accepting or message.chat.id != self.router.storage_channel_id:
+    async def _on_channel_post(self, client: Client, message: ptypes.Message) -> None:
+        if not self.accepting or message.service:
             return
-        post = ChannelPost(
-            chat_id=message.chat.id,
-            message_id=message.id,
-            text=clean(message.text or message.caption),
-            has_media=message.media is not None,
-        )
-        await self.submit(self.router.handle_storage_post, post)
+        await self.submit(self.router.handle_channel_post, channel_post_from(message))
 
     async def _on_callback(self, client: Client, query: ptypes.CallbackQuery) -> None:
         update = callback_from(query, await access_hash_of(client, query.from_user.id))

@@ -31,8 +31,10 @@ from botapp.telegram.gateway import (
     DELETE_CHUNK,
     BadRequest,
     BotUnauthorized,
+    Caption,
     ChatNotFound,
     CopyIncomplete,
+    CopySource,
     FloodWait,
     ForwardsRestricted,
     Gateway,
@@ -159,6 +161,26 @@ def error_to_domain(exc: BaseException, *, send: bool = False) -> TelegramError 
     if isinstance(exc, (errors.BadRequest, ValueError, KeyError, TypeError, AttributeError)):
         return BadRequest(f"{type(exc).__name__}: {text}")
     return TelegramError(f"{type(exc).__name__}: {text}")
+
+
+def copy_source(message: types.Message) -> CopySource:
+    """What a caption template may use of a message kurigram parsed."""
+    if not message.media:
+        return CopySource(kind="")
+    kind = message.media.name.lower()  # MessageMediaType.DOCUMENT -> "document"
+    media = getattr(message, kind, None)
+    if kind == "photo" or media is None:  # a photo has a size but no file name
+        return CopySource(kind=kind, file_size=getattr(media, "file_size", 0) or 0, caption=_html(message.caption))
+    return CopySource(
+        kind=kind,
+        file_name=getattr(media, "file_name", None) or "",
+        file_size=getattr(media, "file_size", None) or 0,
+        caption=_html(message.caption),
+    )
+
+
+def _html(text) -> str:
+    return text.html if text else ""
 
 
 def markup(buttons: Keyboard | None) -> types.InlineKeyboardMarkup | None:
@@ -438,7 +460,7 @@ class PyrogramGateway(Gateway):
         return Sent(chat_id, message.id)
 
     def copy_messages(
-        self, chat_id: int, from_chat_id: int, message_ids: Sequence[int], *, caption: str | None = None, protect: bool = False
+        self, chat_id: int, from_chat_id: int, message_ids: Sequence[int], *, caption: Caption = None, protect: bool = False
     ) -> list[Sent]:
         """Without a caption: one ForwardMessages call per 100 ids (no "forwarded from" header);
         ids Telegram cannot forward (deleted, service messages) are skipped. With a caption: one
@@ -453,10 +475,12 @@ class PyrogramGateway(Gateway):
             else:
                 for chunk in chunked(list(message_ids), DELETE_CHUNK):
                     for source in self._fetch(from_chat_id, chunk):
+                        text = caption(copy_source(source)) if callable(caption) else caption
                         copy = self._call(
                             source.copy,
                             chat_id,
-                            caption=caption,
+                            caption=text if source.media else None,
+                            parse_mode=enums.ParseMode.HTML,
                             protect_content=protect or None,
                             allow_paid_broadcast=self.paid,
                             chat_id=chat_id,
@@ -548,6 +572,37 @@ class PyrogramGateway(Gateway):
         if link is None:  # kurigram: the chat accepts join requests through its public link only
             raise BadRequest(f"chat {chat_id} gives no invite link of its own")
         return link.invite_link
+
+    def pin_message(self, chat_id: int, message_id: int, *, silent: bool = True) -> None:
+        # The raw call: kurigram's pin_chat_message parses the service message it gets back, which
+        # costs a messages.getMessages for the pinned one.
+        self._call(self._pin, chat_id, message_id, silent, chat_id=chat_id, send=True)
+
+    async def _pin(self, chat_id, message_id, silent) -> None:
+        await self.client.invoke(
+            raw.functions.messages.UpdatePinnedMessage(
+                peer=await self.client.resolve_peer(chat_id), id=message_id, silent=silent or None, pm_oneside=None
+            )
+        )
+
+    def album_ids(self, chat_id: int, message_id: int) -> list[int]:
+        messages = self._call(self._album, chat_id, message_id)
+        if not messages:
+            raise MessageNotFound(f"message {message_id} in {chat_id} is gone")
+        return messages
+
+    async def _album(self, chat_id, message_id) -> list[int]:
+        # kurigram's get_media_group: the messages 9 before to 10 after, one call, same grouped_id.
+        found = await self.client.get_messages(
+            chat_id=chat_id, message_ids=list(range(max(1, message_id - 9), message_id + 10)), replies=0
+        )
+        by_id = {m.id: m for m in found if not m.empty}
+        wanted = by_id.get(message_id)
+        if wanted is None:
+            return []
+        if wanted.media_group_id is None:
+            return [message_id]
+        return sorted(i for i, m in by_id.items() if m.media_group_id == wanted.media_group_id)
 
     def answer_callback(self, callback_id: str, text: str = "", *, alert: bool = False) -> None:
         # Answering a button press is not a message; Telegram does not rate it like one.

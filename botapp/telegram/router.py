@@ -11,12 +11,14 @@ from collections.abc import Callable
 
 from botapp.models import BotSettings, TelegramUser
 from botapp.services import batches, users
+from botapp.services.broadcast_bot import channel_post_broadcast
 from botapp.services.channel_posts import post_link_attach
 from botapp.services.delivery import Delivery, channels_missing
 from botapp.services.sequences import sequences_enroll
 from botapp.services.shortener import shortener_for
 from botapp.services.stats import stat_today
 from botapp.services.texts import text_render
+from botapp.telegram.admin_commands import AdminCommands
 from botapp.telegram.gateway import (
     BotUnauthorized,
     Button,
@@ -36,10 +38,21 @@ UNKNOWN = "I did not understand that. Send /help to see what I can do."
 
 
 class Router:
-    def __init__(self, gateway: Gateway, *, admin_ids: frozenset[int], storage_channel_id: int | None = None, shortener=None):
+    unknown_text = UNKNOWN
+
+    def __init__(
+        self,
+        gateway: Gateway,
+        *,
+        admin_ids: frozenset[int],
+        storage_channel_id: int | None = None,
+        shortener=None,
+        broadcast_channel_id: int | None = None,
+    ):
         self.gateway = gateway
         self.admin_ids = admin_ids
         self.storage_channel_id = storage_channel_id
+        self.broadcast_channel_id = broadcast_channel_id  # marked posts there are broadcast
         self.shortener = shortener  # None: the one configured in Bot settings, per request
         self.commands: dict[str, Callable[[IncomingMessage, str], None]] = {
             "start": self.cmd_start,
@@ -55,6 +68,7 @@ class Router:
             "close": self.cb_close,
             "retry": self.cb_retry,
         }
+        AdminCommands(self).install()  # admins' commands (premium, bans, broadcasts, links) and /myplan
 
     # --- entry points: never raise ------------------------------------------------------------
 
@@ -91,20 +105,30 @@ class Router:
         """The user blocked the bot (stopped) or unblocked it."""
         users.user_block_changed(telegram_id=user_id, blocked=stopped)
 
-    def handle_storage_post(self, post: ChannelPost) -> None:
-        """A post made straight in the storage channel: its share link, if Bot settings ask for one."""
+    def channel_post_sources(self) -> frozenset[int]:
+        """The channels whose posts runbot hands to `handle_channel_post`: the storage channel
+        (share links) and the broadcast source channel."""
+        return frozenset({self.storage_channel_id, self.broadcast_channel_id} - {None})
+
+    def handle_channel_post(self, post: ChannelPost) -> None:
+        """A post in the broadcast source channel that starts with the marker is broadcast; any other
+        post made straight in the storage channel gets its share link, if Bot settings ask for one."""
         try:
-            post_link_attach(
-                gateway=self.gateway,
-                chat_id=post.chat_id,
-                message_id=post.message_id,
-                text=post.text,
-                mode=BotSettings.load().channel_post_links,
-            )
+            conf = BotSettings.load()
+            if post.chat_id == self.broadcast_channel_id and channel_post_broadcast(post=post, conf=conf) is not None:
+                return
+            if post.chat_id == self.storage_channel_id:
+                post_link_attach(
+                    gateway=self.gateway,
+                    chat_id=post.chat_id,
+                    message_id=post.message_id,
+                    text=post.text,
+                    mode=conf.channel_post_links,
+                )
         except BotUnauthorized as exc:
             log.critical("Telegram refuses the bot itself (%s): check BOT_TOKEN in @BotFather", exc)
         except Exception:
-            log.exception("storage post not linked chat=%s message=%s", post.chat_id, post.message_id)
+            log.exception("channel post failed chat=%s message=%s", post.chat_id, post.message_id)
 
     def handle_join_request(self, *, channel_id: int, user_id: int) -> None:
         """A user asked to join a join-request-mode channel: that counts as subscribed."""

@@ -10,8 +10,10 @@ from scheduler.jobs import (  # noqa: F401
     counters,
     deletions,
     housekeeping,
+    premium_expiry,
     retention,
     sequence_send,
     tokens,
+    backups,
 )
 # isort: on

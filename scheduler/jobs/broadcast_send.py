@@ -20,6 +20,7 @@ from django.db.models import Exists, F, OuterRef
 
 from botapp import clock
 from botapp.models import Broadcast, BroadcastDelivery, TelegramUser
+from botapp.services.broadcast_bot import broadcasts_report
 from botapp.services.broadcasts import BroadcastMessage, broadcasts_start_due
 from botapp.services.outgoing import send_failure
 from botapp.services.users import users_mark_unreachable
@@ -139,6 +140,9 @@ class BroadcastSendSweep:
             Broadcast.objects.filter(id__in=list(counts), status=Broadcast.Status.SENDING).exclude(Exists(unfinished)).update(
                 status=Broadcast.Status.DONE, finished_at=now
             )
+            reported = [b for b in counts if getattr(self.messages[b], "reported", False)]  # /broadcast's progress message
+            if reported:  # edited once committed: no row lock held during the call
+                transaction.on_commit(lambda: broadcasts_report(gateway=self.gateway, broadcast_ids=reported))
             return sum(r.status != Status.PENDING for r in results), sum(
                 r.status in (Status.FAILED, Status.PENDING) for r in results
             )

@@ -60,19 +60,20 @@ def job_register(job: Job) -> Job:
     return job
 
 
-def job_run(name: str, *, trigger: str, gateway=None, dry_run: bool = False) -> Outcome:
+def job_run(name: str, *, trigger: str, gateway=None, dry_run: bool = False, **scope) -> Outcome:
     """Run a job now and record the run (dry runs are not recorded). Re-raises the job's error
-    after recording it, so Celery and commands report failure."""
+    after recording it, so Celery and commands report failure. `scope`: arguments a job takes to
+    do part of its work (the admin's "Back up now" names its files)."""
     job = JOBS[name]
     if dry_run:
-        return job.func(gateway=gateway, dry_run=True)  # dry runs only count rows: no Telegram needed
+        return job.func(gateway=gateway, dry_run=True, **scope)  # dry runs only count rows: no Telegram needed
     run = JobRun.objects.create(job=name, trigger=trigger)
     try:
         if job.needs_gateway and gateway is None:
             from scheduler.sender import worker_gateway
 
             gateway = worker_gateway()
-        outcome = job.func(gateway=gateway, dry_run=False)
+        outcome = job.func(gateway=gateway, dry_run=False, **scope)
     except Exception as exc:
         JobRun.objects.filter(pk=run.pk).update(
             status=JobRun.Status.FAILED,

@@ -5,7 +5,7 @@ from django.apps import apps
 from django.contrib import admin
 from django.urls import reverse
 
-from botapp.models import BotSettings
+from botapp.models import BotSettings, StoredFile
 from tests.factories import StoredFileFactory, TelegramUserFactory
 
 pytestmark = pytest.mark.django_db
@@ -65,6 +65,35 @@ def test_settings_reject_auto_delete_beyond_telegram_window(operator):
     assert response.status_code == 200
     assert "auto_delete_minutes" in response.context["adminform"].form.errors
     assert BotSettings.load().auto_delete_minutes == 30
+
+
+def test_settings_refuse_a_caption_template_that_cannot_fit(operator):
+    url = reverse("admin:botapp_botsettings_change", args=[BotSettings.load().pk])
+    form = operator.get(url).context["adminform"].form
+    data = {k: ("on" if v is True else "" if v in (False, None) else v) for k, v in form.initial.items()}
+    data["file_caption"] = "<b>{filename}</b>\n" + "Join our channel! " * 50
+    response = operator.post(url, data)
+    assert response.status_code == 200
+    (error,) = response.context["adminform"].form.errors["file_caption"]
+    assert "Telegram allows 1024" in error
+    assert BotSettings.load().file_caption == ""
+
+    data["file_caption"] = "<b>{filename}</b> · {filesize}\n{previouscaption}"
+    assert operator.post(url, data).status_code == 302
+    assert BotSettings.load().file_caption == data["file_caption"]
+
+
+def test_stored_file_form_takes_the_link_s_own_settings(operator):
+    url = reverse("admin:botapp_storedfile_add")
+    data = {"title": "x", "source_chat_id": "-1001000000001", "message_ids": "5", "protect_content": "false"}
+    response = operator.post(url, {**data, "auto_delete_minutes": "2881"})
+    assert "auto_delete_minutes" in response.context["adminform"].form.errors
+
+    data |= {"auto_delete_minutes": "0", "skip_verification": "on", "expires_at_0": "2030-01-01", "expires_at_1": "12:00:00"}
+    assert operator.post(url, data).status_code == 302
+    stored = StoredFile.objects.get()
+    assert (stored.protect_content, stored.auto_delete_minutes, stored.skip_verification) == (False, 0, True)
+    assert stored.expires_at.year == 2030
 
 
 def test_stored_file_shows_its_deep_link(operator):

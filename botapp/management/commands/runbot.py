@@ -85,7 +85,12 @@ class Command(BaseCommand):
             max_flood_wait=settings.TELEGRAM_MAX_FLOOD_WAIT,
             peers=user_access_hash,
         )
-        router = Router(gateway, admin_ids=config.admin_ids, storage_channel_id=config.storage_channel_id)
+        router = Router(
+            gateway,
+            admin_ids=config.admin_ids,
+            storage_channel_id=config.storage_channel_id,
+            broadcast_channel_id=config.broadcast_channel_id,
+        )
         pump = UpdatePump(router, threads=threads)
         pump.register(client)
 
@@ -115,6 +120,11 @@ class Command(BaseCommand):
             # Job and service logs would drown the conversation; --verbosity 2 shows them.
             logging.getLogger().setLevel(logging.WARNING)
         call_command("migrate", verbosity=0, interactive=False)
+        # The sandbox runs background work itself (a queued broadcast is sent at once, jobs on
+        # `wait`): Celery's wake-ups go to an in-memory broker, never to a real one.
+        from celery import current_app
+
+        current_app.conf.broker_url = "memory://localhost/"
         if not settings.PUBLIC_URL:
             settings.PUBLIC_URL = "https://courier.example"  # tracked buttons need an address; the sandbox follows them itself
         # One in-memory Telegram; runbot's client and a worker's client talk to it over MTProto.
@@ -126,7 +136,14 @@ class Command(BaseCommand):
         shortener = MemoryShortener()  # verification links go "through" an in-memory shortener
         bot = OfflineBot(
             telegram,
-            lambda gw: Router(gw, admin_ids=admins, storage_channel_id=storage, shortener=shortener),
+            # The sandbox has one channel (`post`): marked posts there are broadcast.
+            lambda gw: Router(
+                gw,
+                admin_ids=admins,
+                storage_channel_id=storage,
+                shortener=shortener,
+                broadcast_channel_id=storage,
+            ),
             peers=user_access_hash,
         )
         worker = offline_gateway(telegram, name="worker", peers=user_access_hash)

@@ -340,11 +340,14 @@ def forward_messages(server, query):
     if len(query.id) > limits.IDS_PER_CALL:
         raise RpcFault("LIMIT_INVALID")  # inferred name; the 100-id limit is documented
     from_id, _, from_channel = resolve_chat(server, query.from_peer)
+    if from_channel is not None and not from_channel.bot_is_admin:
+        raise RpcFault("CHANNEL_PRIVATE")  # inferred: a private channel the bot was removed from
     if from_channel is not None and from_channel.noforwards:
         raise RpcFault("CHAT_FORWARDS_RESTRICTED")
     chat_id, user, channel = writable(server, query.to_peer, paid=bool(query.allow_paid_floodskip))
     server.claim_random_ids(query.random_id)
     sent, random_ids = [], []
+    groups: dict[int, int] = {}  # an album forwarded in one call stays an album, with a grouped_id of its own
     for source_id, random_id in zip(query.id, query.random_id, strict=False):
         source = server.stored(from_id, source_id)
         if source is None or source.deleted or source.service:
@@ -360,6 +363,7 @@ def forward_messages(server, query):
             forward_from=header,
             sender_id=server.bot.id if chat_id > 0 else None,
             paid=bool(query.allow_paid_floodskip),
+            grouped_id=groups.setdefault(source.grouped_id, next(server._group_ids)) if source.grouped_id else None,
         )
         sent.append(msg)
         random_ids.append(random_id)
@@ -374,6 +378,8 @@ def get_messages(server, query):
     found = []
     for ref in query.id:
         msg = server.box.get(getattr(ref, "id", 0))
+        if isinstance(ref, raw.types.InputMessageReplyTo):  # the message that `ref.id` replies to
+            msg = server.box.get(msg.reply_to) if msg is not None and msg.reply_to else None
         found.append(msg)
     return messages_result(server, found, [getattr(r, "id", 0) for r in query.id])
 
@@ -540,3 +546,50 @@ def export_chat_invite(server, query):
         request_needed=query.request_needed or None,
         title=query.title,
     )
+
+
+@method("messages.UpdatePinnedMessage")
+def update_pinned_message(server, query):
+    """Pin (or unpin) a message. Telegram's documents: a bot may pin in private chats and, as an admin
+    with the right, in channels; pinning adds a service message ("pinned «…»", MessageActionPinMessage,
+    replying to the pinned message) to the chat, without a notification when `silent` is set;
+    unpinning adds none. The answer carries UpdatePinnedMessages and the service message's update.
+    Inferred: the service message counts against the chat's send rate like a message."""
+    chat_id, user, channel = writable(server, query.peer)
+    msg = server.stored(chat_id, query.id)
+    if msg is None or msg.deleted or msg.service:
+        raise RpcFault("MESSAGE_ID_INVALID")
+    msg.pinned = not query.unpin
+    updates = []
+    if chat_id > 0:
+        server.pts += 1
+        updates.append(
+            raw.types.UpdatePinnedMessages(
+                peer=render.peer_tl(chat_id), messages=[msg.id], pts=server.pts, pts_count=1, pinned=msg.pinned or None
+            )
+        )
+    else:
+        channel.pts += 1
+        updates.append(
+            raw.types.UpdatePinnedChannelMessages(
+                channel_id=channel.raw_id, messages=[msg.id], pts=channel.pts, pts_count=1, pinned=msg.pinned or None
+            )
+        )
+    if msg.pinned:
+        service = server.new_message(
+            chat_id,
+            out=True,
+            service=True,
+            action=raw.types.MessageActionPinMessage(),
+            reply_to=msg.id,
+            silent=bool(query.silent),
+            sender_id=server.bot.id if chat_id > 0 else None,
+        )
+        tl = render.message_tl(service, bot_id=server.bot.id)
+        updates.append(
+            raw.types.UpdateNewMessage(message=tl, pts=server.pts, pts_count=1)
+            if chat_id > 0
+            else raw.types.UpdateNewChannelMessage(message=tl, pts=channel.pts, pts_count=1)
+        )
+    server.emit(Event("pin" if msg.pinned else "unpin", chat_id, [msg.id]))
+    return server.updates_tl(updates, users=[user] if user else [], channels=[channel] if channel else [])

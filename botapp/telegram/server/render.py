@@ -92,9 +92,17 @@ def media_tl(file: File):
 
 def message_tl(msg: Message, *, bot_id: int):
     peer = peer_tl(msg.chat_id)
+    reply = raw.types.MessageReplyHeader(reply_to_msg_id=msg.reply_to) if msg.reply_to else None
     if msg.service:
         return raw.types.MessageService(
-            id=msg.id, peer_id=peer, date=ts(msg.date), action=raw.types.MessageActionChatEditTitle(title="Storage")
+            id=msg.id,
+            peer_id=peer,
+            date=ts(msg.date),
+            action=msg.action or raw.types.MessageActionChatEditTitle(title="Storage"),
+            out=(msg.out and msg.chat_id > 0) or None,
+            from_id=raw.types.PeerUser(user_id=msg.sender_id) if msg.sender_id else None,
+            reply_to=reply,
+            silent=msg.silent or None,
         )
     fwd = None
     if msg.forward_from is not None:
@@ -114,6 +122,8 @@ def message_tl(msg: Message, *, bot_id: int):
         reply_markup=msg.reply_markup,
         noforwards=msg.noforwards or None,
         fwd_from=fwd,
-        reply_to=raw.types.MessageReplyHeader(reply_to_msg_id=msg.reply_to) if msg.reply_to else None,
+        grouped_id=msg.grouped_id,
+        reply_to=reply,
+        pinned=msg.pinned or None,
         restriction_reason=[],
     )

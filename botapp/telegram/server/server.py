@@ -183,6 +183,7 @@ class TelegramServer:
         self.files: dict[int, File] = {}
         self._file_ids = itertools.count(5_000_000_001)
         self._box_ids = itertools.count(1)
+        self._group_ids = itertools.count(13_000_000_000_000_001)  # albums' grouped_id (64-bit)
         self.pts = 1
         self.qts = 1
         self.update_log: list[tuple[str, int, object]] = []  # ("pts"|"qts", value, record or TL update)
@@ -352,8 +353,10 @@ class TelegramServer:
             self.channel_messages[channel.raw_id][msg.id] = msg
         return msg
 
-    def new_file(self, kind: str, name: str) -> File:
+    def new_file(self, kind: str, name: str, size: int | None = None) -> File:
         file = File(id=next(self._file_ids), kind=kind, name=name)
+        if size is not None:
+            file.size = size
         self.files[file.id] = file
         return file
 
@@ -429,13 +432,16 @@ class TelegramServer:
             self.update_log.append(("qts", self.qts, update))
             self.push(self.updates_tl([update], users=[record], channels=[channel]))
 
-    def post(self, chat_id: int, text: str = "", *, media: Media | None = None, service: bool = False) -> int:
+    def post(
+        self, chat_id: int, text: str = "", *, media: Media | None = None, service: bool = False, file_size: int | None = None
+    ) -> int:
         """Something is posted in a channel (by an admin); returns the message id. A bot that is
-        an admin there is told (UpdateNewChannelMessage, the Bot API's channel_post)."""
+        an admin there is told (UpdateNewChannelMessage, the Bot API's channel_post). `media.file`
+        is the file's name (documents, videos, audio and animations carry it), `file_size` its size."""
         with self.lock:
             if channel_raw_id(chat_id) not in self.channels:
                 raise KeyError(f"no channel {chat_id}")
-            file = self.new_file(media.kind, media.file) if media else None
+            file = self.new_file(media.kind, media.file, file_size) if media else None
             msg = self.new_message(chat_id, out=False, text=text, file=file, service=service)
             channel = self.channels[channel_raw_id(chat_id)]
             if channel.bot_is_admin:
@@ -468,30 +474,74 @@ class TelegramServer:
         with self.lock:
             self.stored(chat_id, message_id).deleted = True
 
+    def remove_bot(self, chat_id: int) -> None:
+        """The bot is removed from a channel (or the channel is deleted): it can no longer read,
+        forward from or post in it."""
+        with self.lock:
+            self.channels[channel_raw_id(chat_id)].bot_is_admin = False
+
     def user_sends(
-        self, user: TgUser, text: str = "", *, media: Media | None = None, forward_from: tuple[int, int] | None = None
+        self,
+        user: TgUser,
+        text: str = "",
+        *,
+        media: Media | None = None,
+        forward_from: tuple[int, int] | None = None,
+        file_size: int | None = None,
+        reply_to: int | None = None,
     ) -> int:
-        """A user writes to the bot in private; runbot's session gets UpdateNewMessage. Returns its id."""
+        """A user writes to the bot in private (optionally replying to a message of that chat);
+        runbot's session gets UpdateNewMessage. Returns its id."""
+        return self.user_sends_album(
+            user, [media] if media else [], text, forward_from=forward_from, reply_to=reply_to, file_size=file_size
+        )[0]
+
+    def user_sends_album(
+        self,
+        user: TgUser,
+        media: list[Media],
+        caption: str = "",
+        *,
+        forward_from: tuple[int, int] | None = None,
+        reply_to: int | None = None,
+        file_size: int | None = None,
+    ) -> list[int]:
+        """A user sends several media as one album (one grouped_id; the caption on the first), or,
+        with one or no media, a single message. runbot gets one UpdateNewMessage per message, in one
+        Updates, as Telegram sends an album. Returns their ids."""
         with self.lock:
             record = self.user_record(user)
             record.known_to_bot = True
             was_blocked, record.blocked_bot = record.blocked_bot, False  # writing to a bot unblocks it
-            file = None
-            if forward_from is not None:
-                source = self.stored(*forward_from)
-                file = source.file if source is not None else None
-            elif media is not None:
-                file = self.new_file(media.kind, media.file)
-            msg = self.new_message(user.id, out=False, text=text, file=file, forward_from=forward_from, sender_id=user.id)
+            grouped_id = next(self._group_ids) if len(media) > 1 else None
+            if reply_to is not None and self.stored(user.id, reply_to) is None:
+                reply_to = None  # Telegram drops a reply to a message that is not in the chat
+            updates = [self._bot_stopped(user.id, stopped=False)] if was_blocked else []
+            ids = []
+            for index, item in enumerate(media or [None]):
+                file = None
+                if forward_from is not None:
+                    source = self.stored(*forward_from)
+                    file = source.file if source is not None else None
+                elif item is not None:
+                    file = self.new_file(item.kind, item.file, file_size)
+                msg = self.new_message(
+                    user.id,
+                    out=False,
+                    text=caption if index == 0 else "",
+                    file=file,
+                    forward_from=forward_from,
+                    sender_id=user.id,
+                    grouped_id=grouped_id,
+                    reply_to=reply_to,
+                )
+                ids.append(msg.id)
+                updates.append(
+                    raw.types.UpdateNewMessage(message=render.message_tl(msg, bot_id=self.bot.id), pts=self.pts, pts_count=1)
+                )
             channels = [self.channels[channel_raw_id(forward_from[0])]] if forward_from else []
-            updates = []
-            if was_blocked:
-                updates.append(self._bot_stopped(user.id, stopped=False))
-            updates.append(
-                raw.types.UpdateNewMessage(message=render.message_tl(msg, bot_id=self.bot.id), pts=self.pts, pts_count=1)
-            )
             self.push(self.updates_tl(updates, users=[record], channels=channels))
-            return msg.id
+            return ids
 
     def tap(self, user: TgUser, message_id: int, data: str) -> int:
         """A user taps a callback button under a bot message; runbot gets UpdateBotCallbackQuery."""

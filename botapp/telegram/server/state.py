@@ -109,7 +109,11 @@ class Message:
     sender_id: int | None = None  # who wrote it (None: a channel post)
     deleted: bool = False
     paid: bool = False  # sent with the paid-broadcast flag
-    reply_to: int | None = None  # the message this one replies to (same chat)
+    grouped_id: int | None = None  # the album (media group) it belongs to
+    reply_to: int | None = None  # the message it replies to, in the same chat
+    pinned: bool = False
+    action: object | None = None  # a service message's raw MessageAction (None: a title edit)
+    silent: bool = False  # sent without a notification
 
     # --- what a test or the sandbox reads ------------------------------------------------------------
 

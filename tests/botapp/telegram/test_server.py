@@ -125,3 +125,45 @@ def test_controls_over_the_socket(tmp_path):
         finally:
             proc.terminate()
             assert proc.wait(10) == 0
+
+
+def test_pinning_adds_a_service_message_silently_or_not_and_unpinning_adds_none(telegram, raw_gateway):
+    from botapp.telegram.gateway import MessageNotFound, UserBlocked
+
+    first = raw_gateway.send_text(ANN.id, "Rules").message_id
+    raw_gateway.pin_message(ANN.id, first, silent=True)
+    second = raw_gateway.send_text(ANN.id, "News").message_id
+    raw_gateway.pin_message(ANN.id, second, silent=False)
+    services = [m for m in telegram.messages(ANN.id) if m.service]
+    assert [(m.reply_to, m.silent, type(m.action).__name__) for m in services] == [
+        (first, True, "MessageActionPinMessage"),
+        (second, False, "MessageActionPinMessage"),
+    ]
+    assert telegram.message(ANN.id, first).pinned and telegram.message(ANN.id, second).pinned
+
+    async def unpin():
+        await raw_gateway.client.unpin_chat_message(ANN.id, first)
+
+    raw_gateway._run(_on_loop(unpin))
+    assert not telegram.message(ANN.id, first).pinned and len([m for m in telegram.messages(ANN.id) if m.service]) == 2
+
+    with pytest.raises(MessageNotFound):
+        raw_gateway.pin_message(ANN.id, 9999)
+    telegram.block(BEN.id)
+    ben = raw_gateway.send_text(ANN.id, "x").message_id
+    with pytest.raises(UserBlocked):
+        raw_gateway.pin_message(BEN.id, ben)
+
+
+def test_an_album_keeps_its_group_and_a_reply_names_its_message(telegram, raw_gateway):
+    from botapp.telegram.gateway import Media
+
+    ids = telegram.user_sends_album(ANN, [Media("photo", "a.jpg"), Media("video", "b.mp4")], "Two")
+    single = telegram.user_sends(ANN, "single")
+    reply = telegram.user_sends(ANN, "/broadcast", reply_to=ids[1])
+    assert raw_gateway.album_ids(ANN.id, ids[1]) == ids
+    assert raw_gateway.album_ids(ANN.id, single) == [single]
+    assert telegram.message(ANN.id, reply).reply_to == ids[1]
+    copies = raw_gateway.copy_messages(BEN.id, ANN.id, ids)
+    groups = {telegram.message(BEN.id, c.message_id).grouped_id for c in copies}
+    assert len(groups) == 1 and None not in groups and groups != {telegram.message(ANN.id, ids[0]).grouped_id}

@@ -1,0 +1,44 @@
+"""The broadcast that copies message(s): an admin's `/broadcast` reply, a marked channel post.
+
+A copy goes without the "forwarded from" header, in one call per user (an album stays an album);
+a pinned broadcast then pins the (first) message it delivered, silently.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from botapp.models import Broadcast
+from botapp.telegram.gateway import Gateway, Sent, TelegramError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class MessageCopy:
+    chat_id: int
+    message_ids: tuple[int, ...]
+
+    @classmethod
+    def of(cls, broadcast: Broadcast) -> MessageCopy | None:
+        """The copy a broadcast sends: when it has copied messages and no composed content of its
+        own (a channel post is sent composed, its marker taken out)."""
+        if not broadcast.copy_message_ids or broadcast.text or broadcast.media_kind:
+            return None
+        return cls(broadcast.copy_chat_id, tuple(broadcast.copy_message_ids))
+
+    def send(self, gateway: Gateway, chat_id: int, *, protect: bool = False) -> Sent:
+        """Copy to `chat_id`; returns the first message sent. Telegram's refusal is raised."""
+        return gateway.copy_messages(chat_id, self.chat_id, list(self.message_ids), protect=protect)[0]
+
+
+def message_pin(*, gateway: Gateway, sent: Sent) -> bool:
+    """Pin a delivered broadcast message without a notification. The message arrived whatever
+    happens here: a refusal is logged, not raised, so the delivery still counts as sent."""
+    try:
+        gateway.pin_message(sent.chat_id, sent.message_id, silent=True)
+    except TelegramError as exc:
+        log.warning("broadcast message not pinned chat=%s message=%s: %s", sent.chat_id, sent.message_id, exc)
+        return False
+    return True

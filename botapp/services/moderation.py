@@ -1,0 +1,75 @@
+"""Admin bans (`/ban`, `/unban`, `/banlist`) and the record of every admin command in the bot.
+
+Guarantees: a banned user gets no deliveries until the ban's end (or until an admin lifts it);
+a user has at most one ban in force (banning again replaces it); users who were never banned cost
+the delivery gate no query (`TelegramUser.admin_banned`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.db.models import Q
+
+from botapp import clock
+from botapp.models import AdminCommand, TelegramUser, UserBan
+
+
+def _in_force(now: datetime) -> Q:
+    return Q(lifted_at__isnull=True) & (Q(until__isnull=True) | Q(until__gt=now))
+
+
+def user_ban(*, user: TelegramUser, duration: timedelta | None, reason: str = "", banned_by: int | None = None) -> UserBan:
+    """Ban the user from deliveries for `duration` (None: until lifted), replacing a ban in force."""
+    now = clock.now()
+    with transaction.atomic():
+        UserBan.objects.filter(user=user, lifted_at__isnull=True).update(lifted_at=now, lifted_by=banned_by)
+        ban = UserBan.objects.create(
+            user=user, reason=reason[:255], banned_by=banned_by, created_at=now, until=now + duration if duration else None
+        )
+        TelegramUser.objects.filter(pk=user.pk).update(admin_banned=True)
+    user.admin_banned = True
+    return ban
+
+
+def user_unban(*, user: TelegramUser, lifted_by: int | None = None) -> bool:
+    """Lift the user's ban now. Returns whether a ban was in force."""
+    now = clock.now()
+    with transaction.atomic():
+        lifted = UserBan.objects.filter(_in_force(now), user=user).update(lifted_at=now, lifted_by=lifted_by)
+        UserBan.objects.filter(user=user, lifted_at__isnull=True).update(lifted_at=now, lifted_by=lifted_by)  # expired ones
+        TelegramUser.objects.filter(pk=user.pk).update(admin_banned=False)
+    user.admin_banned = False
+    return bool(lifted)
+
+
+def ban_in_force(*, user: TelegramUser, now: datetime | None = None) -> UserBan | None:
+    """The admin ban holding the user back at `now`, or None. No query for a user never banned."""
+    if not user.admin_banned:
+        return None
+    return UserBan.objects.filter(_in_force(now or clock.now()), user=user).order_by("-created_at").first()
+
+
+def bans_in_force(*, limit: int = 50) -> tuple[list[UserBan], int]:
+    """Bans in force (newest first, at most `limit`) and how many there are in all."""
+    bans = UserBan.objects.filter(_in_force(clock.now())).select_related("user").order_by("-created_at")
+    return list(bans[:limit]), bans.count()
+
+
+def admin_command_record(*, admin_id: int, command: str, arguments: str, ok: bool, result: str) -> AdminCommand:
+    """Keep what an admin asked of the bot and what came of it, for the operator console."""
+    return AdminCommand.objects.create(
+        admin_id=admin_id, command=command[:32], arguments=arguments[:255], ok=ok, result=result[:255]
+    )
+
+
+def ban_notice(*, ban: UserBan) -> str:
+    """What a banned user is told when they open a file link."""
+    from django.utils.html import escape
+
+    from botapp.services.premium import moment_text
+
+    until = f"until {moment_text(moment=ban.until)}" if ban.until else "by an admin"
+    reason = f" Reason: {escape(ban.reason)}" if ban.reason else ""
+    return f"🚫 You are banned {until}: files cannot be sent to you.{reason}"

@@ -1,0 +1,80 @@
+"""Ending premium plans: plans whose time is over are marked ended and their users told, once.
+
+Premium stops at `ends_at` whatever this job does (the delivery gate reads the user's
+`premium_until`); the job closes the plan and sends the notice (with the "Get premium" button of
+Bot settings). At most once: a plan is marked ended when claimed, before its notice is sent.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from botapp import clock
+from botapp.models import BotSettings, PremiumPlan
+from botapp.services.premium import ENDED_NOTICE, EndedPlan, premium_offer, premium_plans_end_due
+from botapp.services.users import unreachable_state, users_mark_unreachable
+from botapp.telegram.gateway import Gateway, TelegramError
+from scheduler.jobs.bulk import rows_update
+from scheduler.jobs.registry import Job, Outcome, job_register
+from scheduler.jobs.sweep import sweep_outcome
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Told:
+    plan_id: int
+    chat_id: int
+    notice: str  # "sent", or why not
+    unreachable: str = ""
+    failed: bool = False  # Telegram refused for a reason other than the user's own
+
+
+@dataclass
+class PremiumExpirySweep:
+    gateway: Gateway
+    conf: BotSettings = field(default_factory=BotSettings.load)
+
+    def claim(self, n: int) -> list[EndedPlan]:
+        plans = premium_plans_end_due(limit=n)
+        self.gateway.peers_remember({p.chat_id: p.access_hash for p in plans if not p.skip})
+        return plans
+
+    def work(self, plan: EndedPlan) -> Told:
+        if plan.skip:
+            return Told(plan.plan_id, plan.chat_id, plan.skip)
+        text, rows = premium_offer(conf=self.conf)
+        try:
+            self.gateway.send_text(plan.chat_id, "\n\n".join(filter(None, [ENDED_NOTICE, text])), buttons=rows or None)
+        except TelegramError as exc:
+            log.info("premium end not told plan=%s user=%s: %s", plan.plan_id, plan.chat_id, exc)
+            unreachable = unreachable_state(exc=exc)
+            return Told(plan.plan_id, plan.chat_id, f"not told: {exc}"[:255], unreachable, failed=not unreachable)
+        return Told(plan.plan_id, plan.chat_id, f"sent {clock.now():%Y-%m-%d %H:%M}")
+
+    def handback(self, plan: EndedPlan, exc: Exception) -> Told:
+        return Told(plan.plan_id, plan.chat_id, f"not told: {exc}"[:255], failed=True)
+
+    def record(self, results: list[Told]) -> tuple[int, int]:
+        rows_update(PremiumPlan, [{"id": r.plan_id, "notice": r.notice} for r in results], ["notice"])
+        users_mark_unreachable(by_telegram_id={r.chat_id: r.unreachable for r in results if r.unreachable})
+        return len(results), sum(r.failed for r in results)
+
+
+def end_premium_plans(*, gateway: Gateway | None = None, dry_run: bool = False, batch_size: int = 200) -> Outcome:
+    if dry_run:
+        due = PremiumPlan.objects.filter(status=PremiumPlan.Status.ACTIVE, ends_at__lte=clock.now()).count()
+        return Outcome(due, detail="premium plans past their end")
+    return sweep_outcome(PremiumExpirySweep(gateway), batch_size=batch_size, time_budget=50.0, concurrency=4)
+
+
+job_register(
+    Job(
+        "end_premium_plans",
+        end_premium_plans,
+        {"minute": "*/10"},
+        "End expired premium plans and tell their users",
+        needs_gateway=True,
+    )
+)
