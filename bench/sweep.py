@@ -30,11 +30,12 @@ from django.test.utils import CaptureQueriesContext
 
 from botapp import clock
 from botapp.models import BotSettings, PendingDeletion, TelegramUser
+from botapp.services.autodelete import DeletionSweep
 from botapp.services.users import user_access_hash
 from botapp.telegram.server.offline import offline_gateway
 from botapp.telegram.server.server import TelegramServer
 from botapp.telegram.server.state import User
-from scheduler.jobs.deletions import DeletionSweep, delete_due_messages
+from scheduler.jobs.deletions import delete_due_messages
 
 BASE = 50_000_000  # chat i (1..due) is user BASE + i; its message to delete has id i on the server
 BATCH, THREADS = 500, 8  # delete_due_messages's batch_size and sweep_outcome's concurrency (production)

@@ -3,7 +3,11 @@ import logging
 import redis
 from django.conf import settings
 from django.db import connection
+from django.db.models import Max
 from django.http import HttpResponseNotFound, HttpResponseRedirect, JsonResponse
+from django.shortcuts import render
+from django.template.response import TemplateResponse
+from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from botapp.services.outgoing import click_record
@@ -46,3 +50,49 @@ def go(request, token: str):
     if target is None:
         return HttpResponseNotFound("This link is not valid.")
     return HttpResponseRedirect(target)
+
+
+def client_ip(request) -> str | None:
+    """The visitor's address for login throttling: with PROXY_COUNT proxies in front of gunicorn,
+    the address the outermost of them appended to X-Forwarded-For (the PROXY_COUNT-th from the
+    right; what a client wrote to the left of it is not trusted); otherwise the connection's own."""
+    if settings.PROXY_COUNT:
+        hops = [hop.strip() for hop in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if hop.strip()]
+        if len(hops) >= settings.PROXY_COUNT:
+            return hops[-settings.PROXY_COUNT]
+    return request.META.get("REMOTE_ADDR")
+
+
+def login_locked_out(request, response=None, credentials=None):
+    """django-axes' answer to a locked-out log-in: the login page the admin just rendered, its
+    error replaced by the reason and when log-in opens again (HTTP 429). Any login template works,
+    themed or not, as long as it shows the form's errors."""
+    username = (credentials or {}).get("username") or request.POST.get("username", "")
+    message = _lockout_message(request, username)
+    form = getattr(response, "context_data", None) and response.context_data.get("form")
+    if form is None or not hasattr(form, "add_error"):
+        return render(request, "login_locked.html", {"message": message}, status=429)
+    form.errors.clear()
+    form.add_error(None, message)
+    locked = TemplateResponse(request, response.template_name, response.context_data, status=429)
+    return locked.render()
+
+
+def _lockout_message(request, username: str) -> str:
+    from axes.models import AccessAttempt
+
+    minutes = int(settings.AXES_COOLOFF_TIME.total_seconds() // 60)
+    last = AccessAttempt.objects.filter(username=username, ip_address=getattr(request, "axes_ip_address", None)).aggregate(
+        last=Max("attempt_time")
+    )["last"]
+    until = timezone.localtime(last + settings.AXES_COOLOFF_TIME) if last else None
+    if until is None:
+        when = f"for {minutes} minutes"
+    else:
+        day = "" if until.date() == timezone.localdate() else f"{until:%d %b} "
+        when = f"until {day}{until:%H:%M} ({until.tzname()})"
+    return (
+        f"Too many failed log-ins with this user name from your address: log-in is locked {when}. "
+        "Attempts until then are refused, even with the right password. "
+        "An administrator can lift the lock sooner."
+    )

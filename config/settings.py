@@ -1,6 +1,7 @@
 """Courier settings. Everything an operator changes comes from the environment (12-factor);
 see .env.example for every variable. Nothing here talks to the network at import time."""
 
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -29,6 +30,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_celery_beat",
+    "axes",
     "botapp",
     "scheduler",
 ]
@@ -42,7 +44,30 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "axes.middleware.AxesMiddleware",  # last, as django-axes asks: turns a lock-out into its page
 ]
+
+# --- Login throttling (django-axes): LOGIN_FAILURE_LIMIT failed log-ins with one user name from one
+# address lock that pair out for LOGIN_COOLOFF_MINUTES (counted from the lock-out: attempts while
+# locked, the right password included, are refused and do not extend it). Attempts are kept in the
+# database, so every gunicorn worker and every web process sees the same count (a per-process
+# cache would give each worker its own limit). The lock-out answer is the admin's login page with
+# the reason (botapp/views.py). Unlock early: python manage.py axes_reset_username NAME.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
+AXES_FAILURE_LIMIT = env.int("LOGIN_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = timedelta(minutes=env.int("LOGIN_COOLOFF_MINUTES", default=30))
+# One user name from one address: a stranger elsewhere cannot lock an operator out by guessing.
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True  # a typo now and then never adds up to a lock-out
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_LOCKOUT_CALLABLE = "botapp.views.login_locked_out"
+AXES_CLIENT_IP_CALLABLE = "botapp.views.client_ip"
+AXES_VERBOSE = False  # no banner from every process at start; failures and lock-outs are still logged
+# Reverse proxies in front of gunicorn that append the client's address to X-Forwarded-For (nginx:
+# proxy_add_x_forwarded_for). 0: the connection's own address. Behind a proxy, leaving it 0 makes
+# every visitor the proxy's address, and one user name's lock-out everyone's.
+PROXY_COUNT = env.int("PROXY_COUNT", default=0)
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"

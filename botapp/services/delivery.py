@@ -1,4 +1,4 @@
-"""From a deep link to files in the user's chat: gates, delivery, auto-delete.
+"""From a deep link to files in the user's chat: gates, then delivery (auto-delete: services/autodelete.py).
 
 `file_request` is the whole journey of `/start <payload>`; every outcome sends the user a reply
 (a friendly one when the link is bad), and nothing here raises for user input.
@@ -15,16 +15,17 @@ from botapp.models import (
     BotSettings,
     ChannelJoinRequest,
     ForceSubChannel,
-    PendingDeletion,
     StoredFile,
     TelegramUser,
     VerificationToken,
 )
+from botapp.services.autodelete import deletion_schedule, deletion_warning
 from botapp.services.files import deep_link
 from botapp.services.invites import invite_link_current
 from botapp.services.legacy import legacy_file_resolve, legacy_payload_parse
 from botapp.services.shortener import shortlink_create
 from botapp.services.stats import delivery_count
+from botapp.services.texts import human_span
 from botapp.services.verification import (
     TOKEN_PREFIX,
     LimitReached,
@@ -68,16 +69,6 @@ TOKEN_UNKNOWN = "This verification link is not valid. Open the file link again t
 TOKEN_NOT_YOURS = "This verification link belongs to someone else. Open the file link yourself to get your own."
 TOKEN_USED = "This verification link was already used."
 TOKEN_EXPIRED = "This verification link has expired. Here is a new one:"
-WILL_DELETE = "⏳ These files will be deleted in {minutes}. Save them somewhere else if you want to keep them."
-
-
-def human_span(*, delta: timedelta) -> str:
-    """`delta` as users read it ("1 day 2 h 5 min"), to the minute; never less than "1 min"."""
-    minutes = max(1, round(delta.total_seconds() / 60))
-    days, rem = divmod(minutes, 24 * 60)
-    hours, mins = divmod(rem, 60)
-    parts = [f"{days} day{'s' * (days != 1)}" if days else "", f"{hours} h" if hours else "", f"{mins} min" if mins else ""]
-    return " ".join(p for p in parts if p)
 
 
 class Delivery:
@@ -243,9 +234,7 @@ def file_deliver(*, gateway: Gateway, chat_id: int, stored: StoredFile, conf: Bo
     now = clock.now()
     notice = FILE_INCOMPLETE.format(sent=len(sent)) if incomplete is not None else ""
     if conf.auto_delete_minutes:
-        notice = " ".join(
-            filter(None, [notice, WILL_DELETE.format(minutes=human_span(delta=timedelta(minutes=conf.auto_delete_minutes)))])
-        )
+        notice = " ".join(filter(None, [notice, deletion_warning(minutes=conf.auto_delete_minutes)]))
     ids = [s.message_id for s in sent]
     if notice:
         try:
@@ -253,21 +242,6 @@ def file_deliver(*, gateway: Gateway, chat_id: int, stored: StoredFile, conf: Bo
         except TelegramError as exc:  # the files arrived: they are recorded for deletion all the same
             log.warning("delivery notice not sent share=%s chat=%s: %s", stored.share_id, chat_id, exc)
     if conf.auto_delete_minutes:
-        PendingDeletion.objects.create(
-            chat_id=chat_id,
-            message_ids=ids,
-            delete_at=now + timedelta(minutes=conf.auto_delete_minutes),
-            share_id=stored.share_id,
-        )
+        deletion_schedule(chat_id=chat_id, message_ids=ids, share_id=stored.share_id, minutes=conf.auto_delete_minutes, now=now)
     delivery_count(stored_id=stored.pk, at=now)
     return sent
-
-
-def deleted_notice_send(*, gateway: Gateway, chat_id: int, share_id: str, text: str) -> Sent:
-    """After an auto-delete: say so, with *Get files again* (the same deep link; none without a
-    share id) and *Close*. Telegram's refusal is raised to the caller."""
-    buttons = [[Button("❌ Close", callback_data="close")]]
-    if share_id:
-        again = Button("♻️ Get files again", url=deep_link(bot_username=gateway.bot_username, payload=share_id))
-        buttons = [[again, buttons[0][0]]]
-    return gateway.send_text(chat_id, text, buttons=buttons)

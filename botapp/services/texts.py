@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import string
+from datetime import timedelta
 
 from botapp.telegram.gateway import TgUser
 
@@ -32,3 +33,12 @@ def text_render(*, template: str, tg: TgUser | None = None, **extra) -> str:
         return string.Formatter().vformat(template, (), fields)
     except (ValueError, IndexError, AttributeError, KeyError):
         return template
+
+
+def human_span(*, delta: timedelta) -> str:
+    """`delta` as users read it ("1 day 2 h 5 min"), to the minute; never less than "1 min"."""
+    minutes = max(1, round(delta.total_seconds() / 60))
+    days, rem = divmod(minutes, 24 * 60)
+    hours, mins = divmod(rem, 60)
+    parts = [f"{days} day{'s' * (days != 1)}" if days else "", f"{hours} h" if hours else "", f"{mins} min" if mins else ""]
+    return " ".join(p for p in parts if p)

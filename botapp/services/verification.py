@@ -61,32 +61,50 @@ def token_issue(
     """A token for this user (reusing their unexpired pending one), within the daily limit.
 
     `link(token)` makes the shortlink stored with a new token; it is called only once the daily
-    limit allowed the token, so a user at the limit costs no call to the shortener. Three queries
-    for a new token: the pending one looked up, the day's counter taken (`daily_token_take`), the
-    token inserted with its shortlink. The last two are not one transaction, so that no lock is
-    held while the shortener (an HTTP call) answers: a crash between them charges the user a token
-    they never got, and the limit holds in every case.
+    limit allowed the token, so a user at the limit costs no call to the shortener. A pending token
+    is found with one query and no lock. Otherwise the user's row is locked (SELECT ... FOR UPDATE)
+    and the pending token looked up again, so requests of one user that race (runbot answers
+    updates on many threads) queue there and all get the one token the first of them made: one
+    token and one count however many requests race. The lock is held while the shortener answers
+    (at most its timeout), so the ones waiting get the token with its shortlink; it holds back only
+    that user's other requests.
     """
-    now = clock.now()
-    current = (
-        VerificationToken.objects.filter(user=user, status=Status.PENDING, expires_at__gt=now).order_by("-created_at").first()
-    )
+    current = _pending_token(user=user, share_id=share_id)
     if current is not None:
-        if current.share_id != share_id:
-            current.share_id = share_id
-            current.save(update_fields=["share_id"])
         return current
-    if not daily_token_take(user=user, limit=conf.daily_token_limit):
-        return LimitReached(resets_at=clock.today_start() + timedelta(days=1))
-    token = token_new()
-    return VerificationToken.objects.create(
-        token=token,
-        user=user,
-        share_id=share_id,
-        short_url=link(token),
-        created_at=now,
-        expires_at=now + timedelta(minutes=conf.token_ttl_minutes),
+    with transaction.atomic():
+        # Lock, then look again in a statement of its own: under READ COMMITTED a new statement sees
+        # what the request that held the lock before this one committed (a subquery in the locking
+        # statement would not: its snapshot predates the wait).
+        TelegramUser.objects.select_for_update().filter(pk=user.pk).values_list("pk", flat=True).first()
+        current = _pending_token(user=user, share_id=share_id)
+        if current is not None:
+            return current
+        if not daily_token_take(user=user, limit=conf.daily_token_limit):
+            return LimitReached(resets_at=clock.today_start() + timedelta(days=1))
+        now = clock.now()
+        token = token_new()
+        return VerificationToken.objects.create(
+            token=token,
+            user=user,
+            share_id=share_id,
+            short_url=link(token),
+            created_at=now,
+            expires_at=now + timedelta(minutes=conf.token_ttl_minutes),
+        )
+
+
+def _pending_token(*, user: TelegramUser, share_id: str) -> VerificationToken | None:
+    """The user's newest unexpired pending token, now asked for `share_id`."""
+    current = (
+        VerificationToken.objects.filter(user=user, status=Status.PENDING, expires_at__gt=clock.now())
+        .order_by("-created_at")
+        .first()
     )
+    if current is not None and current.share_id != share_id:
+        current.share_id = share_id
+        current.save(update_fields=["share_id"])
+    return current
 
 
 def daily_token_take(*, user: TelegramUser, limit: int) -> bool:

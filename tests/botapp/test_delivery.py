@@ -133,7 +133,7 @@ def test_verified_user_start_runs_a_constant_number_of_queries(chat, conf, teleg
 
 def test_auto_delete_survives_a_restart(alice, conf, stored, telegram, chat, bot, gateway):
     """Deliver through runbot, stop it, delete from a worker: only the database row carries over."""
-    from scheduler.jobs.deletions import DeletionSweep
+    from botapp.services.autodelete import DeletionSweep
     from scheduler.jobs.sweep import Sweep
 
     chat(alice, f"/start {stored.share_id}")

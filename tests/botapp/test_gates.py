@@ -1,5 +1,6 @@
 """Access gates: forced subscription and token verification."""
 
+import time
 from datetime import timedelta
 from urllib.parse import parse_qs, urlparse
 
@@ -221,3 +222,28 @@ def test_admins_skip_the_gates(chat, verify_on, stored, channel):
     from tests.conftest import ADMIN
 
     assert files_in(chat(TgUser(id=ADMIN, first_name="Op"), f"/start {stored.share_id}")) == ["Report", "Read me"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_token_requests_share_one_pending_token():
+    """A user tapping a file link many times at once (runbot answers updates on 16 threads) gets one
+    token, counted once: the requests queue on the user's row instead of each finding no pending
+    token and taking one of the day's five. The shortener's answer takes a moment, as a real one does."""
+    from botapp.models import BotSettings
+    from botapp.services.verification import token_issue
+    from tests.concurrency import run_in_threads
+    from tests.factories import TelegramUserFactory
+
+    user, conf = TelegramUserFactory(), BotSettings.load()
+    shortened = []
+
+    def link(token):
+        time.sleep(0.05)
+        shortened.append(token)
+        return f"https://short.example/{token}"
+
+    issued = run_in_threads(lambda: token_issue(user=user, share_id="f1", conf=conf, link=link), n=20)
+
+    assert {t.token for t in issued} == {VerificationToken.objects.get(user=user).token}
+    assert {t.short_url for t in issued} == {f"https://short.example/{shortened[0]}"} and len(shortened) == 1
+    assert DailyTokenCount.objects.get(user=user).count == 1

@@ -9,7 +9,7 @@ from django.test.utils import CaptureQueriesContext
 
 from botapp import clock
 from botapp.models import PendingDeletion, TelegramUser
-from scheduler.jobs.deletions import DeletionSweep
+from botapp.services.autodelete import DeletionSweep
 from scheduler.jobs.registry import job_run
 from scheduler.jobs.sweep import Sweep
 from scheduler.models import JobRun

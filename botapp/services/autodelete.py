@@ -1,0 +1,161 @@
+"""Auto-delete, the whole story: a delivery schedules its messages' deletion (`deletion_schedule`,
+the one durable row a delivery writes), the `delete_due_messages` sweep deletes them when due
+(`DeletionSweep`: claim, work, record), and the user is told with the "deleted" notice
+(`deleted_notice_send`: *Get files again* and *Close*).
+
+At-least-once: a claim whose worker died is handed back by the reaper, and deleting twice is
+harmless. Messages Telegram will no longer delete (older than 48 h, already gone, bot blocked) are
+logged and their row removed, never retried forever; a FloodWait or an outage hands the row back
+for a later run, MAX_ATTEMPTS times at most.
+
+The scheduler only wires `DeletionSweep` into its sweep loop and job registry
+(scheduler/jobs/deletions.py): botapp never imports scheduler.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.db.models import F, OuterRef, Subquery
+
+from botapp import clock
+from botapp.models import BotSettings, ClaimStatus, PendingDeletion, TelegramUser
+from botapp.services.files import deep_link
+from botapp.services.texts import human_span
+from botapp.services.users import unreachable_state, users_mark_unreachable
+from botapp.telegram.gateway import Button, FloodWait, Gateway, Sent, TelegramError, TransientError
+
+log = logging.getLogger(__name__)
+
+WILL_DELETE = "⏳ These files will be deleted in {minutes}. Save them somewhere else if you want to keep them."
+
+LEASE = timedelta(minutes=5)  # a claimed row whose sweeper is silent this long goes back (the reaper)
+MAX_ATTEMPTS = 5
+RETRY_AFTER = timedelta(minutes=1)
+
+
+# --- when a file is delivered --------------------------------------------------------------------
+
+
+def deletion_warning(*, minutes: int) -> str:
+    """The line a delivery adds to tell the user when the files will be deleted."""
+    return WILL_DELETE.format(minutes=human_span(delta=timedelta(minutes=minutes)))
+
+
+def deletion_schedule(*, chat_id: int, message_ids: Sequence[int], share_id: str, minutes: int, now: datetime) -> PendingDeletion:
+    """Record that these messages are to be deleted `minutes` after `now`: one INSERT, its own
+    transaction, so the deletion survives any restart. `share_id` makes the notice's *Get files
+    again* button (empty: no button)."""
+    return PendingDeletion.objects.create(
+        chat_id=chat_id, message_ids=list(message_ids), delete_at=now + timedelta(minutes=minutes), share_id=share_id
+    )
+
+
+def deletions_due_count(*, now: datetime) -> int:
+    """How many deletions a sweep would take now (the job's dry run)."""
+    return PendingDeletion.objects.filter(status=ClaimStatus.PENDING, delete_at__lte=now).count()
+
+
+# --- when they are due ---------------------------------------------------------------------------
+
+
+@dataclass
+class Due:
+    id: int
+    chat_id: int
+    message_ids: list[int]
+    share_id: str
+
+
+@dataclass
+class Done:
+    id: int
+    chat_id: int
+    outcome: str  # deleted | skipped | retry | failed
+    unreachable: str = ""  # a TelegramUser.State when the user blocked the bot or is gone
+    error: str = ""
+
+
+@dataclass
+class DeletionSweep:
+    """claim / work / handback / record for the sweep loop (scheduler/jobs/sweep.py): the claim
+    leases due rows with SKIP LOCKED, `work` calls Telegram with no lock held, `record` settles a
+    batch in a constant number of statements."""
+
+    gateway: Gateway
+    conf: BotSettings = field(default_factory=BotSettings.load)
+
+    def claim(self, n: int) -> list[Due]:
+        now = clock.now()
+        with transaction.atomic():
+            rows = list(
+                PendingDeletion.objects.select_for_update(skip_locked=True, of=("self",))
+                .filter(status=ClaimStatus.PENDING, delete_at__lte=now)
+                .order_by("delete_at")
+                .annotate(
+                    access_hash=Subquery(TelegramUser.objects.filter(telegram_id=OuterRef("chat_id")).values("access_hash")[:1])
+                )
+                .values_list("id", "chat_id", "message_ids", "share_id", "access_hash")[:n]
+            )
+            if rows:
+                PendingDeletion.objects.filter(id__in=[r[0] for r in rows]).update(
+                    status=ClaimStatus.CLAIMED, lease_until=now + LEASE
+                )
+        self.gateway.peers_remember({r[1]: r[4] for r in rows})
+        return [Due(*r[:4]) for r in rows]
+
+    def work(self, due: Due) -> Done:
+        try:
+            deleted = self.gateway.delete_messages(due.chat_id, due.message_ids)
+        except (FloodWait, TransientError) as exc:
+            return Done(due.id, due.chat_id, "retry", error=str(exc))
+        except TelegramError as exc:
+            log.warning("deletion failed deletion=%s chat=%s: %s", due.id, due.chat_id, exc)
+            return Done(due.id, due.chat_id, "failed", error=str(exc))
+        if deleted < len(due.message_ids):
+            # Older than 48 h, already deleted by the user, or the chat is gone: nothing more to do.
+            log.info("deletion=%s chat=%s: Telegram deleted %s of %s", due.id, due.chat_id, deleted, len(due.message_ids))
+        try:
+            deleted_notice_send(
+                gateway=self.gateway, chat_id=due.chat_id, share_id=due.share_id, text=self.conf.deleted_notice_text
+            )
+        except TelegramError as exc:
+            if unreachable := unreachable_state(exc=exc):  # the user blocked the bot or deleted their account
+                return Done(due.id, due.chat_id, "skipped", unreachable=unreachable)
+            # The messages are gone; a missing notice is not worth a second deletion pass.
+            log.warning("deleted notice not sent deletion=%s chat=%s: %s", due.id, due.chat_id, exc)
+        return Done(due.id, due.chat_id, "deleted" if deleted else "skipped")
+
+    def handback(self, due: Due, exc: Exception) -> Done:
+        return Done(due.id, due.chat_id, "retry", error=f"handed back: {exc}")
+
+    def record(self, results: list[Done]) -> tuple[int, int]:
+        finished = [r.id for r in results if r.outcome != "retry"]
+        retry = [r.id for r in results if r.outcome == "retry"]
+        if finished:
+            PendingDeletion.objects.filter(id__in=finished).delete()
+        if retry:
+            now = clock.now()
+            PendingDeletion.objects.filter(id__in=retry, attempts__lt=MAX_ATTEMPTS - 1).update(
+                status=ClaimStatus.PENDING, lease_until=None, delete_at=now + RETRY_AFTER, attempts=F("attempts") + 1
+            )
+            PendingDeletion.objects.filter(id__in=retry, status=ClaimStatus.CLAIMED).delete()  # out of attempts
+        users_mark_unreachable(by_telegram_id={r.chat_id: r.unreachable for r in results if r.unreachable})
+        return sum(r.outcome in ("deleted", "skipped") for r in results), sum(r.outcome in ("failed", "retry") for r in results)
+
+
+# --- and then ------------------------------------------------------------------------------------
+
+
+def deleted_notice_send(*, gateway: Gateway, chat_id: int, share_id: str, text: str) -> Sent:
+    """After an auto-delete: say so, with *Get files again* (the same deep link; none without a
+    share id) and *Close*. Telegram's refusal is raised to the caller."""
+    buttons = [[Button("❌ Close", callback_data="close")]]
+    if share_id:
+        again = Button("♻️ Get files again", url=deep_link(bot_username=gateway.bot_username, payload=share_id))
+        buttons = [[again, buttons[0][0]]]
+    return gateway.send_text(chat_id, text, buttons=buttons)
