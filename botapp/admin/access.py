@@ -50,6 +50,13 @@ class DailyTokenCountAdmin(admin.ModelAdmin):
 class ForceSubChannelAdmin(admin.ModelAdmin):
     list_display = ("title", "chat_id", "invite_link", "invite_ttl_minutes", "join_request", "enabled", "position")
     readonly_fields = ("current_link", "current_link_expires_at")
+
+    def save_model(self, request, obj, form, change):
+        # A stored link made under the old lifetime or mode must not be shown any more.
+        if change and {"invite_ttl_minutes", "join_request", "chat_id"} & set(form.changed_data):
+            obj.current_link, obj.current_link_expires_at = "", None
+        super().save_model(request, obj, form, change)
+
     list_editable = ("enabled", "position")
     list_filter = ("enabled", "join_request")
     search_fields = ("title", "=chat_id")

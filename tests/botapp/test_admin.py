@@ -117,3 +117,30 @@ def test_force_subscribe_channel_form_explains_bad_ids_and_links(operator):
 def test_stored_file_form_wants_a_channel_id(operator):
     response = operator.post(reverse("admin:botapp_storedfile_add"), {"title": "x", "source_chat_id": "777", "message_ids": "5"})
     assert "source_chat_id" in response.context["adminform"].form.errors
+
+
+def test_changing_an_expiring_channels_lifetime_drops_its_stored_link(operator):
+    from tests.factories import ForceSubChannelFactory
+
+    channel = ForceSubChannelFactory(invite_link="", invite_ttl_minutes=30, current_link="https://t.me/+old")
+    url = reverse("admin:botapp_forcesubchannel_change", args=[channel.pk])
+    data = {"chat_id": channel.chat_id, "title": channel.title, "invite_link": "", "enabled": "on", "position": 0}
+    response = operator.post(url, {**data, "invite_ttl_minutes": 60})
+    assert response.status_code == 302
+    channel.refresh_from_db()
+    assert (channel.invite_ttl_minutes, channel.current_link) == (60, "")
+
+    response = operator.post(url, {**data, "invite_ttl_minutes": 0})
+    assert "invite_link" in response.context["adminform"].form.errors  # neither a fixed link nor expiring ones
+
+
+def test_settings_form_wants_a_channel_id_for_legacy_links(operator):
+    url = reverse("admin:botapp_botsettings_change", args=[BotSettings.load().pk])
+    form = operator.get(url).context["adminform"].form
+    data = {k: ("on" if v is True else "" if v in (False, None) else v) for k, v in form.initial.items()}
+    response = operator.post(url, {**data, "legacy_channel_id": "12345"})
+    assert "legacy_channel_id" in response.context["adminform"].form.errors
+    response = operator.post(url, {**data, "legacy_channel_id": "-1001777000123", "channel_post_links": "button"})
+    assert response.status_code == 302
+    conf = BotSettings.load()
+    assert (conf.legacy_channel_id, conf.channel_post_links) == (-1001777000123, "button")

@@ -111,7 +111,7 @@ def test_controls_over_the_socket(tmp_path):
             [sys.executable, "manage.py", "telegram_server", "--socket", str(path), "--channel", str(STORAGE)], cwd=root
         )
         try:
-            for _ in range(100):
+            for _ in range(600):  # Django's start-up alone takes over 10 s on a loaded 2-core machine
                 if path.exists():
                     break
                 time.sleep(0.1)
