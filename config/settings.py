@@ -88,6 +88,11 @@ TIME_ZONE = env("TIME_ZONE", default="UTC")
 USE_I18N = True
 USE_TZ = True
 
+# Files kept by the default storage: attachments uploaded through the API, until (and after) the
+# sender has uploaded them to Telegram. A local folder here; production may configure any Django
+# storage backend in STORAGES["default"] instead.
+MEDIA_ROOT = Path(env("MEDIA_ROOT", default=str(VAR_DIR / "media")))
+
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 STORAGES = {

@@ -10,6 +10,7 @@ import factory
 from botapp import clock
 from botapp.models import (
     Broadcast,
+    BroadcastAttachment,
     BroadcastDelivery,
     ButtonClick,
     DailyStat,
@@ -114,6 +115,17 @@ class BroadcastDeliveryFactory(factory.django.DjangoModelFactory):
     broadcast = factory.SubFactory(BroadcastFactory)
     user = factory.SubFactory(TelegramUserFactory)
     chat_id = factory.LazyAttribute(lambda row: row.user.telegram_id)
+
+
+class BroadcastAttachmentFactory(factory.django.DjangoModelFactory):
+    """A photo of a new scheduled message, given by a Telegram file id."""
+
+    class Meta:
+        model = BroadcastAttachment
+
+    broadcast = factory.SubFactory(BroadcastFactory, kind=Broadcast.Kind.MESSAGE)
+    kind = BroadcastAttachment.Kind.PHOTO
+    file_id = factory.Sequence(lambda n: f"AgACAgIAAxkBAAI{n:08d}")
 
 
 class SequenceFactory(factory.django.DjangoModelFactory):

@@ -72,7 +72,7 @@ class BroadcastAdmin(admin.ModelAdmin):
     def progress(self, obj):
         if not obj.total:
             return "—"
-        done = obj.sent + obj.failed + obj.blocked + obj.skipped + obj.interrupted
+        done = obj.sent + obj.failed + obj.blocked + obj.skipped + obj.interrupted + obj.not_users
         return f"{done}/{obj.total} ({100 * done // obj.total}%)"
 
     @admin.display(description="preview")

@@ -2,7 +2,7 @@
 status (see ARCHITECTURE.md); each index names the query it serves."""
 
 from botapp.models.access import ChannelJoinRequest, DailyStat, DailyTokenCount, ForceSubChannel, VerificationToken
-from botapp.models.broadcasts import Broadcast, BroadcastDelivery
+from botapp.models.broadcasts import Broadcast, BroadcastAttachment, BroadcastDelivery
 from botapp.models.files import (
     TELEGRAM_DELETE_WINDOW_MINUTES,
     ClaimStatus,
@@ -19,6 +19,7 @@ from botapp.models.users import ButtonClick, TelegramUser
 __all__ = [
     "BotSettings",
     "Broadcast",
+    "BroadcastAttachment",
     "BroadcastDelivery",
     "ButtonClick",
     "ChannelJoinRequest",

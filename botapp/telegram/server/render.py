@@ -114,5 +114,6 @@ def message_tl(msg: Message, *, bot_id: int):
         reply_markup=msg.reply_markup,
         noforwards=msg.noforwards or None,
         fwd_from=fwd,
+        grouped_id=msg.grouped_id,
         restriction_reason=[],
     )
