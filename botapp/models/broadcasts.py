@@ -126,6 +126,8 @@ class BroadcastDelivery(OutgoingSend):
             models.Index(fields=["delete_at"], name="delivery_delete_due", condition=Q(status="sent", delete_at__isnull=False)),
             # The reaper: sends that crashed mid-call.
             models.Index(fields=["lease_until"], name="delivery_lease", condition=Q(status="sending")),
+            # Scheduler statistics: messages sent in the last 24 h.
+            models.Index(fields=["sent_at"], name="delivery_sent_at", condition=Q(sent_at__isnull=False)),
         ]
 
     def __str__(self) -> str:
