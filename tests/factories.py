@@ -7,6 +7,7 @@ from pathlib import Path
 
 import factory
 
+from api.models import ApiClient
 from botapp import clock
 from botapp.models import (
     Broadcast,
@@ -180,6 +181,18 @@ class JobRunFactory(factory.django.DjangoModelFactory):
     status = JobRun.Status.OK
     started_at = factory.LazyFunction(clock.now)
     finished_at = factory.LazyAttribute(lambda run: run.started_at)
+
+
+class ApiClientFactory(factory.django.DjangoModelFactory):
+    """A client with the read scope; its token is unknown (tests that call the API make theirs
+    with api.clients.apiclient_create)."""
+
+    class Meta:
+        model = ApiClient
+
+    name = factory.Sequence(lambda n: f"client{n}")
+    token_hash = factory.Sequence(lambda n: f"{n:064x}")
+    token_prefix = "courier_test"
 
 
 def meet(telegram, telegram_id: int, *, first_name: str = "Test", username: str = "") -> int:
