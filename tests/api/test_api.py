@@ -5,6 +5,7 @@ from datetime import timedelta
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
+from django.urls import reverse
 from rest_framework.test import APIClient
 
 from api.clients import apiclient_revoke, token_hash
@@ -272,3 +273,21 @@ def test_the_docs_page_is_for_clients_and_staff_only(api, admin_client, settings
     page = admin_client.get("/api/v1/docs/")
     assert page.status_code == 200 and b"swagger-ui" in page.content
     assert api("read").get("/api/v1/schema/").status_code == 200
+
+
+def test_the_admin_adds_a_client_shows_its_token_once_and_revokes_it(admin_client, settings):
+    settings.SECURE_SSL_REDIRECT = False
+    refused = admin_client.post(reverse("admin:api_apiclient_add"), {"name": "crm", "scopes": "admin", "rate": "fast"})
+    assert set(refused.context["adminform"].form.errors) == {"scopes", "rate"}
+    added = admin_client.post(
+        reverse("admin:api_apiclient_add"), {"name": "crm", "scopes": "read, write", "rate": "600/min"}, follow=True
+    )
+    shown = [str(m) for m in added.context["messages"] if "shown once" in str(m)]
+    token = shown[0].rsplit(" ", 1)[1]
+    client = ApiClient.objects.get(name="crm")
+    assert client.token_hash == token_hash(token) and client.scopes == "read,write" and client.rate == "600/min"
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert api.get("/api/v1/users/").status_code == 200
+    admin_client.post(reverse("admin:api_apiclient_changelist"), {"action": "revoke", "_selected_action": [client.pk]})
+    assert api.get("/api/v1/users/").status_code == 401
