@@ -17,7 +17,7 @@ from botapp import clock
 from botapp.admin.compose import ComposedMessageForm
 from botapp.models import Broadcast, BroadcastAttachment, BroadcastDelivery, StoredFile, TelegramUser
 from botapp.services.files import bot_username_cached, deep_link
-from botapp.services.messages import AttachmentSpec
+from botapp.services.messages import MAX_RECIPIENTS, AttachmentSpec
 from botapp.telegram.limits import BUTTON_TEXT_LENGTH
 
 
@@ -215,6 +215,17 @@ class AwareDateTimeField(serializers.DateTimeField):
         return super().to_internal_value(value)
 
 
+class TelegramIdsField(serializers.ListField):
+    """A list of Telegram ids. A JSON list of positive integers (100,000 of them in a message to a
+    list) is taken as it is, without a field object per item; anything else is checked item by item
+    for the error messages."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, list) and len(data) <= MAX_RECIPIENTS and all(type(i) is int and i > 0 for i in data):
+            return data
+        return super().to_internal_value(data)
+
+
 RECIPIENTS = [
     ("users", "The listed user_ids"),
     ("all", "Every active user"),
@@ -227,7 +238,12 @@ class MessageWriteSerializer(serializers.Serializer):
 
     send_at = AwareDateTimeField(help_text="ISO 8601 with its zone, in the future.")
     recipients = serializers.ChoiceField(choices=RECIPIENTS, default="users")
-    user_ids = serializers.ListField(child=serializers.IntegerField(min_value=1), required=False, max_length=1_000_000)
+    user_ids = TelegramIdsField(
+        child=serializers.IntegerField(min_value=1),
+        required=False,
+        max_length=MAX_RECIPIENTS,
+        help_text="With recipients: users.",
+    )
     payload = serializers.CharField(required=False, allow_blank=True, max_length=64)
     text = serializers.CharField(required=False, allow_blank=True, default="", trim_whitespace=False, max_length=8192)
     buttons = ButtonsField(required=False)

@@ -92,8 +92,8 @@ def broadcasts_start_due() -> int:
 
 
 def _queue(broadcast: Broadcast) -> int:
-    """One delivery row per recipient (one INSERT ... SELECT for all or a payload's users; one per
-    10,000 listed ids); `broadcast_queued` is sent when the transaction commits (the scheduler
+    """One delivery row per recipient (one INSERT ... SELECT; listed ids as one array on PostgreSQL,
+    10,000 per statement elsewhere); `broadcast_queued` is sent when the transaction commits (the scheduler
     wakes the sender). Listed users are queued whatever their state: the sender records why a
     stopped or unreachable one got nothing; listed ids that are no user count as `not_users`. Call
     inside a transaction, row locked. Returns the number of recipients."""
@@ -106,11 +106,17 @@ def _queue(broadcast: Broadcast) -> int:
     with connection.cursor() as cursor:
         if broadcast.audience == Broadcast.Audience.USERS:
             ids = list(broadcast.recipient_ids)
-            for start in range(0, len(ids), LIST_CHUNK):
-                chunk = ids[start : start + LIST_CHUNK]
-                marks = ", ".join(["%s"] * len(chunk))
-                cursor.execute(f"{insert} WHERE telegram_id IN ({marks}) ON CONFLICT DO NOTHING", [broadcast.pk, pending, *chunk])
-                queued += cursor.rowcount
+            if connection.vendor == "postgresql":  # the whole list as one array parameter: one statement
+                cursor.execute(f"{insert} WHERE telegram_id = ANY(%s) ON CONFLICT DO NOTHING", [broadcast.pk, pending, ids])
+                queued = cursor.rowcount
+            else:
+                for start in range(0, len(ids), LIST_CHUNK):
+                    chunk = ids[start : start + LIST_CHUNK]
+                    marks = ", ".join(["%s"] * len(chunk))
+                    cursor.execute(
+                        f"{insert} WHERE telegram_id IN ({marks}) ON CONFLICT DO NOTHING", [broadcast.pk, pending, *chunk]
+                    )
+                    queued += cursor.rowcount
             not_users = len(ids) - queued
         elif broadcast.audience == Broadcast.Audience.PAYLOAD:
             cursor.execute(
