@@ -132,11 +132,11 @@ def message_update(*, message: Broadcast, changes: dict) -> Broadcast:
             locked.title = changes["title"][:255]
         locked.save()
         if attachments is not None:
-            for old in locked.attachments.all():
-                if old.upload:
-                    old.upload.delete(save=False)
+            replaced = [old.upload for old in locked.attachments.all() if old.upload]
             locked.attachments.all().delete()
             _attach(locked, attachments)
+            # The old files leave the storage once the change is committed (not before: a rollback keeps them).
+            transaction.on_commit(lambda: [upload.delete(save=False) for upload in replaced])
     return locked
 
 
