@@ -106,8 +106,10 @@ def _queue(broadcast: Broadcast) -> int:
     with connection.cursor() as cursor:
         if broadcast.audience == Broadcast.Audience.USERS:
             ids = list(broadcast.recipient_ids)
-            if connection.vendor == "postgresql":  # the whole list as one array parameter: one statement
-                cursor.execute(f"{insert} WHERE telegram_id = ANY(%s) ON CONFLICT DO NOTHING", [broadcast.pk, pending, ids])
+            if connection.vendor == "postgresql":
+                # The whole list as one array parameter, one statement. Each user matches once however
+                # often the list names them, so no ON CONFLICT (its speculative inserts cost a third).
+                cursor.execute(f"{insert} WHERE telegram_id = ANY(%s)", [broadcast.pk, pending, ids])
                 queued = cursor.rowcount
             else:
                 for start in range(0, len(ids), LIST_CHUNK):
