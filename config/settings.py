@@ -34,8 +34,12 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_celery_beat",
     "axes",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "botapp",
     "scheduler",
+    "api",
 ]
 
 MIDDLEWARE = [
@@ -124,6 +128,11 @@ TIME_ZONE = env("TIME_ZONE", default="UTC")
 USE_I18N = True
 USE_TZ = True
 
+# Files kept by the default storage: attachments uploaded through the API, until (and after) the
+# sender has uploaded them to Telegram. A local folder here; production may configure any Django
+# storage backend in STORAGES["default"] instead.
+MEDIA_ROOT = Path(env("MEDIA_ROOT", default=str(VAR_DIR / "media")))
+
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 STORAGES = {
@@ -133,6 +142,37 @@ STORAGES = {
         if not DEBUG
         else "django.contrib.staticfiles.storage.StaticFilesStorage"
     },
+}
+
+# --- HTTP API (/api/v1/, api/): Bearer tokens per client, scopes, a rate per client counted in the
+# shared cache (Redis). Nothing is anonymous.
+API_RATE = env("API_RATE", default="120/min")
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["api.authentication.BearerAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["api.authentication.HasScope"],
+    "DEFAULT_THROTTLE_CLASSES": ["api.authentication.ClientRateThrottle"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": None,
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Courier API",
+    "DESCRIPTION": "Scheduled messages, users, files, broadcasts and scheduler statistics. "
+    "Every request carries Authorization: Bearer <token> (python manage.py apiclient_create NAME).",
+    "VERSION": "1",
+    "SCHEMA_PATH_PREFIX": "/api/v1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "BroadcastStatusEnum": "botapp.models.Broadcast.Status",
+        "ResultStatusEnum": "botapp.models.BroadcastDelivery.Status",
+        "UserStateEnum": "botapp.models.TelegramUser.State",
+    },
+    # Swagger UI from the installed package, not from a CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
 }
 
 # --- Production hardening (python manage.py check --deploy is clean with DEBUG=0) ---

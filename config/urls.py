@@ -1,10 +1,11 @@
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
 
 from botapp import views
 
 urlpatterns = [
     path("health/", views.health, name="health"),
     path("go/<str:token>/", views.go, name="go"),
+    path("api/v1/", include(("api.urls", "api"), namespace="api")),
     path("", admin.site.urls),
 ]

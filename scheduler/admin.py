@@ -8,6 +8,7 @@ from django.template.response import TemplateResponse
 from scheduler.dashboard import jobs_overview
 from scheduler.jobs.registry import JOBS
 from scheduler.models import BackgroundJob, JobRun
+from scheduler.stats import scheduler_stats
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,7 @@ class BackgroundJobAdmin(admin.ModelAdmin):
             "rows": rows,
             "failing": sum(r.failing for r in rows),
             "time_zone": settings.TIME_ZONE,
+            "scheduler_stats": scheduler_stats(),
         }
         return TemplateResponse(request, "admin/scheduler/jobs.html", context)
 

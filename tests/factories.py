@@ -7,10 +7,12 @@ from pathlib import Path
 
 import factory
 
+from api.models import ApiClient
 from botapp import clock
 from botapp.models import (
     AdminCommand,
     Broadcast,
+    BroadcastAttachment,
     BroadcastDelivery,
     ButtonClick,
     DailyStat,
@@ -119,6 +121,17 @@ class BroadcastDeliveryFactory(factory.django.DjangoModelFactory):
     chat_id = factory.LazyAttribute(lambda row: row.user.telegram_id)
 
 
+class BroadcastAttachmentFactory(factory.django.DjangoModelFactory):
+    """A photo of a new scheduled message, given by a Telegram file id."""
+
+    class Meta:
+        model = BroadcastAttachment
+
+    broadcast = factory.SubFactory(BroadcastFactory, kind=Broadcast.Kind.MESSAGE)
+    kind = BroadcastAttachment.Kind.PHOTO
+    file_id = factory.Sequence(lambda n: f"AgACAgIAAxkBAAI{n:08d}")
+
+
 class SequenceFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = Sequence
@@ -215,6 +228,18 @@ class AdminCommandFactory(factory.django.DjangoModelFactory):
     admin_id = 1000
     command = "users"
     created_at = factory.LazyFunction(clock.now)
+
+
+class ApiClientFactory(factory.django.DjangoModelFactory):
+    """A client with the read scope; its token is unknown (tests that call the API make theirs
+    with api.clients.apiclient_create)."""
+
+    class Meta:
+        model = ApiClient
+
+    name = factory.Sequence(lambda n: f"client{n}")
+    token_hash = factory.Sequence(lambda n: f"{n:064x}")
+    token_prefix = "courier_test"
 
 
 def meet(telegram, telegram_id: int, *, first_name: str = "Test", username: str = "") -> int:

@@ -9,6 +9,7 @@ from botapp import clock
 from botapp.admin.compose import ComposedMessageForm
 from botapp.models import (
     Broadcast,
+    BroadcastAttachment,
     BroadcastDelivery,
 )
 from botapp.services.broadcasts import broadcast_cancel, broadcast_start
@@ -84,7 +85,7 @@ class BroadcastAdmin(admin.ModelAdmin):
     def progress(self, obj):
         if not obj.total:
             return "—"
-        done = obj.sent + obj.failed + obj.blocked + obj.skipped + obj.interrupted
+        done = obj.sent + obj.failed + obj.blocked + obj.skipped + obj.interrupted + obj.not_users
         return f"{done}/{obj.total} ({100 * done // obj.total}%)"
 
     @admin.display(description="copy of")
@@ -161,3 +162,15 @@ class BroadcastDeliveryAdmin(admin.ModelAdmin):
     raw_id_fields = ("user", "broadcast")
     # Who and what first; the send's own fields (from OutgoingSend) after.
     fields = ("broadcast", "user", "chat_id", "status", "message_id", "lease_until", "sent_at", "delete_at", "error")
+
+
+@admin.register(BroadcastAttachment)
+class BroadcastAttachmentAdmin(admin.ModelAdmin):
+    """A scheduled message's files: whether each is on Telegram yet (its file id), or why not."""
+
+    list_display = ("broadcast", "position", "kind", "file_name", "size", "file_id", "uploaded_at", "error")
+    list_filter = ("kind", "uploaded_at")
+    search_fields = ("file_name", "file_id", "broadcast__title")
+    list_select_related = ("broadcast",)
+    raw_id_fields = ("broadcast",)
+    readonly_fields = ("file_id", "uploaded_at", "error")

@@ -2,7 +2,7 @@
 status (see ARCHITECTURE.md); each index names the query it serves."""
 
 from botapp.models.access import ChannelJoinRequest, DailyStat, DailyTokenCount, ForceSubChannel, VerificationToken
-from botapp.models.broadcasts import Broadcast, BroadcastDelivery
+from botapp.models.broadcasts import Broadcast, BroadcastAttachment, BroadcastDelivery
 from botapp.models.files import (
     TELEGRAM_DELETE_WINDOW_MINUTES,
     ClaimStatus,
@@ -23,6 +23,7 @@ __all__ = [
     "UserBan",
     "BotSettings",
     "Broadcast",
+    "BroadcastAttachment",
     "BroadcastDelivery",
     "ButtonClick",
     "ChannelJoinRequest",

@@ -1,4 +1,9 @@
-"""Broadcasts and their per-user deliveries."""
+"""Broadcasts and their per-user deliveries.
+
+A scheduled message (the HTTP API's `/messages/`) is a broadcast too (`kind` message): it has an
+audience (every active user, listed Telegram ids, or the users a start payload brought), any number
+of attachments, and goes through the same sender, deliveries and counters.
+"""
 
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
@@ -18,6 +23,15 @@ class Broadcast(models.Model):
         SENDING = "sending", "Sending"
         DONE = "done", "Done"
         CANCELLED = "cancelled", "Cancelled"
+
+    class Kind(models.TextChoices):
+        BROADCAST = "broadcast", "Broadcast"
+        MESSAGE = "message", "Scheduled message"
+
+    class Audience(models.TextChoices):
+        ALL = "all", "Every active user"
+        USERS = "users", "Listed users"
+        PAYLOAD = "payload", "Users who came through a start payload"
 
     class MediaKind(models.TextChoices):
         NONE = "", "Text only"
@@ -62,6 +76,14 @@ class Broadcast(models.Model):
     report_message_id = models.BigIntegerField(null=True, blank=True, editable=False)
     reported_at = models.DateTimeField(null=True, blank=True, editable=False)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.DRAFT)
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.BROADCAST)
+    audience = models.CharField(max_length=16, choices=Audience.choices, default=Audience.ALL)
+    audience_payload = models.CharField(
+        max_length=64, blank=True, help_text="With the payload audience: users whose first /start carried it."
+    )
+    # With the users audience: the Telegram ids listed, in the order given (rows are made when it starts).
+    recipient_ids = models.JSONField(default=list, blank=True)
+    api_client = models.CharField(max_length=64, blank=True, help_text="The API client that created it (empty: the admin).")
     created_at = models.DateTimeField(default=clock.now)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -72,6 +94,9 @@ class Broadcast(models.Model):
     skipped = models.PositiveIntegerField(default=0, help_text="Users who stopped or became unreachable after it was queued.")
     interrupted = models.PositiveIntegerField(
         default=0, help_text="Sends whose outcome is unknown (a worker died mid-call, or no answer came): never re-sent."
+    )
+    not_users = models.PositiveIntegerField(
+        default=0, help_text="Recipients who are not users of the bot (unknown, or never wrote to it): nothing was sent."
     )
 
     class Meta:
@@ -99,6 +124,7 @@ class BroadcastDelivery(OutgoingSend):
         SendStatus.BLOCKED,
         SendStatus.INTERRUPTED,
         SendStatus.DELETED,
+        SendStatus.NOT_USER,
     )
 
     broadcast = models.ForeignKey(Broadcast, on_delete=models.CASCADE, related_name="deliveries")
@@ -117,7 +143,38 @@ class BroadcastDelivery(OutgoingSend):
             models.Index(fields=["delete_at"], name="delivery_delete_due", condition=Q(status="sent", delete_at__isnull=False)),
             # The reaper: sends that crashed mid-call.
             models.Index(fields=["lease_until"], name="delivery_lease", condition=Q(status="sending")),
+            # Scheduler statistics: messages sent in the last 24 h.
+            models.Index(fields=["sent_at"], name="delivery_sent_at", condition=Q(sent_at__isnull=False)),
         ]
 
     def __str__(self) -> str:
         return f"broadcast {self.broadcast_id} -> {self.chat_id}: {self.status}"
+
+
+class BroadcastAttachment(models.Model):
+    """One file of a scheduled message. An uploaded file is kept in Django's default storage
+    (`upload`) until the sender has uploaded it to Telegram once (`file_id`, from Telegram's
+    answer); every recipient then gets it by that file id. A file id given by the caller is used as
+    it is. Several attachments go as albums where Telegram allows (botapp/services/attachments.py)."""
+
+    class Kind(models.TextChoices):
+        PHOTO = "photo", "Photo"
+        VIDEO = "video", "Video"
+        DOCUMENT = "document", "Document"
+        AUDIO = "audio", "Audio"
+
+    broadcast = models.ForeignKey(Broadcast, on_delete=models.CASCADE, related_name="attachments")
+    position = models.PositiveSmallIntegerField(default=0)
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    upload = models.FileField(upload_to="attachments/%Y/%m/", blank=True, max_length=255)
+    file_name = models.CharField(max_length=255, blank=True)
+    size = models.PositiveBigIntegerField(default=0)
+    file_id = models.CharField(max_length=512, blank=True, help_text="Telegram's file id (given, or returned by the upload).")
+    uploaded_at = models.DateTimeField(null=True, blank=True)
+    error = models.CharField(max_length=255, blank=True, help_text="Why Telegram refused the upload.")
+
+    class Meta:
+        ordering = ["broadcast", "position", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.file_name or self.file_id[:16]}"

@@ -22,6 +22,7 @@ class SendStatus(models.TextChoices):
     BLOCKED = "blocked", "User blocked the bot"
     INTERRUPTED = "interrupted", "Interrupted (not re-sent)"
     DELETED = "deleted", "Deleted after its lifetime"
+    NOT_USER = "not_user", "Not a user of the bot"
 
 
 def send_statuses(name: str, *statuses: SendStatus) -> type[models.TextChoices]:

@@ -81,6 +81,8 @@ class SequenceMessage(OutgoingSend):
             models.Index(fields=["due_at"], name="seqmsg_due", condition=Q(status="pending")),
             # The reaper: sends that crashed mid-call.
             models.Index(fields=["lease_until"], name="seqmsg_lease", condition=Q(status="sending")),
+            # Scheduler statistics: messages sent in the last 24 h.
+            models.Index(fields=["sent_at"], name="seqmsg_sent_at", condition=Q(sent_at__isnull=False)),
         ]
 
     def __str__(self) -> str:

@@ -13,6 +13,7 @@ works for CLICK_LINK_DAYS after the message was sent.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -26,8 +27,17 @@ from django.utils.html import escape
 from botapp import clock
 from botapp.models import ButtonClick, SendStatus, TelegramUser
 from botapp.services.users import unreachable_state
-from botapp.telegram.gateway import Button, FloodWait, Gateway, Media, OutcomeUnknown, Sent, TelegramError
-from botapp.telegram.limits import BUTTON_TEXT_LENGTH
+from botapp.telegram.gateway import (
+    Button,
+    CopyIncomplete,
+    FloodWait,
+    Gateway,
+    Media,
+    OutcomeUnknown,
+    Sent,
+    TelegramError,
+)
+from botapp.telegram.limits import ALBUM_GROUPS, ALBUM_SIZE, BUTTON_TEXT_LENGTH, CAPTION_LENGTH
 
 KEY_RE = re.compile(r"^[a-z0-9_-]{1,64}$")
 TG_URL_RE = re.compile(r"^tg://[a-z_]+[^\s]*$", re.IGNORECASE)  # tg://resolve?domain=x, tg://join?invite=y, ...
@@ -150,6 +160,19 @@ def click_token_of(*, url: str) -> str | None:
     return None
 
 
+def albums_of(*, media: Sequence[Media]) -> list[list[Media]]:
+    """Consecutive attachments as Telegram lets them share albums, in the order given: a new album
+    starts when the kind of group changes or the album holds ALBUM_SIZE (10) already."""
+    albums: list[list[Media]] = []
+    for item in media:
+        current = albums[-1] if albums else None
+        if current and len(current) < ALBUM_SIZE and ALBUM_GROUPS.get(current[0].kind) == ALBUM_GROUPS.get(item.kind):
+            current.append(item)
+        else:
+            albums.append([item])
+    return albums
+
+
 @dataclass(frozen=True)
 class Outgoing:
     """A composed message, parsed once, sent to many."""
@@ -158,22 +181,53 @@ class Outgoing:
     media: Media | None
     rows: list[list[ButtonSpec]]
     protect: bool
+    attachments: tuple[Media, ...] = ()  # a scheduled message's files, by Telegram file id
 
     @classmethod
-    def compose(cls, *, text: str, media_kind: str, media: str, buttons: str, protect: bool) -> Outgoing:
+    def compose(
+        cls, *, text: str, media_kind: str, media: str, buttons: str, protect: bool, attachments: Sequence[Media] = ()
+    ) -> Outgoing:
         return cls(
             text=text,
             media=Media(media_kind, media) if media_kind else None,
             rows=buttons_parse(text=buttons, check_links=False),
             protect=protect,
+            attachments=tuple(attachments),
         )
 
     def send(self, gateway: Gateway, chat_id: int, *, user_id: int | None = None) -> Sent:
-        """`user_id` is the TelegramUser pk that tracked buttons record clicks for."""
+        """`user_id` is the TelegramUser pk that tracked buttons record clicks for. Returns the first
+        message sent; several attachments that stop partway raise CopyIncomplete (what arrived)."""
         buttons = [[spec.render(user_id) for spec in row] for row in self.rows] or None
+        if self.attachments:
+            return self._send_attachments(gateway, chat_id, buttons)
         if self.media is not None:
             return gateway.send_media(chat_id, self.media, caption=self.text, buttons=buttons, protect=self.protect)
         return gateway.send_text(chat_id, self.text, buttons=buttons, protect=self.protect)
+
+    def _send_attachments(self, gateway: Gateway, chat_id: int, buttons) -> Sent:
+        """One attachment: one message with the text as caption and the buttons. Several: each album
+        (or lone file) in turn; the text is the first one's caption when it fits and there are no
+        buttons (an album cannot carry buttons), otherwise a message of its own after the files."""
+        albums = albums_of(media=self.attachments)
+        if len(albums) == 1 and len(albums[0]) == 1:
+            return gateway.send_media(chat_id, albums[0][0], caption=self.text, buttons=buttons, protect=self.protect)
+        as_caption = not buttons and len(self.text) <= CAPTION_LENGTH
+        sent: list[Sent] = []
+        try:
+            for album in albums:
+                caption = self.text if as_caption and not sent else ""
+                if len(album) == 1:
+                    sent.append(gateway.send_media(chat_id, album[0], caption=caption, protect=self.protect))
+                else:
+                    sent.extend(gateway.send_album(chat_id, album, caption=caption, protect=self.protect))
+            if self.text.strip() and not as_caption:
+                sent.append(gateway.send_text(chat_id, self.text, buttons=buttons, protect=self.protect))
+        except TelegramError as exc:
+            if sent:
+                raise CopyIncomplete(sent=sent, cause=exc) from exc
+            raise
+        return sent[0]
 
 
 UNREACHABLE_ERRORS = {TelegramUser.State.BLOCKED: "blocked the bot", TelegramUser.State.DEACTIVATED: "account deactivated"}

@@ -12,6 +12,7 @@ import abc
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import BinaryIO
 
 from botapp.telegram.limits import CALLBACK_DATA_BYTES, IDS_PER_CALL
 
@@ -231,6 +232,17 @@ class Gateway(abc.ABC):
     def send_media(
         self, chat_id: int, media: Media, *, caption: str = "", buttons: Keyboard | None = None, protect: bool = False
     ) -> Sent: ...
+
+    @abc.abstractmethod
+    def send_album(self, chat_id: int, items: Sequence[Media], *, caption: str = "", protect: bool = False) -> list[Sent]:
+        """2 to ALBUM_SIZE media (file ids) as one album (messages.sendMultiMedia, one call);
+        `caption` goes under the first. Telegram groups photos with videos, documents only with
+        documents, audio only with audio."""
+
+    @abc.abstractmethod
+    def upload(self, kind: str, file: BinaryIO, *, file_name: str, mime_type: str = "") -> str:
+        """Upload a file to Telegram without sending it (upload.saveFilePart or saveBigFilePart,
+        then messages.uploadMedia) and return its file id, which sends it to anyone from then on."""
 
     @abc.abstractmethod
     def copy_messages(

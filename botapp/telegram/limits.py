@@ -19,6 +19,16 @@ CALLBACK_DATA_BYTES = 64  # bytes of an inline button's callback data
 START_PAYLOAD_LENGTH = 64  # characters of a deep-link /start payload, [A-Za-z0-9_-]
 USERNAME_LENGTH = 64  # inferred upper bound; Telegram usernames are 5-32 characters today
 ALBUM_SIZE = 10  # media in one album (messages.sendMultiMedia)
+# Which media may share an album: photos and videos mix; documents go only with documents, audio
+# only with audio (core.telegram.org/api/files, "Albums"; the Bot API's sendMediaGroup says the same).
+ALBUM_GROUPS = {"photo": "visual", "video": "visual", "document": "document", "audio": "audio"}
+
+# --- uploads (core.telegram.org/api/files) -------------------------------------------------------
+UPLOAD_PART_SIZE = 512 * 1024  # bytes in one upload.saveFilePart / saveBigFilePart, at most
+UPLOAD_PARTS = 4000  # parts of one file, at most (8000 for premium users; bots are not premium)
+UPLOAD_BIG_FILE = 10 * 1024 * 1024  # files larger than this are uploaded with upload.saveBigFilePart
+FILE_SIZE = UPLOAD_PART_SIZE * UPLOAD_PARTS  # 2000 MiB: the largest file a bot uploads
+PHOTO_SIZE = 10 * 1024 * 1024  # a photo, at most (the Bot API's documented sendPhoto limit; larger images go as documents)
 
 # --- time windows --------------------------------------------------------------------------------
 DELETE_WINDOW = timedelta(hours=48)  # bots may delete messages in private chats only this long

@@ -16,15 +16,17 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import io
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Protocol
+from typing import BinaryIO, Protocol
 
 from pyrogram import Client, enums, errors, raw, types, utils
+from pyrogram.file_id import FileId, FileType
 from pyrogram.session import Session
 
 from botapp.telegram.gateway import (
@@ -197,6 +199,33 @@ def markup(buttons: Keyboard | None) -> types.InlineKeyboardMarkup | None:
             for row in buttons
         ]
     )
+
+
+ALBUM_FILE_TYPES = {"photo": FileType.PHOTO, "video": FileType.VIDEO, "document": FileType.DOCUMENT, "audio": FileType.AUDIO}
+
+
+class _Named(io.RawIOBase):
+    """A file from Django's storage as kurigram's save_file reads it: seekable, with the name
+    Telegram is told (a storage's own name is its path)."""
+
+    def __init__(self, file: BinaryIO, name: str):
+        self._file, self.name = file, name
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        return self._file.read(size)
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        self._file.seek(offset, whence)
+        return self._file.tell()
+
+    def tell(self) -> int:
+        return self._file.tell()
 
 
 def sent_ids(answer) -> list[int]:
@@ -458,6 +487,70 @@ class PyrogramGateway(Gateway):
             send=True,
         )
         return Sent(chat_id, message.id)
+
+    def send_album(self, chat_id: int, items: Sequence[Media], *, caption: str = "", protect: bool = False) -> list[Sent]:
+        ids = self._call(self._send_album, chat_id, list(items), caption, protect, chat_id=chat_id, send=True)
+        return [Sent(chat_id, i) for i in ids]
+
+    async def _send_album(self, chat_id, items, caption, protect) -> list[int]:
+        message, entities = await self._parsed(caption) if caption else ("", [])
+        multi = []
+        for n, item in enumerate(items):
+            media = utils.get_input_media_from_file_id(item.file, ALBUM_FILE_TYPES[item.kind])
+            first = n == 0
+            multi.append(
+                raw.types.InputSingleMedia(
+                    media=media,
+                    random_id=self.client.rnd_id(),
+                    message=message if first else "",
+                    entities=entities if first else None,
+                )
+            )
+        answer = await self.client.invoke(
+            raw.functions.messages.SendMultiMedia(
+                peer=await self.client.resolve_peer(chat_id),
+                multi_media=multi,
+                noforwards=protect or None,
+                allow_paid_floodskip=self.paid,
+            )
+        )
+        return sent_ids(answer)
+
+    def upload(self, kind: str, file: BinaryIO, *, file_name: str, mime_type: str = "") -> str:
+        # Not a message: no slot of the send limiter. A lost answer is safe to ask again (nobody
+        # received anything), so it is not a send either.
+        return self._call(self._upload, kind, file, file_name, mime_type, paced=False)
+
+    async def _upload(self, kind, file, file_name, mime_type) -> str:
+        uploaded = await self.client.save_file(_Named(file, file_name))
+        if kind == "photo":
+            media = raw.types.InputMediaUploadedPhoto(file=uploaded)
+        else:
+            attributes = [raw.types.DocumentAttributeFilename(file_name=file_name)]
+            if kind == "video":
+                attributes.append(raw.types.DocumentAttributeVideo(duration=0, w=0, h=0, supports_streaming=True))
+            elif kind == "audio":
+                attributes.append(raw.types.DocumentAttributeAudio(duration=0, title=file_name))
+            media = raw.types.InputMediaUploadedDocument(
+                file=uploaded,
+                mime_type=mime_type or "application/octet-stream",
+                attributes=attributes,
+                force_file=True if kind == "document" else None,
+            )
+        # core.telegram.org/method/messages.uploadMedia: "peer: can be inputPeerEmpty for bots".
+        answer = await self.client.invoke(raw.functions.messages.UploadMedia(peer=raw.types.InputPeerEmpty(), media=media))
+        if isinstance(answer, raw.types.MessageMediaPhoto):
+            return types.Photo._parse(self.client, answer.photo).file_id
+        if not isinstance(answer, raw.types.MessageMediaDocument):
+            raise BadRequest(f"upload of {file_name} answered {type(answer).__name__}")
+        doc = answer.document
+        return FileId(
+            file_type=ALBUM_FILE_TYPES[kind],
+            dc_id=doc.dc_id,
+            media_id=doc.id,
+            access_hash=doc.access_hash,
+            file_reference=doc.file_reference,
+        ).encode()
 
     def copy_messages(
         self, chat_id: int, from_chat_id: int, message_ids: Sequence[int], *, caption: Caption = None, protect: bool = False

@@ -19,12 +19,13 @@ from django.db import transaction
 from django.db.models import Exists, F, OuterRef
 
 from botapp import clock
-from botapp.models import Broadcast, BroadcastDelivery, TelegramUser
+from botapp.models import Broadcast, BroadcastAttachment, BroadcastDelivery, TelegramUser
+from botapp.services.attachments import attachments_upload
 from botapp.services.broadcast_bot import broadcasts_report
 from botapp.services.broadcasts import BroadcastMessage, broadcasts_start_due
 from botapp.services.outgoing import send_failure
 from botapp.services.users import users_mark_unreachable
-from botapp.telegram.gateway import Gateway, TelegramError
+from botapp.telegram.gateway import CopyIncomplete, Gateway, PeerUnknown, TelegramError
 from scheduler.jobs.bulk import rows_update
 from scheduler.jobs.registry import Job, Outcome, job_register
 from scheduler.jobs.sweep import message_or_error, stream_outcome
@@ -60,8 +61,11 @@ class BroadcastSendSweep:
         the first second of a new broadcast, before PostgreSQL has statistics for its rows."""
         now = clock.now()
         rows: list = []
+        # A message whose files are not all on Telegram yet waits for attachments_upload.
+        not_uploaded = BroadcastAttachment.objects.filter(broadcast=OuterRef("pk"), file_id="")
+        active = Broadcast.objects.filter(status__in=ACTIVE).exclude(Exists(not_uploaded))
         with transaction.atomic():
-            for broadcast_id in Broadcast.objects.filter(status__in=ACTIVE).order_by("id").values_list("id", flat=True):
+            for broadcast_id in active.order_by("id").values_list("id", flat=True):
                 rows += list(
                     BroadcastDelivery.objects.select_for_update(skip_locked=True, of=("self",))
                     .filter(broadcast_id=broadcast_id, status=Status.PENDING)
@@ -78,9 +82,8 @@ class BroadcastSendSweep:
         self.gateway.peers_remember({r[3]: r[4] for r in rows})
         missing = ids - set(self.messages)
         if missing:  # broadcast bodies are loaded once per run, not once per batch
-            self.messages.update(
-                {b.pk: message_or_error(b, BroadcastMessage.of) for b in Broadcast.objects.filter(id__in=missing)}
-            )
+            bodies = Broadcast.objects.filter(id__in=missing).prefetch_related("attachments")
+            self.messages.update({b.pk: message_or_error(b, BroadcastMessage.of) for b in bodies})
         # A user who sent /stop (or became unreachable) after the broadcast was queued gets nothing.
         return [(*r[:4], "" if r[5] == TelegramUser.State.ACTIVE else f"user is {r[5]}") for r in rows]
 
@@ -93,6 +96,20 @@ class BroadcastSendSweep:
             raise message
         try:
             sent = message.send(self.gateway, chat_id, user_id=user_id)
+        except PeerUnknown as exc:  # no access hash: the user never wrote to the bot, nothing was sent
+            return Result(delivery_id, broadcast_id, user_id, Status.NOT_USER, error=str(exc)[:255])
+        except CopyIncomplete as exc:  # a message of several parts stopped partway: never sent again
+            failure = send_failure(exc=exc.cause, unreachable_status=Status.BLOCKED)
+            log.warning("broadcast send incomplete broadcast=%s user=%s: %s", broadcast_id, user_id, exc)
+            return Result(
+                delivery_id,
+                broadcast_id,
+                user_id,
+                Status.FAILED,
+                message_id=exc.sent[0].message_id,
+                error=str(exc)[:255],
+                unreachable=failure.unreachable,
+            )
         except TelegramError as exc:
             failure = send_failure(exc=exc, unreachable_status=Status.BLOCKED)
             if failure.status == Status.FAILED:
@@ -135,6 +152,7 @@ class BroadcastSendSweep:
                     blocked=F("blocked") + c[Status.BLOCKED],
                     skipped=F("skipped") + c[Status.SKIPPED],
                     interrupted=F("interrupted") + c[Status.INTERRUPTED],
+                    not_users=F("not_users") + c[Status.NOT_USER],
                 )
             unfinished = BroadcastDelivery.objects.filter(broadcast=OuterRef("pk"), status__in=[Status.PENDING, Status.SENDING])
             Broadcast.objects.filter(id__in=list(counts), status=Broadcast.Status.SENDING).exclude(Exists(unfinished)).update(
@@ -153,9 +171,12 @@ def send_broadcasts(*, gateway: Gateway, dry_run: bool = False, batch_size: int 
         due = BroadcastDelivery.objects.filter(status=Status.PENDING, broadcast__status__in=ACTIVE).count()
         return Outcome(due, detail="broadcast messages waiting to be sent")
     started = broadcasts_start_due()
+    uploads = attachments_upload(gateway=gateway)
     outcome = stream_outcome(BroadcastSendSweep(gateway), batch_size=batch_size, time_budget=time_budget)
     if started:
         outcome.detail += f", {started} scheduled broadcast(s) started"
+    if uploads.uploaded or uploads.failed or uploads.refused:
+        outcome.detail += f", files uploaded: {uploads.uploaded} ({uploads.failed} to retry, {uploads.refused} refused)"
     return outcome
 
 

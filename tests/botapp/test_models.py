@@ -21,6 +21,7 @@ def test_every_outgoing_send_has_the_shared_fields_and_only_its_own_statuses():
         "blocked",
         "interrupted",
         "deleted",
+        "not_user",
     ]
     assert [s.value for s in SequenceMessage.Status] == ["pending", "sending", "sent", "skipped", "failed", "interrupted"]
     assert not hasattr(SequenceMessage.Status, "BLOCKED") and not hasattr(SequenceMessage.Status, "DELETED")

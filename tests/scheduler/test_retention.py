@@ -192,7 +192,7 @@ def test_a_pruned_broadcast_keeps_the_totals_the_operator_sees(operator, telegra
     reached = [met_user(telegram) for _ in range(3)]
     blocks = met_user(telegram)
     telegram.block(blocks.telegram_id)
-    TelegramUserFactory()  # never wrote to the bot: no access hash, the send fails
+    TelegramUserFactory()  # never wrote to the bot: no access hash, not a user of the bot (nothing sent)
     sale = BroadcastFactory(title="Sale", text="50% off", delete_after_minutes=60)
     assert broadcast_start(broadcast=sale) == 5
     job_run("send_broadcasts", trigger="test", gateway=gateway)
@@ -202,11 +202,11 @@ def test_a_pruned_broadcast_keeps_the_totals_the_operator_sees(operator, telegra
     assert broadcast_start(broadcast=news) == 4  # the one who blocked the bot is no longer active
     assert broadcast_cancel(broadcast=news) == 4
     sale.refresh_from_db()
-    assert (sale.status, sale.total, sale.sent, sale.blocked, sale.failed) == ("done", 5, 3, 1, 1)
+    assert (sale.status, sale.total, sale.sent, sale.blocked, sale.failed, sale.not_users) == ("done", 5, 3, 1, 0, 1)
     assert sorted(BroadcastDelivery.objects.filter(broadcast=sale).values_list("status", flat=True)) == [
         "blocked",
         *["deleted"] * 3,
-        "failed",
+        "not_user",
     ]
     sent = BroadcastDelivery.objects.filter(broadcast=sale, status="deleted").values_list("chat_id", "message_id")
     assert sorted(chat for chat, _ in sent) == sorted(u.telegram_id for u in reached)

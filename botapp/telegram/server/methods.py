@@ -7,6 +7,7 @@ else answers INPUT_METHOD_INVALID and is logged, so a new call shows up in tests
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 import time
 import urllib.parse
@@ -18,7 +19,7 @@ from botapp import clock
 from botapp.telegram import limits
 from botapp.telegram.server import render
 from botapp.telegram.server.server import Event, RpcFault, TelegramServer, buttons_of, media_of
-from botapp.telegram.server.state import Channel, Invite, Message, User
+from botapp.telegram.server.state import Channel, File, Invite, Message, Upload, User
 
 METHODS = {}
 
@@ -332,7 +333,132 @@ def media_file(server, media):
 @method("messages.SendMedia")
 def send_media(server, query):
     check_text(query.message, caption=True)
-    return send(server, query, file=media_file(server, query.media))
+    return send(server, query, file=any_media_file(server, query.media))
+
+
+# --- uploads and albums ------------------------------------------------------------------------
+
+
+def store_part(server, file_id: int, part: int, data: bytes, *, total: int | None) -> bool:
+    """One part of an upload (core.telegram.org/api/files): at most 512 KiB, numbered from 0, at
+    most 4000 parts (2000 MiB) for a bot. The rule that every part but the last is the same size,
+    divisible by 1 KiB and dividing 512 KiB, is checked when the file is put together."""
+    if not data:
+        raise RpcFault("FILE_PART_EMPTY")
+    if len(data) > limits.UPLOAD_PART_SIZE:
+        raise RpcFault("FILE_PART_TOO_BIG")
+    if not 0 <= part < (total or limits.UPLOAD_PARTS):
+        raise RpcFault("FILE_PART_INVALID")
+    upload = server.uploads.setdefault(file_id, Upload(big=total is not None, total=total))
+    if upload.big != (total is not None) or upload.total != total:
+        raise RpcFault("FILE_PART_SIZE_CHANGED")  # inferred: one file id is uploaded one way throughout
+    upload.parts[part] = data
+    return True
+
+
+@method("upload.SaveFilePart")
+def save_file_part(server, query):
+    return store_part(server, query.file_id, query.file_part, query.bytes, total=None)
+
+
+@method("upload.SaveBigFilePart")
+def save_big_file_part(server, query):
+    if not 0 < query.file_total_parts <= limits.UPLOAD_PARTS:
+        raise RpcFault("FILE_PARTS_INVALID")
+    return store_part(server, query.file_id, query.file_part, query.bytes, total=query.file_total_parts)
+
+
+def uploaded_file(server, input_file, *, kind: str, mime_type: str) -> File:
+    """The File an InputFile / InputFileBig names, once all its parts are in (the upload is used up)."""
+    upload = server.uploads.pop(input_file.id, None)
+    big = isinstance(input_file, raw.types.InputFileBig)
+    parts = input_file.parts
+    if upload is None or upload.big != big or sorted(upload.parts) != list(range(parts)) or (big and upload.total != parts):
+        raise RpcFault("FILE_PARTS_INVALID")
+    sizes = [len(upload.parts[i]) for i in range(parts)]
+    if parts > 1 and (len(set(sizes[:-1])) != 1 or sizes[0] % 1024 or limits.UPLOAD_PART_SIZE % sizes[0] or sizes[-1] > sizes[0]):
+        raise RpcFault("FILE_PART_SIZE_INVALID")
+    data = b"".join(upload.parts[i] for i in range(parts))
+    if not big:
+        if len(data) > limits.UPLOAD_BIG_FILE:
+            raise RpcFault("FILE_PARTS_INVALID")  # inferred: more than 10 MiB must go by saveBigFilePart
+        if input_file.md5_checksum and hashlib.md5(data).hexdigest() != input_file.md5_checksum:  # noqa: S324 - Telegram's checksum
+            raise RpcFault("MD5_CHECKSUM_INVALID")
+    if kind == "photo" and len(data) > limits.PHOTO_SIZE:
+        raise RpcFault("PHOTO_SAVE_FILE_INVALID")  # inferred error name for a photo over 10 MB
+    file = server.new_file(kind, input_file.name)
+    file.size, file.mime_type, file.sha256 = len(data), mime_type, hashlib.sha256(data).hexdigest()
+    return file
+
+
+def document_kind(attributes) -> str:
+    """What Telegram makes of an uploaded document, from the attributes the client sent."""
+    if any(isinstance(a, raw.types.DocumentAttributeAnimated) for a in attributes):
+        return "animation"
+    if any(isinstance(a, raw.types.DocumentAttributeVideo) for a in attributes):
+        return "video"
+    if any(isinstance(a, raw.types.DocumentAttributeAudio) for a in attributes):
+        return "audio"
+    return "document"
+
+
+def any_media_file(server, media) -> File:
+    """media_file, plus files uploaded in parts just before (InputMediaUploaded*)."""
+    if isinstance(media, raw.types.InputMediaUploadedPhoto):
+        return uploaded_file(server, media.file, kind="photo", mime_type="image/jpeg")
+    if isinstance(media, raw.types.InputMediaUploadedDocument):
+        kind = "document" if media.force_file else document_kind(media.attributes)
+        file = uploaded_file(server, media.file, kind=kind, mime_type=media.mime_type)
+        names = [a.file_name for a in media.attributes if isinstance(a, raw.types.DocumentAttributeFilename)]
+        file.name = names[0] if names else file.name
+        return file
+    return media_file(server, media)
+
+
+@method("messages.UploadMedia")
+def upload_media(server, query):
+    """Store a file for later sends, sending nothing. A bot names no chat (inputPeerEmpty, as
+    core.telegram.org/method/messages.uploadMedia says) or one it can write to."""
+    if not isinstance(query.peer, raw.types.InputPeerEmpty):
+        resolve_chat(server, query.peer)
+    return render.media_tl(any_media_file(server, query.media))
+
+
+@method("messages.SendMultiMedia")
+def send_multi_media(server, query):
+    """An album: 2 to 10 media of one group (photos with videos; documents only with documents;
+    audio only with audio), each with its own caption, one request."""
+    items = list(query.multi_media)
+    if len(items) > limits.ALBUM_SIZE:
+        raise RpcFault("MULTI_MEDIA_TOO_LONG")
+    if len(items) < 2:
+        raise RpcFault("MEDIA_INVALID")  # inferred: the Bot API documents 2-10 items
+    for item in items:
+        check_text(item.message, caption=True)
+    files = [any_media_file(server, item.media) for item in items]
+    if None in {limits.ALBUM_GROUPS.get(f.kind) for f in files} or len({limits.ALBUM_GROUPS[f.kind] for f in files}) > 1:
+        raise RpcFault("MEDIA_INVALID")  # inferred error name for kinds that may not share an album
+    paid = bool(query.allow_paid_floodskip)
+    # Inferred: an album is one request, and counts as one send against the rates.
+    chat_id, user, channel = writable(server, query.peer, paid=paid)
+    server.claim_random_ids([item.random_id for item in items])
+    grouped_id = next(server._group_ids)
+    messages = []
+    for item, file in zip(items, files, strict=True):
+        msg = server.new_message(
+            chat_id,
+            out=True,
+            text=item.message,
+            entities=list(item.entities or []),
+            file=file,
+            noforwards=bool(query.noforwards),
+            sender_id=server.bot.id if chat_id > 0 else None,
+            paid=paid,
+            grouped_id=grouped_id,
+        )
+        messages.append(msg)
+        server.emit(Event("send", chat_id, [msg.id], text=msg.text, media=media_of(file)))
+    return new_message_updates(server, messages, [item.random_id for item in items], user, channel)
 
 
 @method("messages.ForwardMessages")

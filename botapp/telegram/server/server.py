@@ -33,7 +33,7 @@ from botapp import clock
 from botapp.telegram import limits
 from botapp.telegram.gateway import Button, Media, TgUser
 from botapp.telegram.server import render, wire
-from botapp.telegram.server.state import Bot, Channel, File, Message, User, channel_raw_id
+from botapp.telegram.server.state import Bot, Channel, File, Message, Upload, User, channel_raw_id
 
 log = logging.getLogger(__name__)
 
@@ -181,6 +181,7 @@ class TelegramServer:
         self.box: dict[int, Message] = {}  # the bot's private-chat messages, by id (one sequence)
         self.channel_messages: dict[int, dict[int, Message]] = collections.defaultdict(dict)
         self.files: dict[int, File] = {}
+        self.uploads: dict[int, Upload] = {}  # by the client's file id, until uploadMedia or a send takes it
         self._file_ids = itertools.count(5_000_000_001)
         self._box_ids = itertools.count(1)
         self._group_ids = itertools.count(13_000_000_000_000_001)  # albums' grouped_id (64-bit)

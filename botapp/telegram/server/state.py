@@ -91,6 +91,17 @@ class File:
     file_reference: bytes = field(default_factory=lambda: secrets.token_bytes(8))
     size: int = 1024
     mime_type: str = "application/octet-stream"
+    sha256: str = ""  # of the bytes uploaded (empty for files made by a test or fetched from a URL)
+
+
+@dataclass
+class Upload:
+    """A file being uploaded in parts (upload.saveFilePart / saveBigFilePart) before
+    messages.uploadMedia or a send turns it into a File."""
+
+    big: bool
+    total: int | None = None  # saveBigFilePart says how many parts there are
+    parts: dict[int, bytes] = field(default_factory=dict)
 
 
 @dataclass

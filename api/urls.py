@@ -1,0 +1,26 @@
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.authentication import SessionAuthentication
+from rest_framework.routers import SimpleRouter
+
+from api import views
+from api.authentication import BearerAuthentication, SchemaAccess
+
+router = SimpleRouter()
+router.register("messages", views.MessageViewSet, basename="message")
+router.register("users", views.UserViewSet, basename="user")
+router.register("files", views.FileViewSet, basename="file")
+router.register("broadcasts", views.BroadcastViewSet, basename="broadcast")
+
+# The schema and the docs: a client's token (read scope), or staff signed in to the admin.
+schema_access = {
+    "authentication_classes": [BearerAuthentication, SessionAuthentication],
+    "permission_classes": [SchemaAccess],
+}
+
+urlpatterns = [
+    path("scheduler/stats/", views.SchedulerStatsView.as_view(), name="scheduler-stats"),
+    path("schema/", SpectacularAPIView.as_view(**schema_access), name="schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema", **schema_access), name="docs"),
+    path("", include(router.urls)),
+]

@@ -1,0 +1,281 @@
+"""Scheduled messages: text, buttons and any number of attachments, sent at a set time to listed
+Telegram users, to every active user, or to the users a start payload brought (the HTTP API's
+`/messages/`).
+
+Each is a Broadcast of kind `message` (botapp/models/broadcasts.py) and rides the broadcast sender:
+when it comes due, `broadcasts_start_due` makes one delivery row per recipient, the
+`send_broadcasts` sweep uploads its files to Telegram once and sends each recipient the message by
+file id at the shared limiter's pace, and every recipient's result is recorded on their row (sent,
+blocked, failed with the reason, not a user of the bot, or skipped with the reason). Until it
+starts it can be edited or cancelled; a started one can only be cancelled (the rest go unsent).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.core.exceptions import ValidationError
+from django.core.files import File
+from django.db import connection, transaction
+from django.utils import timezone
+
+from botapp import clock
+from botapp.models import Broadcast, BroadcastAttachment, BroadcastDelivery, TelegramUser
+from botapp.services.outgoing import buttons_parse
+from botapp.telegram.limits import CAPTION_LENGTH, FILE_SIZE, PHOTO_SIZE, START_PAYLOAD_LENGTH, TEXT_LENGTH
+
+# Attachments of one message, at most: five full albums. Our choice (Telegram has no such limit):
+# every recipient costs a call per album, and the API must refuse something before storage fills.
+MAX_ATTACHMENTS = 50
+# Recipients listed in one message, at most (a 100,000-user list is about 1.2 MB of JSON).
+MAX_RECIPIENTS = 1_000_000
+UNKNOWN_SHOWN = 50  # unknown ids named in the error; the rest are counted
+LOOKUP_CHUNK = 10_000  # ids per query when checking or queuing a list
+
+
+@dataclass(frozen=True)
+class AttachmentSpec:
+    """One attachment as a caller gives it: a Telegram file id, or a file to keep and upload."""
+
+    kind: str  # photo | video | document | audio
+    file_id: str = ""
+    upload: File | None = None
+    file_name: str = ""
+
+    @property
+    def size(self) -> int:
+        return self.upload.size if self.upload is not None else 0
+
+    @property
+    def name(self) -> str:
+        """The file's name as recipients see it."""
+        return (self.file_name or (self.upload.name if self.upload is not None else "") or "").rsplit("/", 1)[-1]
+
+
+def message_schedule(
+    *,
+    send_at: datetime,
+    text: str = "",
+    buttons: str = "",
+    audience: str = Broadcast.Audience.USERS,
+    user_ids: Sequence[int] = (),
+    payload: str = "",
+    attachments: Sequence[AttachmentSpec] = (),
+    protect: bool = False,
+    api_client: str = "",
+    title: str = "",
+) -> Broadcast:
+    """Check and store a scheduled message; it is sent at `send_at` (a time with a zone, in the
+    future). Every mistake is reported at once as a ValidationError keyed by field: unknown user
+    ids (listed), a time in the past, a file over Telegram's size limit, too many attachments,
+    bad buttons, a text too long. Uploaded files are kept in Django's default storage."""
+    fields = _checked(
+        send_at=send_at,
+        text=text,
+        buttons=buttons,
+        audience=audience,
+        user_ids=user_ids,
+        payload=payload,
+        attachments=attachments,
+    )
+    with transaction.atomic():
+        message = Broadcast.objects.create(
+            kind=Broadcast.Kind.MESSAGE,
+            status=Broadcast.Status.SCHEDULED,
+            title=(title or _title(text, attachments))[:255],
+            protect_content=protect,
+            api_client=api_client[:64],
+            **fields,
+        )
+        _attach(message, attachments)
+    return message
+
+
+def message_update(*, message: Broadcast, changes: dict) -> Broadcast:
+    """Change a scheduled message that has not started: any of send_at, text, buttons, audience,
+    user_ids, payload, protect, title, and attachments (the list given replaces the old one). The
+    same checks as `message_schedule`; a ValidationError when it started already."""
+    with transaction.atomic():
+        locked = Broadcast.objects.select_for_update().get(pk=message.pk)
+        if locked.kind != Broadcast.Kind.MESSAGE or locked.status != Broadcast.Status.SCHEDULED:
+            raise ValidationError(
+                {"status": [f"Only a scheduled message that has not started can change; this one is {locked.status}."]}
+            )
+        current = {
+            "send_at": locked.scheduled_at,
+            "text": locked.text,
+            "buttons": locked.buttons,
+            "audience": locked.audience,
+            "user_ids": locked.recipient_ids,
+            "payload": locked.audience_payload,
+        }
+        attachments = changes.get("attachments")
+        if attachments is None:
+            kept = [
+                AttachmentSpec(a.kind, file_id=a.file_id or "stored", file_name=a.file_name) for a in locked.attachments.all()
+            ]
+        else:
+            kept = list(attachments)
+        merged = {**current, **{k: v for k, v in changes.items() if k in current}}
+        if "send_at" not in changes:
+            merged["send_at"] = None  # an unchanged time may have passed meanwhile: the sender starts it now
+        fields = _checked(**merged, attachments=kept, send_at_required=False)
+        if fields["scheduled_at"] is None:
+            fields["scheduled_at"] = locked.scheduled_at
+        for name, value in fields.items():
+            setattr(locked, name, value)
+        if "protect" in changes:
+            locked.protect_content = bool(changes["protect"])
+        if changes.get("title"):
+            locked.title = changes["title"][:255]
+        locked.save()
+        if attachments is not None:
+            replaced = [old.upload for old in locked.attachments.all() if old.upload]
+            locked.attachments.all().delete()
+            _attach(locked, attachments)
+            # The old files leave the storage once the change is committed (not before: a rollback keeps them).
+            transaction.on_commit(lambda: [upload.delete(save=False) for upload in replaced])
+    return locked
+
+
+def message_results(*, message: Broadcast) -> list[dict]:
+    """Every recipient's result, in recipient order for a list (listed ids that are no user of the
+    bot included, as `not_user`), by user otherwise: telegram_id, status, error, message_id, sent_at."""
+    rows = {
+        r["chat_id"]: {
+            "telegram_id": r["chat_id"],
+            "status": r["status"],
+            "error": r["error"],
+            "message_id": r["message_id"],
+            "sent_at": r["sent_at"],
+        }
+        for r in BroadcastDelivery.objects.filter(broadcast=message)
+        .order_by("id")
+        .values("chat_id", "status", "error", "message_id", "sent_at")
+    }
+    if message.audience != Broadcast.Audience.USERS or message.status in (Broadcast.Status.SCHEDULED, Broadcast.Status.DRAFT):
+        return list(rows.values())
+    missing = {"status": BroadcastDelivery.Status.NOT_USER, "error": "not a user of the bot", "message_id": None, "sent_at": None}
+    return [rows.get(i) or {"telegram_id": i, **missing} for i in message.recipient_ids]
+
+
+def users_unknown(*, telegram_ids: Iterable[int]) -> list[int]:
+    """The ids, in the order given, that belong to no user of the bot (one query on PostgreSQL)."""
+    ids = list(telegram_ids)
+    known: set[int] = set()
+    if connection.vendor == "postgresql":  # the whole list as one array parameter: one query
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT telegram_id FROM {TelegramUser._meta.db_table} WHERE telegram_id = ANY(%s)", [ids])
+            known.update(row[0] for row in cursor.fetchall())
+    else:
+        for start in range(0, len(ids), LOOKUP_CHUNK):
+            chunk = ids[start : start + LOOKUP_CHUNK]
+            known.update(TelegramUser.objects.filter(telegram_id__in=chunk).values_list("telegram_id", flat=True))
+    return [i for i in ids if i not in known]
+
+
+def _checked(
+    *,
+    send_at: datetime | None,
+    text: str,
+    buttons: str,
+    audience: str,
+    user_ids: Sequence[int],
+    payload: str,
+    attachments: Sequence[AttachmentSpec],
+    send_at_required: bool = True,
+) -> dict:
+    """The Broadcast fields for a valid message; every problem found, by field, otherwise."""
+    errors: dict[str, list[str]] = {}
+
+    def bad(field: str, message: str) -> None:
+        errors.setdefault(field, []).append(message)
+
+    if send_at is None:
+        if send_at_required:
+            bad("send_at", "Give the time to send it, with its zone (ISO 8601, e.g. 2030-01-01T09:00:00+00:00).")
+    elif timezone.is_naive(send_at):
+        bad("send_at", "Give the time with its zone (e.g. +00:00 or Z).")
+    elif send_at <= clock.now():
+        bad("send_at", "This time is in the past.")
+
+    ids: list[int] = []
+    if audience == Broadcast.Audience.USERS:
+        ids = list(dict.fromkeys(int(i) for i in user_ids))
+        if not ids:
+            bad("user_ids", "List at least one Telegram user id.")
+        elif len(ids) > MAX_RECIPIENTS:
+            bad("user_ids", f"At most {MAX_RECIPIENTS} recipients (got {len(ids)}).")
+        elif unknown := users_unknown(telegram_ids=ids):
+            shown = ", ".join(str(i) for i in unknown[:UNKNOWN_SHOWN])
+            more = f" and {len(unknown) - UNKNOWN_SHOWN} more" if len(unknown) > UNKNOWN_SHOWN else ""
+            bad("user_ids", f"Not users of the bot (they never wrote to it): {shown}{more}.")
+    elif audience == Broadcast.Audience.PAYLOAD:
+        if not payload or len(payload) > START_PAYLOAD_LENGTH:
+            bad("payload", f"Give the start payload (1 to {START_PAYLOAD_LENGTH} characters).")
+    elif audience != Broadcast.Audience.ALL:
+        bad("audience", "Choose users, all or payload.")
+
+    if len(attachments) > MAX_ATTACHMENTS:
+        bad("attachments", f"At most {MAX_ATTACHMENTS} attachments (got {len(attachments)}).")
+    for n, item in enumerate(attachments, start=1):
+        if item.kind not in BroadcastAttachment.Kind.values:
+            bad("attachments", f"Attachment {n}: the kind is one of {', '.join(BroadcastAttachment.Kind.values)}.")
+            continue
+        if item.upload is None and not item.file_id:
+            bad("attachments", f"Attachment {n}: give a file or a Telegram file id.")
+        limit = PHOTO_SIZE if item.kind == "photo" else FILE_SIZE
+        if item.upload is not None and item.size == 0:
+            bad("attachments", f"Attachment {n} ({item.name}): the file is empty.")
+        if item.size > limit:
+            bad(
+                "attachments",
+                f"Attachment {n} ({item.name}): {item.size} bytes is over Telegram's limit for a {item.kind} ({limit} bytes).",
+            )
+
+    if not text.strip() and not attachments:
+        bad("text", "Give a text or at least one attachment.")
+    elif len(text) > TEXT_LENGTH:
+        bad("text", f"At most {TEXT_LENGTH} characters.")
+    elif len(attachments) == 1 and len(text) > CAPTION_LENGTH:
+        bad("text", f"With one attachment the text is its caption: at most {CAPTION_LENGTH} characters.")
+    try:
+        rows = buttons_parse(text=buttons)
+    except ValidationError as exc:
+        for message in exc.messages:
+            bad("buttons", message)
+    else:
+        if rows and len(attachments) > 1 and not text.strip():
+            bad("buttons", "Buttons go under the text: with several attachments, give a text too.")
+    if errors:
+        raise ValidationError(errors)
+    return {
+        "scheduled_at": send_at,
+        "text": text,
+        "buttons": buttons,
+        "audience": audience,
+        "recipient_ids": ids,
+        "audience_payload": payload if audience == Broadcast.Audience.PAYLOAD else "",
+    }
+
+
+def _attach(message: Broadcast, attachments: Sequence[AttachmentSpec]) -> None:
+    for position, item in enumerate(attachments):
+        row = BroadcastAttachment(
+            broadcast=message,
+            position=position,
+            kind=item.kind,
+            file_id=item.file_id if item.upload is None else "",
+            file_name=item.name[:255],
+            size=item.size,
+        )
+        if item.upload is not None:
+            row.upload.save(row.file_name or "file", item.upload, save=False)
+        row.save()
+
+
+def _title(text: str, attachments: Sequence[AttachmentSpec]) -> str:
+    first_line = text.strip().splitlines()[0] if text.strip() else ""
+    return first_line[:80] or f"{len(attachments)} attachment(s)"

@@ -1,0 +1,293 @@
+"""The HTTP API as a caller sees it: tokens, scopes, every endpoint, the errors, the rate limit."""
+
+from datetime import timedelta
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.management import CommandError, call_command
+from django.urls import reverse
+from rest_framework.test import APIClient
+
+from api.clients import apiclient_revoke, token_hash
+from api.models import ApiClient
+from botapp import clock
+from botapp.models import Broadcast, BroadcastDelivery, TelegramUser
+from scheduler.jobs.registry import job_run
+from tests.factories import BroadcastFactory, JobRunFactory, TelegramUserFactory, met_user
+
+pytestmark = pytest.mark.django_db
+HOUR = timedelta(hours=1)
+
+
+def later(hours=1):
+    return (clock.now() + timedelta(hours=hours)).isoformat()
+
+
+# --- authentication and scopes ----------------------------------------------------------------------
+
+
+def test_nothing_is_anonymous_and_a_wrong_or_revoked_token_is_401(api, settings):
+    settings.SECURE_SSL_REDIRECT = False
+    anonymous = APIClient()
+    for path in ("/api/v1/messages/", "/api/v1/users/", "/api/v1/scheduler/stats/", "/api/v1/files/", "/api/v1/broadcasts/"):
+        response = anonymous.get(path)
+        assert response.status_code == 401, path
+        assert response["WWW-Authenticate"] == 'Bearer realm="api"'
+    wrong = APIClient()
+    wrong.credentials(HTTP_AUTHORIZATION="Bearer courier_not-a-token")
+    assert wrong.get("/api/v1/users/").json() == {"detail": "Unknown or revoked token."}
+    basic = APIClient()
+    basic.credentials(HTTP_AUTHORIZATION="Basic dXNlcjpwYXNz")
+    assert basic.get("/api/v1/users/").status_code == 401
+
+    client = api("read")
+    assert client.get("/api/v1/users/").status_code == 200
+    apiclient_revoke(client=client.record)
+    assert client.get("/api/v1/users/").status_code == 401
+
+
+def test_a_missing_scope_is_403(api):
+    reader, writer = api("read"), api("write")
+    assert reader.post("/api/v1/files/", {"message_ids": [1], "source_chat_id": -1001}).status_code == 403
+    response = writer.get("/api/v1/users/")
+    assert response.status_code == 403 and response.json() == {"detail": "This token lacks the read scope."}
+
+
+def test_apiclient_create_prints_the_token_once_and_keeps_only_its_hash(capsys):
+    call_command("apiclient_create", "crm", "--scopes", "read,write")
+    token = capsys.readouterr().out.strip()
+    client = ApiClient.objects.get(name="crm")
+    assert token.startswith("courier_") and len(token) > 40
+    assert client.token_hash == token_hash(token) and token not in str(client.__dict__)
+    assert client.scope_set == {"read", "write"}
+    with pytest.raises(CommandError, match="exists already"):
+        call_command("apiclient_create", "crm")
+    with pytest.raises(CommandError, match="Scopes are read and write"):
+        call_command("apiclient_create", "other", "--scopes", "admin")
+
+
+def test_each_client_has_its_own_rate_and_429_says_when_to_retry(api):
+    slow, other = api("read", rate="3/min"), api("read")
+    assert [slow.get("/api/v1/users/").status_code for _ in range(3)] == [200, 200, 200]
+    refused = slow.get("/api/v1/users/")
+    assert refused.status_code == 429 and 50 <= int(refused["Retry-After"]) <= 60
+    assert other.get("/api/v1/users/").status_code == 200  # another client is not slowed down
+
+
+# --- scheduled messages --------------------------------------------------------------------------------
+
+
+def test_schedule_list_read_change_and_cancel_a_message(api):
+    client = api()
+    ann, bob = TelegramUserFactory(), TelegramUserFactory()
+    created = client.post(
+        "/api/v1/messages/",
+        {
+            "send_at": later(),
+            "user_ids": [ann.telegram_id, bob.telegram_id],
+            "text": "<b>Sale</b> today",
+            "buttons": [[{"text": "Shop", "url": "https://shop.example"}]],
+            "attachments": [{"kind": "photo", "file_id": "AgACAgIAAxkBAAI"}],
+        },
+    )
+    assert created.status_code == 201, created.json()
+    body = created.json()
+    assert (
+        body["status"] == "scheduled" and body["recipients"] == "users" and body["user_ids"] == [ann.telegram_id, bob.telegram_id]
+    )
+    assert body["buttons"] == [[{"text": "Shop", "url": "https://shop.example"}]]
+    assert body["attachments"][0]["kind"] == "photo" and body["attachments"][0]["uploaded"]
+    assert Broadcast.objects.get(pk=body["id"]).api_client == client.record.name
+    message = f"/api/v1/messages/{body['id']}/"
+
+    assert [m["id"] for m in client.get("/api/v1/messages/?status=scheduled").json()] == [body["id"]]
+    assert client.get("/api/v1/messages/?status=done").json() == []
+    assert client.get("/api/v1/messages/?status=nonsense").status_code == 400
+
+    changed = client.patch(message, {"text": "Sale tomorrow", "user_ids": [ann.telegram_id]})
+    assert (
+        changed.status_code == 200
+        and changed.json()["text"] == "Sale tomorrow"
+        and changed.json()["user_ids"] == [ann.telegram_id]
+    )
+    assert changed.json()["attachments"][0]["file_id"] == "AgACAgIAAxkBAAI"  # untouched
+
+    cancelled = client.post(f"{message}cancel/")
+    assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+    late = client.patch(message, {"text": "again"})
+    assert late.status_code == 400 and "has not started" in late.json()["status"][0]
+    assert client.get("/api/v1/messages/999999/").status_code == 404
+
+
+@pytest.mark.django_db(transaction=True)  # the sender's pool threads read users runbot stored
+def test_a_multipart_message_with_two_files_is_sent_and_its_results_read_back(api, telegram, gateway, settings, tmp_path):
+    settings.MEDIA_ROOT = tmp_path
+    client = api()
+    ann, bob = met_user(telegram), met_user(telegram)
+    telegram.block(bob.telegram_id)
+    created = client.post(
+        "/api/v1/messages/",
+        {
+            "send_at": later(),
+            "user_ids": [ann.telegram_id, bob.telegram_id],
+            "text": "Brochure",
+            "files": [
+                SimpleUploadedFile("a.pdf", b"%PDF one", content_type="application/pdf"),
+                SimpleUploadedFile("b.pdf", b"%PDF two", content_type="application/pdf"),
+            ],
+        },
+        format="multipart",
+    )
+    assert created.status_code == 201, created.json()
+    assert [(a["kind"], a["file_name"], a["uploaded"]) for a in created.json()["attachments"]] == [
+        ("document", "a.pdf", False),
+        ("document", "b.pdf", False),
+    ]
+    clock.clock_advance(HOUR)
+    job_run("send_broadcasts", trigger="test", gateway=gateway)
+
+    detail = client.get(f"/api/v1/messages/{created.json()['id']}/").json()
+    assert detail["status"] == "done" and detail["progress"]["sent"] == 1 and detail["progress"]["blocked"] == 1
+    assert [(r["telegram_id"], r["status"]) for r in detail["results"]] == [
+        (ann.telegram_id, "sent"),
+        (bob.telegram_id, "blocked"),
+    ]
+    assert [m.file.name for m in telegram.bot_messages(ann.telegram_id)] == ["a.pdf", "b.pdf"]
+    assert telegram.bot_messages(ann.telegram_id)[0].text == "Brochure"  # the album's caption
+    assert all(a["uploaded"] for a in detail["attachments"])
+
+
+def test_bad_messages_get_field_errors(api, settings, tmp_path):
+    settings.MEDIA_ROOT = tmp_path
+    client = api()
+    known = TelegramUserFactory()
+    unknown = client.post("/api/v1/messages/", {"send_at": later(), "user_ids": [known.telegram_id, 77, 88], "text": "Hi"})
+    assert unknown.status_code == 400
+    assert unknown.json() == {"user_ids": ["Not users of the bot (they never wrote to it): 77, 88."]}
+
+    past = client.post("/api/v1/messages/", {"send_at": (clock.now() - HOUR).isoformat(), "recipients": "all", "text": "Hi"})
+    assert past.json() == {"send_at": ["This time is in the past."]}
+    naive = client.post("/api/v1/messages/", {"send_at": "2030-01-01T10:00:00", "recipients": "all", "text": "Hi"})
+    assert naive.status_code == 400 and "send_at" in naive.json()
+
+    many = client.post(
+        "/api/v1/messages/",
+        {"send_at": later(), "recipients": "all", "text": "Hi", "attachments": [{"kind": "document", "file_id": "x"}] * 51},
+    )
+    assert many.status_code == 400 and many.json()["attachments"] == ["At most 50 attachments (got 51)."]
+
+    huge = client.post(
+        "/api/v1/messages/",
+        {
+            "send_at": later(),
+            "recipients": "all",
+            "files": [SimpleUploadedFile("big.jpg", b"x" * (10 * 1024 * 1024 + 1), content_type="image/jpeg")],
+        },
+        format="multipart",
+    )
+    assert huge.status_code == 400
+    assert huge.json()["attachments"] == [
+        "Attachment 1 (big.jpg): 10485761 bytes is over Telegram's limit for a photo (10485760 bytes)."
+    ]
+    buttons = client.post(
+        "/api/v1/messages/",
+        {"send_at": later(), "recipients": "all", "text": "Hi", "buttons": [[{"text": "x", "url": "ftp://x"}]]},
+    )
+    assert buttons.status_code == 400 and "is not a link" in buttons.json()["buttons"][0]
+    nothing = client.post("/api/v1/messages/", {"send_at": later(), "recipients": "payload"})
+    assert set(nothing.json()) == {"payload", "text"}
+    assert not Broadcast.objects.exists()
+
+
+# --- users, stats, files, broadcasts ----------------------------------------------------------------------
+
+
+def test_users_page_by_cursor_with_filters(api):
+    client = api("read")
+    early = [TelegramUserFactory(joined_at=clock.now() - 10 * HOUR, start_payload="spring") for _ in range(3)]
+    TelegramUserFactory(state="blocked", start_payload="spring")
+    late = TelegramUserFactory()
+    first = client.get("/api/v1/users/?page_size=2").json()
+    assert [u["telegram_id"] for u in first["results"]] == [u.telegram_id for u in early[:2]]
+    second = client.get(first["next"]).json()
+    assert [u["telegram_id"] for u in second["results"]][0] == early[2].telegram_id
+
+    ids = lambda query: [u["telegram_id"] for u in client.get(f"/api/v1/users/?{query}").json()["results"]]  # noqa: E731
+    assert ids("state=active&payload=spring") == [u.telegram_id for u in early]
+    assert ids(f"joined_after={(clock.now() - HOUR).isoformat().replace('+', '%2B')}") == [
+        u.telegram_id for u in TelegramUser.objects.filter(joined_at__gte=clock.now() - HOUR).order_by("id")
+    ]
+    assert client.get("/api/v1/users/?state=gone").status_code == 400
+    one = client.get(f"/api/v1/users/{late.telegram_id}/")
+    assert one.status_code == 200 and one.json()["state"] == "active"
+    assert client.get("/api/v1/users/1/").status_code == 404
+
+
+def test_scheduler_stats(api):
+    BroadcastFactory(status=Broadcast.Status.SCHEDULED, scheduled_at=clock.now() + HOUR)
+    JobRunFactory(job="send_broadcasts", processed=5, failed=2)
+    stats = api("read").get("/api/v1/scheduler/stats/").json()
+    assert stats["pending"] == 1 and stats["failed_24h"] == 2
+    assert stats["earliest_due"] == stats["latest_due"] is not None
+    jobs = {j["job"]: j for j in stats["jobs"]}
+    assert (jobs["send_broadcasts"]["status"], jobs["send_broadcasts"]["processed"]) == ("ok", 5)
+
+
+def test_files_register_storage_messages_and_return_the_deep_link(api, conf, settings):
+    settings.STORAGE_CHANNEL_ID = "-1001000000001"
+    client = api()
+    created = client.post("/api/v1/files/", {"message_ids": [12, 13], "title": "Chapter 1"})
+    assert created.status_code == 201, created.json()
+    body = created.json()
+    assert body["link"] == f"https://t.me/CourierBot?start={body['share_id']}" and body["source_chat_id"] == -1001000000001
+    assert client.get("/api/v1/files/").json()["results"][0]["share_id"] == body["share_id"]
+    assert client.get(f"/api/v1/files/{body['share_id']}/").json()["message_ids"] == [12, 13]
+    too_many = client.post("/api/v1/files/", {"message_ids": list(range(1, 202))})
+    assert too_many.status_code == 400 and "at most 200" in too_many.json()["detail"][0]
+
+
+def test_broadcasts_start_progress_and_cancel(api, sender_wakeups):
+    client = api()
+    TelegramUserFactory.create_batch(3)
+    bad = client.post("/api/v1/broadcasts/", {"title": "x", "text": "hi", "media_kind": "photo"})
+    assert bad.status_code == 400 and "detail" in bad.json()
+    draft = client.post(
+        "/api/v1/broadcasts/", {"title": "News", "text": "Hello", "buttons": [[{"text": "Read", "url": "https://news.example"}]]}
+    )
+    assert draft.status_code == 201 and draft.json()["status"] == "draft"
+    url = f"/api/v1/broadcasts/{draft.json()['id']}/"
+    started = client.post(f"{url}start/")
+    assert started.status_code == 200 and started.json()["status"] == "queued" and started.json()["progress"]["total"] == 3
+    assert client.post(f"{url}start/").status_code == 400  # only a draft starts
+    BroadcastDelivery.objects.filter(broadcast_id=draft.json()["id"]).update(status="sent")
+    Broadcast.objects.filter(pk=draft.json()["id"]).update(sent=3)
+    assert client.get(url).json()["progress"]["done"] == 3
+    assert client.post(f"{url}cancel/").json()["status"] == "cancelled"
+    assert [b["id"] for b in client.get("/api/v1/broadcasts/").json()] == [draft.json()["id"]]
+
+
+def test_the_docs_page_is_for_clients_and_staff_only(api, admin_client, settings):
+    settings.SECURE_SSL_REDIRECT = False
+    assert APIClient().get("/api/v1/docs/").status_code in (401, 403)
+    assert APIClient().get("/api/v1/schema/").status_code == 401
+    page = admin_client.get("/api/v1/docs/")
+    assert page.status_code == 200 and b"swagger-ui" in page.content
+    assert api("read").get("/api/v1/schema/").status_code == 200
+
+
+def test_the_admin_adds_a_client_shows_its_token_once_and_revokes_it(admin_client, settings):
+    settings.SECURE_SSL_REDIRECT = False
+    refused = admin_client.post(reverse("admin:api_apiclient_add"), {"name": "crm", "scopes": "admin", "rate": "fast"})
+    assert set(refused.context["adminform"].form.errors) == {"scopes", "rate"}
+    added = admin_client.post(
+        reverse("admin:api_apiclient_add"), {"name": "crm", "scopes": "read, write", "rate": "600/min"}, follow=True
+    )
+    shown = [str(m) for m in added.context["messages"] if "shown once" in str(m)]
+    token = shown[0].rsplit(" ", 1)[1]
+    client = ApiClient.objects.get(name="crm")
+    assert client.token_hash == token_hash(token) and client.scopes == "read,write" and client.rate == "600/min"
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert api.get("/api/v1/users/").status_code == 200
+    admin_client.post(reverse("admin:api_apiclient_changelist"), {"action": "revoke", "_selected_action": [client.pk]})
+    assert api.get("/api/v1/users/").status_code == 401
