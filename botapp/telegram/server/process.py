@@ -150,9 +150,9 @@ class RemoteTelegram:
         """As `TelegramServer.users_meet`: {user id: access hash} (JSON keys are strings)."""
         return {int(k): v for k, v in self.call("users_meet", list(user_ids)).items()}
 
-    def received(self, *, since: int = 0) -> dict[int, int]:
+    def received(self, *, since: int = 0, text: str | None = None) -> dict[int, int]:
         """As `TelegramServer.received`: {chat id: messages the bot sent it}."""
-        return {int(k): v for k, v in self.call("received", since=since).items()}
+        return {int(k): v for k, v in self.call("received", since=since, text=text).items()}
 
     def close(self) -> None:
         if self._sock is not None:

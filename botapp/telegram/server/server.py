@@ -574,12 +574,17 @@ class TelegramServer:
 
     # --- looking at what happened -------------------------------------------------------------------
 
-    def received(self, *, since: int = 0) -> dict[int, int]:
+    def received(self, *, since: int = 0, text: str | None = None) -> dict[int, int]:
         """How many messages each private chat received from the bot (sends and copies: what a
-        user sees arrive, deleted later or not), from event number `since` on."""
+        user sees arrive, deleted later or not), from event number `since` on; with `text`, only
+        messages whose text starts with it."""
         with self.lock:
             return dict(
-                collections.Counter(e.chat_id for e in self.events[since:] if e.action in ("send", "copy") and e.chat_id > 0)
+                collections.Counter(
+                    e.chat_id
+                    for e in self.events[since:]
+                    if e.action in ("send", "copy") and e.chat_id > 0 and (text is None or e.text.startswith(text))
+                )
             )
 
     def live(self, message_ids: Iterable[int]) -> list[int]:

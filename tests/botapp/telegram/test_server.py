@@ -114,6 +114,7 @@ def test_what_each_chat_received_and_which_messages_are_still_there(telegram):
         gw.stop()
     assert telegram.received() == {2001: 2, 2003: 1, 2002: 1}  # a deletion is not a message received
     assert telegram.received(since=later) == {2002: 1}
+    assert telegram.received(text="hi") == {2003: 1, 2002: 1}
     assert telegram.live([first, second, 999]) == [second]
 
 
