@@ -9,8 +9,10 @@ STAMP := $(VENV)/.installed
 # Tests use real PostgreSQL and Redis (override for another machine).
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/courier
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
+# The chaos suite's own database (it starts its own Redis server, on a free port).
+CHAOS_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/courier_chaos
 
-.PHONY: setup sandbox test run lint migrate bench clean
+.PHONY: setup sandbox test chaos run lint migrate bench clean
 
 setup: $(STAMP)
 
@@ -28,6 +30,12 @@ sandbox: $(STAMP)
 test: $(STAMP)
 	@DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) SECRET_KEY=test-only-secret DEBUG=0 \
 		$(BIN)/python -m pytest $(ARGS)
+
+# Faults under load against real processes (Celery workers, PostgreSQL, a Redis server of its own,
+# telegram_server); prints a table of figures per scenario (docs/reliability.md). A few minutes.
+chaos: $(STAMP)
+	@DATABASE_URL=$(CHAOS_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) SECRET_KEY=test-only-secret DEBUG=0 \
+		$(BIN)/python -m pytest -m chaos tests/chaos $(ARGS)
 
 # What CI checks before the tests (.ci/run): lint rules and formatting. `ruff format .` fixes the latter.
 lint: $(STAMP)

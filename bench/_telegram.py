@@ -5,43 +5,27 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-from _setup import ROOT
 from pyrogram import raw
 
 from botapp.telegram.gateway import TgUser
-from botapp.telegram.server.process import RemoteTelegram
+from botapp.telegram.server.process import RemoteTelegram, server_process
 
 
 @contextlib.contextmanager
 def telegram_process(*args: str):
     """Run `manage.py telegram_server --socket <tmp> *args`; yields (socket path, RemoteTelegram, Popen)."""
-    directory = tempfile.TemporaryDirectory(prefix="courier-bench-")  # short: socket paths are limited
-    path = Path(directory.name) / "telegram.sock"
-    proc = subprocess.Popen(
-        [sys.executable, "manage.py", "telegram_server", "--socket", str(path), *args],
-        cwd=ROOT,
-        env=os.environ.copy(),
-        stdout=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while not path.exists():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"telegram_server did not start (exit {proc.poll()})")
-            time.sleep(0.05)
-        remote = RemoteTelegram(path, timeout=60)
-        yield path, remote, proc
-        remote.close()
-    finally:
-        proc.terminate()
-        proc.wait(10)
-        directory.cleanup()
+    with tempfile.TemporaryDirectory(prefix="courier-bench-") as directory:  # short: socket paths are limited
+        path = Path(directory) / "telegram.sock"
+        try:
+            with server_process(path, *args) as proc:
+                remote = RemoteTelegram(path, timeout=60)
+                yield path, remote, proc
+                remote.close()
+        except RuntimeError as exc:
+            raise SystemExit(str(exc)) from exc
 
 
 STORAGE = -1001000000001

@@ -118,6 +118,9 @@ class PendingDeletion(models.Model):
     status = models.CharField(max_length=16, choices=ClaimStatus.choices, default=ClaimStatus.PENDING)
     lease_until = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveSmallIntegerField(default=0, help_text="Failed tries so far; given up after a few.")
+    # Cleared when a worker died holding the row: it may have sent the notice already, and a
+    # user-visible send happens at most once (the deletion itself is repeated: harmless).
+    notice_due = models.BooleanField(default=True, help_text='Send the "deleted" notice after deleting.')
     created_at = models.DateTimeField(default=clock.now)
 
     class Meta:

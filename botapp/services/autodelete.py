@@ -3,8 +3,9 @@ the one durable row a delivery writes), the `delete_due_messages` sweep deletes 
 (`DeletionSweep`: claim, work, record), and the user is told with the "deleted" notice
 (`deleted_notice_send`: *Get files again* and *Close*).
 
-At-least-once: a claim whose worker died is handed back by the reaper, and deleting twice is
-harmless. Messages Telegram will no longer delete (older than 48 h, already gone, bot blocked) are
+Deletions are at-least-once: a claim whose worker died is handed back by the reaper, and deleting
+twice is harmless. The notice is at most once: a row the reaper handed back is deleted again
+without one (the dead worker may have sent it). Messages Telegram will no longer delete (older than 48 h, already gone, bot blocked) are
 logged and their row removed, never retried forever; a FloodWait or an outage hands the row back
 for a later run, MAX_ATTEMPTS times at most.
 
@@ -69,6 +70,7 @@ class Due:
     chat_id: int
     message_ids: list[int]
     share_id: str
+    notice_due: bool = True
 
 
 @dataclass
@@ -99,14 +101,14 @@ class DeletionSweep:
                 .annotate(
                     access_hash=Subquery(TelegramUser.objects.filter(telegram_id=OuterRef("chat_id")).values("access_hash")[:1])
                 )
-                .values_list("id", "chat_id", "message_ids", "share_id", "access_hash")[:n]
+                .values_list("id", "chat_id", "message_ids", "share_id", "notice_due", "access_hash")[:n]
             )
             if rows:
                 PendingDeletion.objects.filter(id__in=[r[0] for r in rows]).update(
                     status=ClaimStatus.CLAIMED, lease_until=now + LEASE
                 )
-        self.gateway.peers_remember({r[1]: r[4] for r in rows})
-        return [Due(*r[:4]) for r in rows]
+        self.gateway.peers_remember({r[1]: r[5] for r in rows})
+        return [Due(*r[:5]) for r in rows]
 
     def work(self, due: Due) -> Done:
         try:
@@ -119,14 +121,19 @@ class DeletionSweep:
         if deleted < len(due.message_ids):
             # Older than 48 h, already deleted by the user, or the chat is gone: nothing more to do.
             log.info("deletion=%s chat=%s: Telegram deleted %s of %s", due.id, due.chat_id, deleted, len(due.message_ids))
+        if not due.notice_due:
+            return Done(due.id, due.chat_id, "deleted" if deleted else "skipped")
         try:
             deleted_notice_send(
                 gateway=self.gateway, chat_id=due.chat_id, share_id=due.share_id, text=self.conf.deleted_notice_text
             )
+        except (FloodWait, TransientError) as exc:
+            # Telegram sent nothing: the next run deletes again (nothing left: harmless) and tells the user then.
+            return Done(due.id, due.chat_id, "retry", error=f"notice: {exc}")
         except TelegramError as exc:
             if unreachable := unreachable_state(exc=exc):  # the user blocked the bot or deleted their account
                 return Done(due.id, due.chat_id, "skipped", unreachable=unreachable)
-            # The messages are gone; a missing notice is not worth a second deletion pass.
+            # The messages are gone; a notice Telegram refused (or may have delivered) is not sent again.
             log.warning("deleted notice not sent deletion=%s chat=%s: %s", due.id, due.chat_id, exc)
         return Done(due.id, due.chat_id, "deleted" if deleted else "skipped")
 

@@ -1,6 +1,7 @@
 """The reaper: claims whose sweeper died (the lease ran out) are settled.
 
-- A pending deletion goes back to the queue: deleting twice is harmless (at-least-once).
+- A pending deletion goes back to the queue: deleting twice is harmless (at-least-once); its
+  "deleted" notice is not sent again (the dead worker may have sent it: at most once).
 - A broadcast delivery or sequence message caught mid-send becomes `interrupted` and is never re-sent: the user may
   already have it, and a user-visible send happens at most once.
 - A broadcast with nothing pending or in flight any more is done, even when its last sender died.
@@ -37,7 +38,7 @@ def reap_expired_claims(*, gateway=None, dry_run: bool = False) -> Outcome:
     if dry_run:
         d, s = deletions.count(), sends.count() + steps.count()
         return Outcome(d + s, detail=f"would requeue {d} deletions and mark {s} sends interrupted")
-    d = deletions.update(status=ClaimStatus.PENDING, lease_until=None)
+    d = deletions.update(status=ClaimStatus.PENDING, lease_until=None, notice_due=False)
     with transaction.atomic():  # the rows and their broadcasts' counters, together
         caught = list(sends.select_for_update(skip_locked=True).values_list("id", "broadcast_id"))
         s = BroadcastDelivery.objects.filter(id__in=[i for i, _ in caught]).update(

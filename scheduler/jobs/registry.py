@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from celery.schedules import crontab
+from django.db import DatabaseError
 from django.utils import timezone
 
 from botapp import clock
@@ -75,12 +76,18 @@ def job_run(name: str, *, trigger: str, gateway=None, dry_run: bool = False, **s
             gateway = worker_gateway()
         outcome = job.func(gateway=gateway, dry_run=False, **scope)
     except Exception as exc:
-        JobRun.objects.filter(pk=run.pk).update(
-            status=JobRun.Status.FAILED,
-            finished_at=clock.now(),
-            error=f"{type(exc).__name__}: {exc}\n\n{traceback.format_exc()}"[:10000],
-        )
+        # Logged first: the bookkeeping needs the database, which may be what failed.
         log.error("job failed job=%s run=%s: %s: %s", name, run.pk, type(exc).__name__, exc)
+        try:
+            JobRun.objects.filter(pk=run.pk).update(
+                status=JobRun.Status.FAILED,
+                finished_at=clock.now(),
+                error=f"{type(exc).__name__}: {exc}\n\n{traceback.format_exc()}"[:10000],
+            )
+        except DatabaseError:
+            log.exception(
+                "job run not recorded job=%s run=%s: the reaper marks it failed after the hard time limit", name, run.pk
+            )
         raise
     JobRun.objects.filter(pk=run.pk).update(
         status=JobRun.Status.OK,

@@ -9,7 +9,7 @@ from django.test.utils import CaptureQueriesContext
 
 from botapp import clock
 from botapp.models import PendingDeletion, TelegramUser
-from botapp.services.autodelete import DeletionSweep
+from botapp.services.autodelete import LEASE, DeletionSweep
 from scheduler.jobs.registry import job_run
 from scheduler.jobs.sweep import Sweep
 from scheduler.models import JobRun
@@ -95,6 +95,43 @@ def test_flood_wait_hands_the_row_back_for_later(telegram, gateway, conf):
     assert row.delete_at > clock.now()
     clock.clock_advance(timedelta(minutes=2))
     assert sweep(gateway) == (1, 0, 1)
+
+
+@pytest.mark.django_db
+def test_a_deletion_whose_worker_died_is_done_again_without_a_second_notice(telegram, gateway, conf):
+    met_user(telegram, telegram_id=1)
+    row = schedule(gateway, 1, minutes=-1)
+    job = DeletionSweep(gateway)
+    (due,) = job.claim(10)
+    job.work(due)  # files deleted, notice sent; then the worker is killed before it records the row
+    clock.clock_advance(LEASE + timedelta(seconds=1))
+
+    job_run("reap_expired_claims", trigger="test")
+    assert job_run("delete_due_messages", trigger="test", gateway=gateway).processed == 1
+
+    assert not PendingDeletion.objects.exists()
+    assert all(telegram.message(1, i).deleted for i in row.message_ids)
+    notices = [e for e in telegram.events if e.action == "send" and e.text == "Previous message was deleted."]
+    assert len(notices) == 1  # not twice
+    assert telegram.count("messages.DeleteMessages") == 2  # the deletion itself is repeated (harmless)
+
+
+@pytest.mark.django_db
+def test_a_notice_refused_with_a_flood_wait_is_sent_by_a_later_run(telegram, gateway, conf):
+    met_user(telegram, telegram_id=1)
+    row = schedule(gateway, 1, minutes=-1)
+    telegram.fail_next("FLOOD_WAIT_120", methods={"messages.SendMessage"})  # longer than any sender waits
+
+    assert sweep(gateway) == (0, 1, 1)
+    assert all(telegram.message(1, i).deleted for i in row.message_ids)
+    row.refresh_from_db()
+    assert (row.status, row.attempts) == ("pending", 1)  # handed back: Telegram did not send the notice
+    clock.clock_advance(timedelta(minutes=2))
+    assert sweep(gateway) == (1, 0, 1)
+
+    notices = [e for e in telegram.events if e.action == "send" and e.text == "Previous message was deleted."]
+    assert len(notices) == 1
+    assert not PendingDeletion.objects.exists()
 
 
 @pytest.mark.django_db

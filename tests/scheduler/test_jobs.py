@@ -1,10 +1,12 @@
 """Each job's effect, its command, its Celery task, the default schedule and the dashboard."""
 
+import logging
 from datetime import timedelta
 from io import StringIO
 
 import pytest
 from django.core.management import call_command
+from django.db import OperationalError, connection
 from django.urls import reverse
 from django_celery_beat.models import CrontabSchedule, PeriodicTask
 
@@ -129,6 +131,26 @@ def test_a_failing_command_exits_non_zero_with_one_line(monkeypatch):
     assert err.getvalue().strip() == "cleanup_tokens: failed: RuntimeError: disk full"
     run = JobRun.objects.get()
     assert run.status == "failed" and run.error.startswith("RuntimeError: disk full")
+
+
+@pytest.mark.django_db(transaction=True)  # the job ends its own database connection
+def test_a_job_that_loses_the_database_is_logged_as_failed_and_raises_its_own_error(monkeypatch, caplog):
+    def lose_database(**kwargs):
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")  # as an outage or a failover would
+
+    monkeypatch.setitem(
+        JOBS, "cleanup_tokens", JOBS["cleanup_tokens"].__class__(**{**JOBS["cleanup_tokens"].__dict__, "func": lose_database})
+    )
+    try:
+        with caplog.at_level(logging.ERROR, logger="scheduler.jobs.registry"), pytest.raises(OperationalError):
+            job_run("cleanup_tokens", trigger="test")
+    finally:
+        connection.close()  # the next query connects afresh
+    messages = [r.getMessage() for r in caplog.records if r.name == "scheduler.jobs.registry"]
+    assert messages[0].startswith("job failed job=cleanup_tokens run=") and "OperationalError" in messages[0]
+    assert messages[1].startswith("job run not recorded job=cleanup_tokens")
+    assert JobRun.objects.get().status == "running"  # for the reaper to settle
 
 
 def test_telegram_jobs_without_credentials_exit_2_naming_them(settings):

@@ -15,7 +15,10 @@ import json
 import os
 import socket
 import struct
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 
 from botapp.telegram.gateway import Media, TgUser
@@ -26,7 +29,7 @@ from botapp.telegram.server.server import TelegramServer
 CONTROLS = {
     "create_channel", "join", "leave", "request_join", "post", "delete_post", "user_sends", "tap", "block", "unblock",
     "deactivate", "revoke_token", "fail_next", "file_id", "count", "methods_called", "events_since", "flood_waits",
-    "set_rates",
+    "set_rates", "restore_token", "users_meet", "bot_sent", "received", "live",
 }  # fmt: skip
 
 
@@ -143,7 +146,40 @@ class RemoteTelegram:
             raise AttributeError(name)
         return lambda *args, **kwargs: self.call(name, *args, **kwargs)
 
+    def users_meet(self, user_ids) -> dict[int, int]:
+        """As `TelegramServer.users_meet`: {user id: access hash} (JSON keys are strings)."""
+        return {int(k): v for k, v in self.call("users_meet", list(user_ids)).items()}
+
+    def received(self, *, since: int = 0, text: str | None = None) -> dict[int, int]:
+        """As `TelegramServer.received`: {chat id: messages the bot sent it}."""
+        return {int(k): v for k, v in self.call("received", since=since, text=text).items()}
+
     def close(self) -> None:
         if self._sock is not None:
             self._sock.close()
             self._sock = None
+
+
+@contextlib.contextmanager
+def server_process(path: Path | str, *args: str, env: dict | None = None, stdout=subprocess.DEVNULL, timeout: float = 30):
+    """Run `manage.py telegram_server --socket <path> *args` (benchmarks, process tests); yields
+    its Popen once the socket is there, and stops it on the way out."""
+    from django.conf import settings
+
+    path = Path(path)
+    proc = subprocess.Popen(
+        [sys.executable, "manage.py", "telegram_server", "--socket", str(path), *args],
+        cwd=settings.BASE_DIR,
+        env=os.environ.copy() if env is None else env,
+        stdout=stdout,
+    )
+    try:
+        deadline = time.monotonic() + timeout
+        while not path.exists():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"telegram_server did not start (exit {proc.poll()})")
+            time.sleep(0.05)
+        yield proc
+    finally:
+        proc.terminate()
+        proc.wait(10)

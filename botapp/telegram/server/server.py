@@ -588,6 +588,13 @@ class TelegramServer:
         with self.lock:
             self.bot.revoked = True
 
+    def restore_token(self) -> None:
+        """The operator put the bot's new token (from @BotFather) in place: its sessions work again.
+        Offline sessions carry no token (ProvisionedStorage), so lifting the revocation is all a
+        new token changes here."""
+        with self.lock:
+            self.bot.revoked = False
+
     def fail_next(
         self, error: str, *, methods: Iterable[str] | None = None, times: int = 1, chat_id: int | None = None, after: int = 0
     ) -> None:
@@ -626,7 +633,44 @@ class TelegramServer:
             **photo,
         ).encode()
 
+    def users_meet(self, user_ids: Iterable[int]) -> dict[int, int]:
+        """Set-up for thousands of users at once: each has written to the bot before (as after
+        `user_sends(user, "/start")`, without the updates). Returns each one's access hash, which
+        runbot would have stored from that update."""
+        with self.lock:
+            met = {}
+            for user_id in user_ids:
+                record = self.user_record(user_id)
+                record.first_name = record.first_name or f"User{user_id}"
+                record.known_to_bot = True
+                met[user_id] = record.access_hash
+            return met
+
+    def bot_sent(self, chat_ids: Iterable[int], text: str) -> list[int]:
+        """Set-up: one message the bot sent earlier in each private chat (say, a delivered file
+        waiting for its auto-delete), made directly, with no call counted. Returns their ids."""
+        with self.lock:
+            return [self.new_message(chat_id, out=True, text=text, sender_id=self.bot.id).id for chat_id in chat_ids]
+
     # --- looking at what happened -------------------------------------------------------------------
+
+    def received(self, *, since: int = 0, text: str | None = None) -> dict[int, int]:
+        """How many messages each private chat received from the bot (sends and copies: what a
+        user sees arrive, deleted later or not), from event number `since` on; with `text`, only
+        messages whose text starts with it."""
+        with self.lock:
+            return dict(
+                collections.Counter(
+                    e.chat_id
+                    for e in self.events[since:]
+                    if e.action in ("send", "copy") and e.chat_id > 0 and (text is None or e.text.startswith(text))
+                )
+            )
+
+    def live(self, message_ids: Iterable[int]) -> list[int]:
+        """Those of the bot's private-chat messages `message_ids` that are still there (not deleted)."""
+        with self.lock:
+            return [i for i in message_ids if (m := self.box.get(i)) is not None and not m.deleted]
 
     def count(self, method: str | None = None, *, chat_id: int | None = None, since: int = 0) -> int:
         """How many calls (of `method`, to `chat_id`) Telegram received, from call number `since` on."""

@@ -5,7 +5,7 @@ import time
 import pytest
 from pyrogram import raw
 
-from botapp.telegram.gateway import BadRequest, Button, FloodWait, TgUser
+from botapp.telegram.gateway import BadRequest, BotUnauthorized, Button, FloodWait, TgUser
 from botapp.telegram.pyrogram_gateway import _on_loop
 from botapp.telegram.server.offline import offline_gateway
 from botapp.telegram.server.process import RemoteTelegram
@@ -96,35 +96,64 @@ def test_a_callback_answer_records_toast_or_alert(telegram, gateway, chat):
     assert (answer.action, answer.chat_id, answer.text, answer.alert) == ("answer", ANN.id, "Not yet", True)
 
 
+def test_what_each_chat_received_and_which_messages_are_still_there(telegram):
+    hashes = telegram.users_meet([2001, 2002, 2003])  # set-up: users who wrote to the bot before
+    assert set(hashes) == {2001, 2002, 2003} and hashes[2001] == telegram.users[2001].access_hash
+    first, second = telegram.bot_sent([2001, 2002], "Your file")  # delivered earlier: no call, nothing received now
+    assert telegram.received() == {} and telegram.calls == []
+
+    gw = offline_gateway(telegram, peers=lambda uid: hashes.get(uid))
+    try:
+        gw.send_text(2001, "once")
+        gw.send_text(2001, "twice")
+        gw.send_text(2003, "hi")
+        assert gw.delete_messages(2001, [first]) == 1
+        later = len(telegram.events)
+        gw.send_text(2002, "hi")
+    finally:
+        gw.stop()
+    assert telegram.received() == {2001: 2, 2003: 1, 2002: 1}  # a deletion is not a message received
+    assert telegram.received(since=later) == {2002: 1}
+    assert telegram.received(text="hi") == {2003: 1, 2002: 1}
+    assert telegram.live([first, second, 999]) == [second]
+
+
+def test_a_revoked_token_is_refused_until_the_new_one_is_in_place(telegram):
+    telegram.users_meet([2001])
+    gw = offline_gateway(telegram, peers=lambda uid: telegram.users[uid].access_hash)
+    try:
+        telegram.revoke_token()
+        with pytest.raises(BotUnauthorized):
+            gw.send_text(2001, "hi")
+        telegram.restore_token()
+        assert gw.send_text(2001, "hi").message_id
+    finally:
+        gw.stop()
+    assert telegram.received() == {2001: 1}
+
+
 @pytest.mark.slow
 def test_controls_over_the_socket(tmp_path):
     """`manage.py telegram_server` answers RemoteTelegram's controls (the process tests steer)."""
-    import subprocess
-    import sys
     import tempfile
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[3]
+    from botapp.telegram.server.process import server_process
+
     with tempfile.TemporaryDirectory(prefix="tg") as directory:
         path = Path(directory) / "t.sock"
-        proc = subprocess.Popen(
-            [sys.executable, "manage.py", "telegram_server", "--socket", str(path), "--channel", str(STORAGE)], cwd=root
-        )
-        try:
-            for _ in range(600):  # Django's start-up alone takes over 10 s on a loaded 2-core machine
-                if path.exists():
-                    break
-                time.sleep(0.1)
+        with server_process(path, "--channel", str(STORAGE)) as proc:
             remote = RemoteTelegram(path)
             assert remote.post(STORAGE, "hello") == 1
             remote.user_sends(ANN, "/start")
             assert remote.methods_called() == []
+            assert set(remote.users_meet([2001, 2002])) == {2001, 2002}
+            assert remote.live(remote.bot_sent([2001], "file")) == [2]  # after ANN's message 1
+            assert remote.received() == {}
             with pytest.raises(RuntimeError, match="unknown control"):
                 remote.call("lock")
             remote.close()
-        finally:
-            proc.terminate()
-            assert proc.wait(10) == 0
+    assert proc.returncode == 0  # stopped cleanly by SIGTERM
 
 
 def test_pinning_adds_a_service_message_silently_or_not_and_unpinning_adds_none(telegram, raw_gateway):

@@ -1,0 +1,114 @@
+"""The chaos suite's processes (one set for the module: starting Celery workers costs seconds) and
+the table of figures it prints at the end (`make chaos`; docs/reliability.md holds a copy)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from botapp import clock
+from botapp.telegram.gateway import TgUser
+from tests.chaos.cluster import DEPLOYMENT_DB_APP, TABLE, RedisServer, Workers, wait_for
+from tests.conftest import ADMIN, STORAGE
+
+PROBE = 999  # a user who writes to the bot to see that runbot answers
+RATE = 300  # TELEGRAM_RATE of the workers: quick scenarios on a shared 2-core machine
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not TABLE:
+        return
+    write = terminalreporter.write_line
+    write("")
+    write("| scenario | rows | sends | duplicates | lost | interrupted | recovered in | notes |")
+    write("|---|--:|--:|--:|--:|--:|--:|---|")
+    for f in TABLE:
+        write(
+            f"| {f.scenario} | {f.rows:,} | {f.sends:,} | {f.duplicates} | {f.lost} | {f.interrupted} "
+            f"| {f.recover:.1f} s | {f.note} |"
+        )
+    for f in TABLE:
+        for problem in f.problems:
+            write(f"{f.scenario}: {problem}")
+
+
+@dataclass
+class Cluster:
+    redis: RedisServer
+    remote: object  # RemoteTelegram
+    workers: Workers
+    database: str
+
+
+@pytest.fixture(scope="module")
+def cluster(django_db_setup, django_db_blocker):
+    from django.conf import settings
+    from django.db import connection
+
+    from botapp.telegram.server.process import RemoteTelegram, server_process
+    from config.celery import app
+
+    db = connection.settings_dict
+    credentials = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
+    logs = Path(settings.BASE_DIR) / "var" / "chaos"  # the processes' logs, kept for a look after a failure
+    shutil.rmtree(logs, ignore_errors=True)
+    logs.mkdir(parents=True)
+    with tempfile.TemporaryDirectory(prefix="chaos") as directory:  # short: socket paths are limited to ~100 bytes
+        directory = Path(directory)
+        redis_server = RedisServer(directory, logs)
+        redis_server.start()
+        broker = app.conf.broker_url
+        app.conf.broker_url = redis_server.url  # wake-ups, "Run now" and the suite's own runs reach these workers
+        app.close()  # no connection to the old broker is reused
+        socket_path = directory / "telegram.sock"
+        server_log = open(logs / "telegram_server.log", "a")  # noqa: SIM115
+        try:
+            with server_process(socket_path, "--no-rates", "--channel", str(STORAGE), stdout=server_log):
+                remote = RemoteTelegram(socket_path, timeout=60)
+                env = {k: v for k, v in os.environ.items() if k not in ("CELERY_BROKER_URL", "CACHE_URL")}
+                env.update(
+                    DATABASE_URL=f"postgres://{credentials}@{db['HOST']}:{db['PORT']}/{db['NAME']}?application_name={DEPLOYMENT_DB_APP}",
+                    REDIS_URL=redis_server.url,
+                    TELEGRAM_OFFLINE="1",
+                    TELEGRAM_OFFLINE_SOCKET=str(socket_path),
+                    TELEGRAM_SESSION_DIR=str(directory / "sessions"),
+                    STORAGE_CHANNEL_ID=str(STORAGE),
+                    ADMIN_IDS=str(ADMIN),
+                    TELEGRAM_RATE=str(RATE),
+                    LOG_LEVEL="INFO",  # to var/chaos/w*.log
+                )
+                workers = Workers(env, logs)
+                workers.start("bot")
+                workers.start("w1")
+                workers.start("w2")
+                try:
+                    # runbot answers: it is up (a message sent before its first session existed is not its to see).
+                    def answered():
+                        remote.user_sends(TgUser(id=PROBE, first_name="Probe"), "/help")
+                        return wait_for(lambda: remote.received().get(PROBE), timeout=2, what="", default=0)
+
+                    wait_for(answered, timeout=120, what="runbot to answer", interval=0)
+                    yield Cluster(redis_server, remote, workers, db["NAME"])
+                finally:
+                    workers.stop()
+                    remote.close()
+        finally:
+            app.conf.broker_url = broker
+            app.close()
+            if redis_server.proc.poll() is None:
+                redis_server.proc.terminate()
+                redis_server.proc.wait(10)
+            server_log.close()
+
+
+@pytest.fixture(autouse=True)
+def _real_clock(_clock_and_cache):
+    """Workers run on the real clock: so do the rows this test makes (the shared fixture moved it)."""
+    clock.clock_reset()
+    yield
+    clock.clock_reset()

@@ -1,0 +1,446 @@
+"""Faults an operator's worst day brings, against the real processes: Celery workers
+(`celery -A config worker`, the project's tasks), PostgreSQL, a Redis server of the suite's own,
+and the in-memory Telegram (`manage.py telegram_server`), which counts what every chat received.
+
+Each scenario loads work (a broadcast, due deletions, due sequence steps), breaks something in
+the middle of it, then recovers as an operator's deployment would: dead workers restarted, the
+jobs fired again (as beat does every minute) and the reaper run. Two waits of production are
+skipped, not shortened: the reaper runs on a clock moved past the claims' 5-minute lease and
+Celery's hard time limit (so it settles what the dead worker held at once, and only while the live
+workers are idle), and deletions handed back for a retry are made due at once instead of after the
+deleter's minute. Then the invariants: no row lost, no chat that received a user-visible message
+twice, every broadcast and job run in a final state with counters equal to its rows, every due
+deletion done. `make chaos` prints a table of figures per scenario (docs/reliability.md).
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from datetime import timedelta
+
+import psycopg
+import pytest
+import redis
+from django.conf import settings
+from django.db import connection
+
+from botapp import clock
+from botapp.models import (
+    BotSettings,
+    Broadcast,
+    BroadcastDelivery,
+    ClaimStatus,
+    PendingDeletion,
+    SequenceMessage,
+    SequenceStep,
+    TelegramUser,
+)
+from botapp.services.broadcasts import broadcast_start
+from botapp.telegram.gateway import TgUser
+from botapp.telegram.router import SORRY
+from scheduler.jobs.claims import RUN_GRACE
+from scheduler.jobs.deletions import LEASE
+from scheduler.jobs.registry import job_run
+from scheduler.models import JobRun
+from scheduler.tasks import TASKS
+from tests.chaos.cluster import DEPLOYMENT_DB_APP, TABLE, Figures, wait_for
+from tests.chaos.conftest import RATE
+from tests.factories import (
+    BroadcastFactory,
+    PendingDeletionFactory,
+    SequenceMessageFactory,
+    SequenceStepFactory,
+    TelegramUserFactory,
+)
+
+pytestmark = [pytest.mark.chaos, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+SEND = "messages.SendMessage"
+OUTAGE = 5.0  # seconds Redis or PostgreSQL is away
+MIDWAY = 0.3  # the fault strikes when this share of the work has reached Telegram
+SETTLE_TIMEOUT = 120  # seconds a recovery may take before the scenario fails
+
+
+# --- work to break ---------------------------------------------------------------------------------
+
+
+def users(cluster, base: int, n: int) -> list[TelegramUser]:
+    """n users (telegram ids base..base+n-1) who wrote to the bot, with the access hashes runbot stored."""
+    hashes = cluster.remote.users_meet(range(base, base + n))
+    return TelegramUser.objects.bulk_create(
+        [TelegramUserFactory.build(telegram_id=i, access_hash=hashes[i], username=f"u{i}") for i in range(base, base + n)]
+    )
+
+
+def broadcast(cluster, base: int, n: int) -> Broadcast:
+    """A broadcast started for n new users (and whoever else is active), as "Start sending" does
+    (its wake-up reaches a worker)."""
+    users(cluster, base, n)
+    started = BroadcastFactory(title=f"chaos {base}", text=f"Chaos broadcast {base}")
+    assert broadcast_start(broadcast=started) == TelegramUser.objects.filter(state=TelegramUser.State.ACTIVE).count()
+    return started
+
+
+def deletions(cluster, base: int, n: int) -> dict[int, int]:
+    """n auto-deletes due now, one delivered message each in its own chat; returns {message id: chat}."""
+    chats = [u.telegram_id for u in users(cluster, base, n)]
+    message_ids = cluster.remote.bot_sent(chats, "Your file")
+    now = clock.now()
+    PendingDeletion.objects.bulk_create(
+        [
+            PendingDeletionFactory.build(chat_id=chat, message_ids=[m], share_id="chaos", delete_at=now)
+            for chat, m in zip(chats, message_ids, strict=True)
+        ]
+    )
+    return dict(zip(message_ids, chats, strict=True))
+
+
+def sequence_steps(cluster, base: int, n: int) -> None:
+    """An onboarding step due now for n users."""
+    step = SequenceStepFactory(text=f"Chaos step {base}")
+    now = clock.now()
+    SequenceMessage.objects.bulk_create(
+        [SequenceMessageFactory.build(user=u, step=step, chat_id=u.telegram_id, due_at=now) for u in users(cluster, base, n)]
+    )
+
+
+# --- driving the workers ---------------------------------------------------------------------------
+
+
+def fire(cluster, *jobs: str) -> None:
+    """What beat does every minute: one task per job for each live worker, so all of them share the work."""
+    for job in jobs:
+        for _ in cluster.workers.alive():
+            TASKS[job].apply_async(kwargs={"trigger": "chaos"})
+
+
+def running(job: str) -> int:
+    return JobRun.objects.filter(job=job, status=JobRun.Status.RUNNING).count()
+
+
+def calls(cluster, method: str | None = SEND, since: int = 0) -> int:
+    """Calls of `method` Telegram received from call number `since` on."""
+    return cluster.remote.count(method, since=since)
+
+
+def mark(cluster) -> int:
+    """The number of the next call Telegram will receive (for `calls(since=...)`)."""
+    return cluster.remote.count()
+
+
+def idle(cluster) -> bool:
+    """No task queued, reserved or running on any live worker (asked twice, a moment apart)."""
+    from config.celery import app
+
+    alive = [f"{name}@chaos" for name in cluster.workers.alive()]
+
+    def quiet() -> bool:
+        try:
+            if redis.Redis.from_url(cluster.redis.url).llen("celery"):
+                return False
+            inspect = app.control.inspect(destination=alive, timeout=2, limit=len(alive))
+            active, reserved = inspect.active() or {}, inspect.reserved() or {}
+        except (redis.RedisError, OSError):  # a connection from before a Redis restart
+            app.close()
+            return False
+        if set(active) != set(alive):
+            return False  # a worker still starting (or too busy to answer)
+        return not any(active.values()) and not any(reserved.values())
+
+    if not quiet():
+        return False
+    time.sleep(0.3)
+    return quiet()
+
+
+def warm(cluster) -> None:
+    """Every live worker has run a task, so has its Telegram client (built on first use, seconds on
+    a loaded machine): a scenario's fault then strikes workers that are all sending."""
+    from config.celery import app
+
+    alive = [f"{name}@chaos" for name in cluster.workers.alive()]
+
+    def cold() -> list[str]:
+        stats = app.control.inspect(destination=alive, timeout=2, limit=len(alive)).stats() or {}
+        return [w for w in alive if not stats.get(w, {}).get("total")] if set(stats) == set(alive) else alive
+
+    deadline = time.monotonic() + 60
+    while waiting := cold():
+        assert time.monotonic() < deadline, f"workers {waiting} never ran a task\n{cluster.workers.log_tail()}"
+        for _ in waiting:
+            TASKS["send_sequence_messages"].apply_async(kwargs={"trigger": "chaos"})
+        wait_for(lambda: idle(cluster), timeout=60, what="the warm-up tasks", interval=0.3)
+
+
+def reap() -> None:
+    """The reaper, as it runs once the dead worker's leases and Celery's hard time limit are over."""
+    clock.clock_advance(LEASE + timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT) + RUN_GRACE + timedelta(seconds=1))
+    try:
+        job_run("reap_expired_claims", trigger="chaos")
+    finally:
+        clock.clock_reset()
+
+
+def unsettled() -> list[str]:
+    """What is not final yet."""
+    left = []
+    if n := PendingDeletion.objects.count():
+        left.append(f"{n} deletions")
+    if n := BroadcastDelivery.objects.filter(status__in=["pending", "sending"]).count():
+        left.append(f"{n} broadcast deliveries")
+    if n := SequenceMessage.objects.filter(status__in=["pending", "sending"]).count():
+        left.append(f"{n} sequence messages")
+    if n := Broadcast.objects.exclude(status=Broadcast.Status.DONE).count():
+        left.append(f"{n} broadcasts")
+    if n := JobRun.objects.filter(status=JobRun.Status.RUNNING).count():
+        left.append(f"{n} job runs")
+    return left
+
+
+def recover(cluster, figures: Figures, since: float, *jobs: str) -> None:
+    """Restart dead workers, then fire the jobs, wait for the workers to be idle, run the reaper,
+    until everything is final. figures.recover: seconds since the fault."""
+    cluster.workers.restart_dead()
+    deadline = time.monotonic() + SETTLE_TIMEOUT
+    while True:
+        fire(cluster, *jobs)
+        wait_for(lambda: idle(cluster), timeout=SETTLE_TIMEOUT, what="the workers to finish", interval=0.3)
+        # Deletions handed back wait a minute before they are due again: that minute passes here.
+        PendingDeletion.objects.filter(status=ClaimStatus.PENDING, delete_at__gt=clock.now()).update(delete_at=clock.now())
+        reap()
+        left = unsettled()
+        if not left:
+            break
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not settled after {SETTLE_TIMEOUT} s: {', '.join(left)}\n{cluster.workers.log_tail()}")
+    figures.recover = time.monotonic() - since
+
+
+# --- what the users saw ----------------------------------------------------------------------------
+
+
+def audit(cluster, figures: Figures, *, deleted: dict[int, int] | None = None) -> None:
+    """Count sends, duplicates, lost and interrupted rows from the database and from what Telegram
+    delivered (each kind of message by its text). `deleted`: {message id: chat} of the scenario's
+    auto-deletes."""
+    problems = figures.problems
+
+    def sends(rows: dict[int, str], text: str, kind: str) -> None:
+        received = cluster.remote.received(text=text)
+        for chat, status in rows.items():
+            got = received.get(chat, 0)
+            figures.sends += got
+            figures.duplicates += got > 1
+            if status in ("pending", "sending"):
+                figures.lost += 1
+            elif (status == "sent" and got != 1) or (status not in ("sent", "interrupted") and got):
+                figures.lost += 1
+                problems.append(f"{kind} to {chat} is {status} but the chat received {got}")
+            figures.interrupted += status == "interrupted"
+        figures.rows += len(rows)
+
+    for b in Broadcast.objects.all():
+        rows = dict(BroadcastDelivery.objects.filter(broadcast=b).values_list("chat_id", "status"))
+        sends(rows, b.text, f"broadcast {b.pk}")
+        counts = collections.Counter(rows.values())
+        counters = {s: getattr(b, s) for s in ("sent", "failed", "blocked", "skipped", "interrupted")}
+        if b.status != Broadcast.Status.DONE or b.total != len(rows) or any(counters[s] != counts[s] for s in counters):
+            problems.append(f"broadcast {b.pk} is {b.status}, total {b.total}, counters {counters}, rows {dict(counts)}")
+    for step in SequenceStep.objects.all():
+        sends(dict(SequenceMessage.objects.filter(step=step).values_list("chat_id", "status")), step.text, "sequence message")
+
+    if deleted:  # every due message gone; each chat told at most once (none: its notice was given up)
+        received = cluster.remote.received(text=BotSettings.load().deleted_notice_text)
+        figures.rows += len(deleted)
+        for chat in deleted.values():
+            got = received.get(chat, 0)
+            figures.sends += got
+            figures.duplicates += got > 1
+            figures.interrupted += got == 0
+        left = cluster.remote.live(list(deleted))
+        figures.lost += len(left) + PendingDeletion.objects.count()
+        if left:
+            problems.append(f"{len(left)} due messages were never deleted, e.g. {left[:3]}")
+    if runs := JobRun.objects.filter(status=JobRun.Status.RUNNING).count():
+        problems.append(f"{runs} job runs still running")
+
+
+def answer_time(cluster, user_id: int, *, timeout: float) -> float | None:
+    """A user writes /help to the bot: seconds until runbot's answer arrived (None: no answer in time)."""
+    before = cluster.remote.received().get(user_id, 0)
+    asked = time.monotonic()
+    cluster.remote.user_sends(TgUser(id=user_id, first_name="Asker"), "/help")
+    try:
+        wait_for(lambda: cluster.remote.received().get(user_id, 0) > before, timeout=timeout, what="an answer", interval=0.05)
+    except AssertionError:
+        return None
+    return time.monotonic() - asked
+
+
+def check(figures: Figures) -> None:
+    assert (figures.duplicates, figures.lost, figures.problems) == (0, 0, []), figures
+
+
+def scenario(cluster, name: str) -> Figures:
+    warm(cluster)
+    figures = Figures(name)
+    TABLE.append(figures)
+    return figures
+
+
+# --- the scenarios -----------------------------------------------------------------------------------
+
+
+def kill_midway(cluster, job: str, total_calls: int, since: int) -> float:
+    """Wait until both workers run `job` and MIDWAY of its calls reached Telegram; kill -9 w1. Returns when."""
+    wait_for(lambda: running(job) >= 2, timeout=60, what=f"both workers to run {job}")
+    wait_for(lambda: calls(cluster, since=since) >= total_calls * MIDWAY, timeout=60, what=f"{job} to get going", interval=0.02)
+    cluster.workers.kill("w1")
+    return time.monotonic()
+
+
+def test_a_worker_killed_mid_broadcast(cluster):
+    figures = scenario(cluster, "kill -9 of a worker mid-broadcast")
+    n = 1000
+    since = mark(cluster)
+    started = broadcast(cluster, 1_000_000, n)  # its wake-up is one task
+    TASKS["send_broadcasts"].apply_async(kwargs={"trigger": "chaos"})  # and the minute's run, for the other worker
+    stoppers = range(1_000_000 + n - 20, 1_000_000 + n)  # the last rows claimed: these users send /stop first
+    for user_id in stoppers:
+        cluster.remote.user_sends(TgUser(id=user_id, first_name="Stopper"), "/stop")
+    fault = kill_midway(cluster, "send_broadcasts", n, since)
+    recover(cluster, figures, fault, "send_broadcasts")
+    audit(cluster, figures)
+    # /stop is final through a crash and a recovery: none of them got the broadcast.
+    got = cluster.remote.received(text=started.text)
+    assert [got.get(u, 0) for u in stoppers] == [0] * len(stoppers)
+    assert set(BroadcastDelivery.objects.filter(chat_id__in=stoppers).values_list("status", flat=True)) == {"skipped"}
+    figures.note = f"{len(stoppers)} users who sent /stop meanwhile got nothing"
+    check(figures)
+
+
+def test_a_worker_killed_mid_deletion_sweep(cluster):
+    figures = scenario(cluster, "kill -9 of a worker mid-deletion-sweep")
+    n = 1000
+    since = mark(cluster)
+    deleted = deletions(cluster, 2_000_000, n)
+    fire(cluster, "delete_due_messages")
+    fault = kill_midway(cluster, "delete_due_messages", n, since)  # the notices sent so far
+    recover(cluster, figures, fault, "delete_due_messages")
+    audit(cluster, figures, deleted=deleted)
+    check(figures)
+
+
+def test_a_worker_killed_mid_sequence(cluster):
+    figures = scenario(cluster, "kill -9 of a worker mid-sequence")
+    n = 600
+    since = mark(cluster)
+    sequence_steps(cluster, 3_000_000, n)
+    fire(cluster, "send_sequence_messages")
+    fault = kill_midway(cluster, "send_sequence_messages", n, since)
+    recover(cluster, figures, fault, "send_sequence_messages")
+    audit(cluster, figures)
+    check(figures)
+
+
+def both_sweeps(cluster, base: int, n: int) -> tuple[dict[int, int], int]:
+    """A broadcast and due deletions at once, one worker on each (the broadcast's wake-up is one task)."""
+    since = mark(cluster)
+    broadcast(cluster, base, n)
+    deleted = deletions(cluster, base + n, n)
+    TASKS["delete_due_messages"].apply_async(kwargs={"trigger": "chaos"})
+    wait_for(lambda: running("send_broadcasts") and running("delete_due_messages"), timeout=60, what="both sweeps to run")
+    wait_for(lambda: calls(cluster, since=since) >= 2 * n * MIDWAY, timeout=60, what="the sweeps to get going", interval=0.02)
+    return deleted, since
+
+
+def test_redis_killed_and_restarted_mid_sweep(cluster):
+    figures = scenario(cluster, f"Redis killed mid-sweep, back {OUTAGE:g} s later (empty)")
+    deleted, since = both_sweeps(cluster, 4_000_000, 600)
+    fault = time.monotonic()
+    cluster.redis.kill()
+    answered = answer_time(cluster, 4_999_999, timeout=OUTAGE)  # runbot answers on its own pace meanwhile
+    time.sleep(max(0.0, OUTAGE - (time.monotonic() - fault)))
+    cluster.redis.start()  # the same port, nothing in it: the queue, the limiter's state and the cache are gone
+    figures.note = "a user writing meanwhile: " + (f"answered in {answered:.1f} s" if answered else "no answer")
+    recover(cluster, figures, fault, "send_broadcasts", "delete_due_messages")
+    audit(cluster, figures, deleted=deleted)
+    check(figures)
+    assert answered is not None, "with Redis down, runbot did not answer"
+
+
+def test_postgres_connections_terminated_mid_sweep(cluster):
+    figures = scenario(cluster, f"PostgreSQL: connections terminated, none for {OUTAGE:g} s, mid-sweep")
+    deleted, since = both_sweeps(cluster, 5_000_000, 600)
+    fault = time.monotonic()
+    database = connection.ops.quote_name(cluster.database)
+    db = connection.settings_dict
+    # From the server's maintenance database: a database cannot refuse connections to itself.
+    with psycopg.connect(
+        dbname="postgres", user=db["USER"], password=db["PASSWORD"] or None, host=db["HOST"], port=db["PORT"], autocommit=True
+    ) as admin:
+        admin.execute(f"ALTER DATABASE {database} WITH ALLOW_CONNECTIONS false")
+        try:
+            terminated = admin.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = %s AND datname = %s",
+                [DEPLOYMENT_DB_APP, cluster.database],
+            ).fetchone()[0]
+            answered = answer_time(cluster, 5_999_999, timeout=OUTAGE)  # "Sorry" at least, not silence
+            time.sleep(max(0.0, OUTAGE - (time.monotonic() - fault)))
+        finally:
+            admin.execute(f"ALTER DATABASE {database} WITH ALLOW_CONNECTIONS true")
+    sorry = cluster.remote.received(text=SORRY).get(5_999_999)
+    figures.note = f"{terminated} connections terminated; a user writing meanwhile: " + (
+        f"answered {'“Sorry…”' if sorry else ''} in {answered:.1f} s" if answered else "no answer"
+    )
+    recover(cluster, figures, fault, "send_broadcasts", "delete_due_messages")
+    audit(cluster, figures, deleted=deleted)
+    check(figures)
+    assert answered is not None, "with PostgreSQL down, runbot did not answer"
+
+
+def test_a_flood_wait_storm(cluster):
+    figures = scenario(cluster, "FloodWait storm")
+    floods = cluster.remote.flood_waits()
+    # Telegram allows half the workers' pace, and answers 40 sends FLOOD_WAIT_2 besides.
+    cluster.remote.set_rates(enforce_rates=True, global_rate=RATE / 2)
+    cluster.remote.fail_next("FLOOD_WAIT_2", methods=[SEND], times=40, after=50)
+    try:
+        fault = time.monotonic()
+        deleted, since = both_sweeps(cluster, 6_000_000, 300)
+        recover(cluster, figures, fault, "send_broadcasts", "delete_due_messages")
+    finally:
+        cluster.remote.set_rates(enforce_rates=False)
+    figures.note = f"{cluster.remote.flood_waits() - floods} FLOOD_WAITs answered"
+    audit(cluster, figures, deleted=deleted)
+    check(figures)
+
+
+def test_the_bot_token_revoked_mid_broadcast(cluster):
+    figures = scenario(cluster, "bot token revoked mid-broadcast, then replaced")
+    n = 800
+    since = mark(cluster)
+    started = broadcast(cluster, 7_000_000, n)
+    TASKS["send_broadcasts"].apply_async(kwargs={"trigger": "chaos"})
+    wait_for(lambda: running("send_broadcasts") >= 2, timeout=60, what="both workers to send")
+    wait_for(lambda: calls(cluster, since=since) >= n * MIDWAY, timeout=60, what="the broadcast to get going", interval=0.02)
+    fault = time.monotonic()
+    cluster.remote.revoke_token()
+    try:
+        wait_for(lambda: not running("send_broadcasts"), timeout=60, what="the runs to stop")
+        # Stopped, nobody blamed, nothing lost: the rows not sent wait, the counters match the rows.
+        assert set(JobRun.objects.filter(job="send_broadcasts").values_list("status", flat=True)) == {JobRun.Status.FAILED}
+        assert all("BotUnauthorized" in e for e in JobRun.objects.filter(job="send_broadcasts").values_list("error", flat=True))
+        assert not TelegramUser.objects.exclude(state=TelegramUser.State.ACTIVE).exists()
+        assert not BroadcastDelivery.objects.filter(status="sending").exists()
+        started.refresh_from_db()
+        assert 0 < started.sent == BroadcastDelivery.objects.filter(status="sent").count() < n  # midway
+        figures.note = f"{BroadcastDelivery.objects.filter(status='pending').count()} rows waited for the new token"
+    finally:
+        cluster.remote.restore_token()
+    cluster.workers.stop()  # the operator puts the new token in place and restarts the workers
+    cluster.workers.restart_dead()
+    recover(cluster, figures, fault, "send_broadcasts")
+    audit(cluster, figures)
+    check(figures)
