@@ -5,6 +5,7 @@ from django.contrib import admin, messages
 from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
 
+from botapp.admin.base import InternalAdmin, ModelAdmin
 from scheduler.dashboard import jobs_overview
 from scheduler.jobs.registry import JOBS
 from scheduler.models import BackgroundJob, JobRun
@@ -13,19 +14,17 @@ log = logging.getLogger(__name__)
 
 
 @admin.register(JobRun)
-class JobRunAdmin(admin.ModelAdmin):
+class JobRunAdmin(InternalAdmin):
+    deletable = True  # history only; prune_job_runs deletes old runs anyway
     list_display = ("job", "status", "trigger", "started_at", "finished_at", "processed", "failed", "detail")
     list_filter = ("status", "job", "trigger")
     search_fields = ("job", "detail", "error")
     date_hierarchy = "started_at"
     readonly_fields = [f.name for f in JobRun._meta.fields]
 
-    def has_add_permission(self, request):
-        return False
-
 
 @admin.register(BackgroundJob)
-class BackgroundJobAdmin(admin.ModelAdmin):
+class BackgroundJobAdmin(ModelAdmin):
     """The jobs dashboard: each job, its schedule, last run, next run, and "Run now"."""
 
     search_fields = ("job",)

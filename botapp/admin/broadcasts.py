@@ -6,6 +6,7 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 
 from botapp import clock
+from botapp.admin.base import InternalAdmin, ModelAdmin
 from botapp.admin.compose import ComposedMessageForm
 from botapp.models import (
     Broadcast,
@@ -30,7 +31,7 @@ class BroadcastForm(ComposedMessageForm):
 
 
 @admin.register(Broadcast)
-class BroadcastAdmin(admin.ModelAdmin):
+class BroadcastAdmin(ModelAdmin):
     form = BroadcastForm
     list_display = (
         "title",
@@ -135,7 +136,7 @@ class BroadcastAdmin(admin.ModelAdmin):
 
 
 @admin.register(BroadcastDelivery)
-class BroadcastDeliveryAdmin(admin.ModelAdmin):
+class BroadcastDeliveryAdmin(InternalAdmin):
     list_display = ("broadcast", "user", "status", "message_id", "sent_at", "delete_at", "error")
     list_filter = ("status", "broadcast")
     search_fields = ("=user__telegram_id", "user__username", "broadcast__title")

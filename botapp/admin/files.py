@@ -5,6 +5,7 @@ from django.contrib import admin
 from django.utils.html import format_html
 
 from botapp.admin.access import FlushCountersFirst
+from botapp.admin.base import InternalAdmin, ModelAdmin
 from botapp.config import storage_channel_load
 from botapp.models import (
     PendingBatch,
@@ -26,7 +27,7 @@ class MessageIdsField(forms.CharField):
         text = (super().to_python(value) or "").strip()
         if text.startswith("["):  # the JSON form, as stored
             text = text.strip("[]")
-        ids: list[int] = []
+        spans: list[tuple[int, int]] = []
         for part in filter(None, (p.strip() for p in text.replace(";", ",").split(","))):
             first, sep, last = part.partition("-")
             try:
@@ -35,11 +36,14 @@ class MessageIdsField(forms.CharField):
                 raise forms.ValidationError(f"{part!r} is not a message id or a range like 10-20.") from None
             if start <= 0 or end < start:
                 raise forms.ValidationError(f"{part!r}: ids are positive and ranges go upwards.")
-            ids.extend(range(start, end + 1))
-        if not ids:
+            spans.append((start, end))
+        if not spans:
             raise forms.ValidationError("Give at least one message id.")
-        if len(ids) > MAX_BATCH:
-            raise forms.ValidationError(f"A link holds at most {MAX_BATCH} messages (got {len(ids)}).")
+        # Count before building: "1-99999999999" must be refused, not expanded into memory.
+        count = sum(end - start + 1 for start, end in spans)
+        if count > MAX_BATCH:
+            raise forms.ValidationError(f"A link holds at most {MAX_BATCH} messages (got {count:,}).")
+        ids = [i for start, end in spans for i in range(start, end + 1)]
         return ids
 
 
@@ -52,7 +56,7 @@ class StoredFileForm(forms.ModelForm):
 
 
 @admin.register(StoredFile)
-class StoredFileAdmin(FlushCountersFirst, admin.ModelAdmin):
+class StoredFileAdmin(FlushCountersFirst, ModelAdmin):
     form = StoredFileForm
     list_display = (
         "share_id",
@@ -99,7 +103,7 @@ class StoredFileAdmin(FlushCountersFirst, admin.ModelAdmin):
 
 
 @admin.register(PendingDeletion)
-class PendingDeletionAdmin(admin.ModelAdmin):
+class PendingDeletionAdmin(InternalAdmin):
     list_display = ("chat_id", "message_count", "delete_at", "status", "share_id", "created_at")
     list_filter = ("status", "delete_at")
     search_fields = ("=chat_id", "=share_id")
@@ -110,7 +114,8 @@ class PendingDeletionAdmin(admin.ModelAdmin):
 
 
 @admin.register(PendingBatch)
-class PendingBatchAdmin(admin.ModelAdmin):
+class PendingBatchAdmin(InternalAdmin):
+    deletable = True  # cancels an admin's /batch, as /cancel would
     list_display = ("admin_id", "first_message_id", "started_at")
     list_filter = ("started_at",)
     search_fields = ("=admin_id",)

@@ -4,13 +4,14 @@ from django.contrib import admin
 from django.http import HttpResponseRedirect
 from django.urls import reverse
 
+from botapp.admin.base import ModelAdmin
 from botapp.models import (
     BotSettings,
 )
 
 
 @admin.register(BotSettings)
-class BotSettingsAdmin(admin.ModelAdmin):
+class BotSettingsAdmin(ModelAdmin):
     """One row: the list page opens it directly."""
 
     fieldsets = (
