@@ -4,6 +4,8 @@ from django.conf import settings
 from django.contrib import admin, messages
 from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
+from django_celery_beat import admin as beat_admin
+from django_celery_beat.models import ClockedSchedule, CrontabSchedule, IntervalSchedule, PeriodicTask, SolarSchedule
 
 from botapp.admin.base import InternalAdmin, ModelAdmin
 from scheduler.dashboard import jobs_overview
@@ -11,6 +13,25 @@ from scheduler.jobs.registry import JOBS
 from scheduler.models import BackgroundJob, JobRun
 
 log = logging.getLogger(__name__)
+
+# celery-beat's screens in the console's theme; clocked (one-off) and solar schedules are not used
+# by any job, so they are not shown.
+admin.site.unregister([PeriodicTask, CrontabSchedule, IntervalSchedule, ClockedSchedule, SolarSchedule])
+
+
+@admin.register(PeriodicTask)
+class PeriodicTaskAdmin(beat_admin.PeriodicTaskAdmin, ModelAdmin):
+    pass
+
+
+@admin.register(CrontabSchedule)
+class CrontabScheduleAdmin(beat_admin.CrontabScheduleAdmin, ModelAdmin):
+    pass
+
+
+@admin.register(IntervalSchedule)
+class IntervalScheduleAdmin(beat_admin.IntervalScheduleAdmin, ModelAdmin):
+    pass
 
 
 @admin.register(JobRun)

@@ -72,3 +72,8 @@ def _next_run(task) -> datetime | None:
     moment = now + schedule.remaining_estimate(last)
     # The estimate is computed against a second reading of the clock: round off the microseconds.
     return (moment + timedelta(microseconds=500_000)).replace(microsecond=0)
+
+
+def dashboard_callback(request, context: dict) -> dict:
+    """The console's home page (django-unfold's DASHBOARD_CALLBACK)."""
+    return context

@@ -1,11 +1,24 @@
-"""What every screen of the console shares: the theme's ModelAdmin, and the read-only base for the
-tables the bot and the jobs write (an operator looks at them, and deletes where that is safe)."""
+"""What every screen of the console shares: the theme's ModelAdmin (django-unfold), and the
+read-only base for the tables the bot and the jobs write (an operator looks at them, and deletes
+where that is safe)."""
 
-from django.contrib import admin
+from unfold.admin import ModelAdmin as UnfoldModelAdmin
+from unfold.admin import StackedInline as UnfoldStackedInline
+from unfold.admin import TabularInline as UnfoldTabularInline
 
 
-class ModelAdmin(admin.ModelAdmin):
-    """The console's ModelAdmin (the theme's, once installed)."""
+class ModelAdmin(UnfoldModelAdmin):
+    """The console's ModelAdmin: warns before leaving a changed form."""
+
+    warn_unsaved_form = True
+
+
+class StackedInline(UnfoldStackedInline):
+    pass
+
+
+class TabularInline(UnfoldTabularInline):
+    pass
 
 
 class InternalAdmin(ModelAdmin):
@@ -14,6 +27,7 @@ class InternalAdmin(ModelAdmin):
     message id its deletion needs)."""
 
     deletable = False
+    warn_unsaved_form = False
 
     def has_add_permission(self, request):
         return False

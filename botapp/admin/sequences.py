@@ -3,7 +3,7 @@
 from django.contrib import admin
 from django.db.models import Count
 
-from botapp.admin.base import InternalAdmin, ModelAdmin
+from botapp.admin.base import InternalAdmin, ModelAdmin, StackedInline
 from botapp.admin.compose import ComposedMessageForm
 from botapp.models import (
     Sequence,
@@ -18,7 +18,7 @@ class SequenceStepForm(ComposedMessageForm):
         fields = ("delay_minutes", "text", "media_kind", "media", "buttons", "protect_content", "condition", "condition_button")
 
 
-class SequenceStepInline(admin.StackedInline):
+class SequenceStepInline(StackedInline):
     model = SequenceStep
     form = SequenceStepForm
     extra = 1
