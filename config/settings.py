@@ -155,6 +155,9 @@ CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 DJANGO_CELERY_BEAT_TZ_AWARE = True
 
 # --- Background jobs ---
+# The bot, each worker and beat record a heartbeat this often; one silent for three intervals is
+# shown as stopped on the dashboard and the jobs page.
+HEARTBEAT_SECONDS = env.float("HEARTBEAT_SECONDS", default=15.0)
 TOKEN_RETENTION_DAYS = env.int("TOKEN_RETENTION_DAYS", default=7)
 
 # --- Telegram send limits, shared by every process through Redis (botapp/telegram/limiter.py) ---

@@ -27,5 +27,5 @@ def send_broadcast_test(broadcast_id: int) -> str:
     from scheduler.sender import worker_gateway
 
     broadcast = Broadcast.objects.get(pk=broadcast_id)
-    sent = broadcast_test_send(gateway=worker_gateway(), broadcast=broadcast, chat_ids=admin_ids_load())
-    return f"test of broadcast {broadcast_id} sent to {sent} admin(s)"
+    results = broadcast_test_send(gateway=worker_gateway(), broadcast=broadcast, chat_ids=admin_ids_load())
+    return f"test of broadcast {broadcast_id} delivered to {sum(r['ok'] for r in results)} of {len(results)} admin(s)"

@@ -56,6 +56,10 @@ class Broadcast(models.Model):
     interrupted = models.PositiveIntegerField(
         default=0, help_text="Sends whose outcome is unknown (a worker died mid-call, or no answer came): never re-sent."
     )
+    # The last "Send a test": when it was asked for, and what each admin's send gave
+    # ([{"chat_id", "ok", "error", "at"}], written by the worker that sent it).
+    test_requested_at = models.DateTimeField(null=True, blank=True)
+    test_results = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

@@ -43,32 +43,41 @@ class ButtonSpec:
 
 
 def buttons_parse(*, text: str) -> list[list[ButtonSpec]]:
-    """Parse the admin's button lines into rows of buttons; a ValidationError names the line that
-    is wrong (no link, a scheme other than https/http/tg, a bad click key, tracking without
-    PUBLIC_URL)."""
-    rows = []
+    """Parse the admin's button lines into rows of buttons; a ValidationError names every line that
+    is wrong, each once (no link, a scheme other than https/http/tg, a bad click key, tracking
+    without PUBLIC_URL)."""
+    rows, errors = [], []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
-        row = []
-        for part in line.split("||"):
-            pieces = [p.strip() for p in part.split("|")]
-            if len(pieces) not in (2, 3) or not pieces[0] or not pieces[1]:
-                raise ValidationError(
-                    f'Line {number}: write a button as "Text | https://example.com" (optionally "| key" to track clicks).'
-                )
-            label, url, key = pieces[0], pieces[1], pieces[2] if len(pieces) == 3 else ""
-            if not url.startswith(("https://", "http://", "tg://")):
-                raise ValidationError(f"Line {number}: {escape(url)} is not a link (https://, http:// or tg://).")
-            if len(label) > BUTTON_TEXT_LENGTH:
-                raise ValidationError(f"Line {number}: button text is at most {BUTTON_TEXT_LENGTH} characters.")
-            if key and not KEY_RE.match(key):
-                raise ValidationError(f"Line {number}: a click key uses a-z, 0-9, _ and - only (got {escape(key)!s}).")
-            if key and not settings.PUBLIC_URL:
-                raise ValidationError(f"Line {number}: tracking clicks needs PUBLIC_URL (the admin's public https address).")
-            row.append(ButtonSpec(label, url, key))
-        rows.append(row)
+        try:
+            rows.append(_button_row(number, line))
+        except ValidationError as exc:
+            errors.extend(exc.messages)
+    if errors:
+        raise ValidationError(errors)
     return rows
+
+
+def _button_row(number: int, line: str) -> list[ButtonSpec]:
+    row = []
+    for part in line.split("||"):
+        pieces = [p.strip() for p in part.split("|")]
+        if len(pieces) not in (2, 3) or not pieces[0] or not pieces[1]:
+            raise ValidationError(
+                f'Line {number}: write a button as "Text | https://example.com" (optionally "| key" to track clicks).'
+            )
+        label, url, key = pieces[0], pieces[1], pieces[2] if len(pieces) == 3 else ""
+        if not url.startswith(("https://", "http://", "tg://")):
+            raise ValidationError(f"Line {number}: {escape(url)} is not a link (https://, http:// or tg://).")
+        if len(label) > BUTTON_TEXT_LENGTH:
+            raise ValidationError(f"Line {number}: button text is at most {BUTTON_TEXT_LENGTH} characters.")
+        if key and not KEY_RE.match(key):
+            raise ValidationError(f"Line {number}: a click key uses a-z, 0-9, _ and - only (got {escape(key)!s}).")
+        if key and not settings.PUBLIC_URL:
+            raise ValidationError(f"Line {number}: tracking clicks needs PUBLIC_URL (the admin's public https address).")
+        row.append(ButtonSpec(label, url, key))
+    return row
 
 
 def click_url(*, user_id: int, key: str, url: str) -> str:
