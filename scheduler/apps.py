@@ -17,3 +17,9 @@ class SchedulerConfig(AppConfig):
         signals.broadcast_queued.connect(receivers.broadcast_sender_wake, dispatch_uid="scheduler.broadcast_sender_wake")
         signals.broadcast_test_requested.connect(receivers.broadcast_test_queue, dispatch_uid="scheduler.broadcast_test_queue")
         signals.sandbox_clock_advanced.connect(receivers.sandbox_jobs_run, dispatch_uid="scheduler.sandbox_jobs_run")
+        # Heartbeats of the worker and beat processes, for the dashboard and the jobs page.
+        from celery import signals as celery_signals
+
+        celery_signals.worker_ready.connect(receivers.worker_heartbeat_start, dispatch_uid="scheduler.worker_heartbeat")
+        celery_signals.worker_shutdown.connect(receivers.worker_heartbeat_stop, dispatch_uid="scheduler.worker_heartbeat_stop")
+        celery_signals.beat_init.connect(receivers.beat_heartbeat_start, dispatch_uid="scheduler.beat_heartbeat")

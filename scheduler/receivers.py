@@ -29,3 +29,33 @@ def broadcast_test_queue(sender, *, broadcast_id: int, **kwargs) -> None:
 def sandbox_jobs_run(sender, *, before, after, gateway, **kwargs) -> list[tuple[str, Outcome]]:
     """Run every job whose schedule fell due between `before` and `after`, as beat would have."""
     return [(job.name, job_run(job.name, trigger="sandbox", gateway=gateway)) for job in jobs_due_between(before, after)]
+
+
+# --- Heartbeats of the Celery processes (botapp/services/health.py): the dashboard and the jobs
+# page tell a running worker or beat from a stopped one. Connected in SchedulerConfig.ready.
+_beating: dict[str, object] = {}
+
+
+def worker_heartbeat_start(sender=None, **kwargs) -> None:
+    """celery's worker_ready: beat until the worker shuts down."""
+    from botapp.services.health import heartbeat_start
+
+    name = getattr(sender, "hostname", "") or ""
+    _beating["worker"] = (heartbeat_start(process="worker", name=name), name)
+
+
+def worker_heartbeat_stop(sender=None, **kwargs) -> None:
+    """celery's worker_shutdown: a worker stopped cleanly is gone at once, not stale later."""
+    from botapp.services.health import heartbeat_forget
+
+    if entry := _beating.pop("worker", None):
+        stop, name = entry
+        stop.set()
+        heartbeat_forget(process="worker", name=name)
+
+
+def beat_heartbeat_start(sender=None, **kwargs) -> None:
+    """celery's beat_init: beat for as long as beat runs (a stopped beat goes stale)."""
+    from botapp.services.health import heartbeat_start
+
+    _beating["beat"] = (heartbeat_start(process="beat"), "")

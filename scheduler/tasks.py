@@ -9,6 +9,10 @@ from scheduler.jobs.registry import JOBS, job_run
 def _task_for(name: str):
     @shared_task(name=f"scheduler.{name}", acks_late=True, ignore_result=True)
     def run(trigger: str = "beat") -> str:
+        if trigger == "admin":  # "Run now": the jobs page stops showing it as queued
+            from scheduler.dashboard import job_queued_taken
+
+            job_queued_taken(name=name)
         return str(job_run(name, trigger=trigger))
 
     run.__doc__ = JOBS[name].summary
