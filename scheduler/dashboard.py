@@ -167,3 +167,118 @@ def _missed(task, last: JobRun | None) -> datetime | None:
     now = clock.now()
     due = now + _schedule(task).remaining_estimate(since)
     return due if due < now - STALE_GRACE else None
+
+
+# --- the home dashboard ---
+
+CHART_DAYS = 30
+# Chart.js options (unfold's defaults hide the value axis): axes with numbers, no animation.
+CHART_OPTIONS = {
+    "animation": False,
+    "responsive": True,
+    "maintainAspectRatio": False,
+    "plugins": {"legend": {"display": False}},
+    "scales": {"y": {"beginAtZero": True, "ticks": {"precision": 0}}, "x": {"grid": {"display": False}}},
+}
+COLORS = {"new users": "#7c3aed", "deliveries": "#0ea5e9", "verifications": "#16a34a", "bypasses": "#f59e0b"}
+
+
+def _series(days: list, values: dict, label: str) -> dict:
+    return {
+        "label": label,
+        "data": [values.get(d, 0) for d in days],
+        "borderColor": COLORS[label],
+        "backgroundColor": COLORS[label],
+        "tension": 0.3,
+    }
+
+
+def dashboard_charts() -> dict:
+    """The last CHART_DAYS days (the operator's time zone), as Chart.js data for unfold's chart
+    components: new users per day, and deliveries, verifications and bypasses per day."""
+    from django.db.models import Count
+    from django.db.models.functions import TruncDate
+
+    from botapp.models import DailyStat, TelegramUser
+
+    today = clock.today()
+    days = [today - timedelta(days=n) for n in range(CHART_DAYS - 1, -1, -1)]
+    zone = timezone.get_current_timezone()
+    joined = dict(
+        TelegramUser.objects.filter(joined_at__gte=clock.today_start() - timedelta(days=CHART_DAYS - 1))
+        .annotate(day=TruncDate("joined_at", tzinfo=zone))
+        .values_list("day")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    stats = {s.date: s for s in DailyStat.objects.filter(date__gte=days[0])}
+    labels = [d.strftime("%m-%d") for d in days]
+    return {
+        "users": {"labels": labels, "datasets": [_series(days, joined, "new users")]},
+        "activity": {
+            "labels": labels,
+            "datasets": [
+                _series(days, {d: s.deliveries for d, s in stats.items()}, "deliveries"),
+                _series(days, {d: s.verifications for d, s in stats.items()}, "verifications"),
+                _series(days, {d: s.bypasses for d, s in stats.items()}, "bypasses"),
+            ],
+        },
+    }
+
+
+def dashboard_health() -> list[dict]:
+    """One line per thing that must run: the bot, workers, beat (heartbeats), Redis, the database
+    and the task queue; each ok or not, with a sentence."""
+    from botapp.services.health import broker_problem, database_problem, processes_state, redis_problem
+
+    state = processes_state()
+    lines = [
+        {"name": "Bot (runbot)", "ok": state["bot"].ok, "text": state["bot"].summary},
+        {"name": "Workers", "ok": state["worker"].ok, "text": state["worker"].summary},
+        {"name": "Beat (schedules)", "ok": state["beat"].ok, "text": state["beat"].summary},
+    ]
+    for name, problem in (("Redis", redis_problem()), ("Database", database_problem()), ("Task queue", broker_problem())):
+        lines.append({"name": name, "ok": not problem, "text": problem or "answering"})
+    return lines
+
+
+def dashboard_callback(request, context: dict) -> dict:
+    """The console's home page (django-unfold's DASHBOARD_CALLBACK): users, 30-day charts,
+    broadcasts being sent, jobs that failed or missed their run, and the health of every process."""
+    import json
+
+    from django.urls import reverse
+
+    from botapp.models import Broadcast
+    from botapp.services.stats import counters_flush
+    from botapp.services.users import user_counts
+
+    counters_flush()  # today's deliveries are in Redis until the next flush
+    counts = user_counts()
+    charts = dashboard_charts()
+    sending = list(
+        Broadcast.objects.filter(status__in=[Broadcast.Status.QUEUED, Broadcast.Status.SENDING]).order_by("started_at")[:10]
+    )
+    rows = jobs_overview()
+    context.update(
+        {
+            "users": counts,
+            "chart_users": json.dumps(charts["users"]),
+            "chart_activity": json.dumps(charts["activity"]),
+            "chart_options": json.dumps(CHART_OPTIONS),
+            "chart_options_legend": json.dumps(
+                {**CHART_OPTIONS, "plugins": {"legend": {"display": True, "position": "top", "align": "end"}}}
+            ),
+            "sending": [
+                {
+                    "b": b,
+                    "url": reverse("admin:botapp_broadcast_progress", args=[b.pk]),
+                    "page": reverse("admin:botapp_broadcast_change", args=[b.pk]),
+                }
+                for b in sending
+            ],
+            "job_problems": [r for r in rows if r.failing or r.stale],
+            "health": dashboard_health(),
+        }
+    )
+    return context
