@@ -2,6 +2,8 @@
 
 from django import forms
 from django.contrib import admin
+from django.http import HttpResponseRedirect
+from django.urls import reverse
 from django.utils.html import format_html
 
 from botapp.admin.access import FlushCountersFirst
@@ -58,31 +60,24 @@ class StoredFileForm(forms.ModelForm):
 @admin.register(StoredFile)
 class StoredFileAdmin(FlushCountersFirst, ModelAdmin):
     form = StoredFileForm
-    list_display = (
-        "share_id",
-        "title",
-        "message_count",
-        "delivery_count",
-        "last_delivered_at",
-        "protect_content",
-        "link",
-        "created_at",
-    )
+    list_display = ("link", "title", "message_count", "delivery_count", "last_delivered_at", "protect_content", "created_at")
+    list_display_links = ("title",)
     list_filter = ("protect_content", "created_at")
     search_fields = ("=share_id", "title")
     readonly_fields = ("share_id", "delivery_count", "last_delivered_at", "created_at", "created_by", "link")
-    fields = (
-        "title",
-        "source_chat_id",
-        "message_ids",
-        "protect_content",
-        "share_id",
-        "link",
-        "delivery_count",
-        "last_delivered_at",
-        "created_by",
-        "created_at",
-    )
+
+    def get_fields(self, request, obj=None):
+        editable = ("title", "source_chat_id", "message_ids", "protect_content")
+        if obj is None:
+            return editable
+        # A saved file leads with its link: what the operator came for.
+        return ("link", *editable, "share_id", "delivery_count", "last_delivered_at", "created_by", "created_at")
+
+    def response_add(self, request, obj, post_url_continue=None):
+        """A new file lands on its own page, where the deep link is the first thing (with a copy
+        button), whichever save button was used."""
+        self.message_user(request, f"“{obj}” is stored: share its link below.")
+        return HttpResponseRedirect(reverse("admin:botapp_storedfile_change", args=[obj.pk]))
 
     def get_changeform_initial_data(self, request):
         return {"source_chat_id": storage_channel_load(), **super().get_changeform_initial_data(request)}
@@ -99,7 +94,16 @@ class StoredFileAdmin(FlushCountersFirst, ModelAdmin):
         if not username:
             return f"start={obj.share_id} (bot username known once runbot has started)"
         url = deep_link(bot_username=username, payload=obj.share_id)
-        return format_html('<a href="{}" target="_blank" rel="noopener">{}</a>', url, url)
+        return format_html(
+            '<span class="deep-link" style="white-space: nowrap;"><a href="{}" target="_blank" rel="noopener">{}</a> '
+            '<button type="button" class="copy-link" data-link="{}" title="Copy the link" '
+            'style="border: 1px solid #d1d5db; border-radius: 6px; padding: 0 6px; margin-left: 4px;" '
+            "onclick=\"navigator.clipboard.writeText(this.dataset.link).then(() => {{ this.textContent = 'Copied'; }})\">"
+            "Copy</button></span>",
+            url,
+            url,
+            url,
+        )
 
 
 @admin.register(PendingDeletion)
