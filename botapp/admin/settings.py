@@ -110,11 +110,6 @@ class BotSettingsAdmin(ModelAdmin):
         obj = BotSettings.load()
         return HttpResponseRedirect(reverse("admin:botapp_botsettings_change", args=[obj.pk]))
 
-    def render_change_form(self, request, context, *args, **kwargs):
-        # One row: the header says "Bot settings" once, not "Bot settings › Bot settings".
-        context["original"] = str(context.get("original") or "")
-        return super().render_change_form(request, context, *args, **kwargs)
-
     def response_change(self, request, obj):
         self.message_user(request, "Bot settings saved; the bot uses them from its next message.")
         return HttpResponseRedirect(request.path)

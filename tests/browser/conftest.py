@@ -6,6 +6,10 @@ Every test here is `slow` (it starts a browser). Screenshots named by a test go 
 (the README shows them); a failing test's last page goes to var/browser-failures/."""
 
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +24,7 @@ SCREENSHOTS = ROOT / "docs" / "screenshots"
 FAILURES = ROOT / "var" / "browser-failures"
 WIDTH, HEIGHT = 1400, 900  # the laptop the console is sized for
 PASSWORD = "correct horse battery staple"
+ADMIN = 1000  # ADMIN_IDS while a worker runs
 
 
 def pytest_collection_modifyitems(items):
@@ -97,3 +102,74 @@ def screenshot(page, name: str) -> None:
     """Save the page for the README (docs/screenshots/NAME.png)."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=False)
+
+
+def wait_for(condition, *, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if result := condition():
+            return result
+        time.sleep(0.2)
+    raise AssertionError(f"waited {timeout} s for {what}")
+
+
+@pytest.fixture
+def worker(telegram, tmp_path, settings):
+    """A real Celery worker process (`celery -A config worker`, one solo process) on the test
+    database and the test Redis, sending through the in-memory Telegram (as offline workers do),
+    with a one-second heartbeat. Yields the process; stopped (or found killed) at the end."""
+    from django.db import connection
+
+    from botapp.services.health import processes_state
+    from tests.factories import telegram_on_socket
+
+    settings.HEARTBEAT_SECONDS = 1
+    settings.ADMIN_IDS = str(ADMIN)  # the worker sends tests to them; the console counts them
+    db = connection.settings_dict
+    database_url = f"postgres://{db['USER']}:{db['PASSWORD'] or ''}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}"
+    FAILURES.mkdir(parents=True, exist_ok=True)
+    with telegram_on_socket(telegram) as socket, open(FAILURES / "worker.log", "w") as log:
+        env = {
+            **os.environ,
+            "DATABASE_URL": database_url,
+            "TELEGRAM_OFFLINE": "1",
+            "TELEGRAM_OFFLINE_SOCKET": str(socket),
+            "TELEGRAM_SESSION_DIR": str(tmp_path),
+            "ADMIN_IDS": settings.ADMIN_IDS,
+            "HEARTBEAT_SECONDS": "1",
+            "CONN_MAX_AGE": "0",  # no idle connection outlives a test's flush
+        }
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "config",
+                "worker",
+                "--pool",
+                "solo",
+                "--purge",
+                "--without-gossip",
+                "--without-mingle",
+                "--loglevel",
+                "WARNING",
+                "-n",
+                f"browser-{os.getpid()}@%h",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            wait_for(lambda: processes_state()["worker"].ok, timeout=60, what="the worker's first heartbeat")
+            yield process
+        finally:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                try:
+                    process.wait(20)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
