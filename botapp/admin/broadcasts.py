@@ -130,7 +130,7 @@ class BroadcastAdmin(ModelAdmin):
                 "p": progress_of(b),
                 "poll": b.status in ACTIVE or test_waiting,
                 "test_waiting": test_waiting,
-                "url": reverse("admin:botapp_broadcast_progress", args=[b.pk]),
+                "url": reverse("admin:botapp_broadcast_progress", args=[b.pk]) + f"?from={b.status}&page=change",
             },
         )
 
@@ -140,7 +140,14 @@ class BroadcastAdmin(ModelAdmin):
         broadcast = self._broadcast(object_id)
         if not self.has_view_permission(request, broadcast):
             return redirect("admin:index")
-        return TemplateResponse(request, "admin/botapp/broadcast_progress_fragment.html", {"html": self._live_html(broadcast)})
+        # Sending just ended: reload the page once, so that its actions (Cancel…) follow the status.
+        # Never for a draft (a test's result arriving must not throw away the operator's edits).
+        ended = request.GET.get("from") in ACTIVE and broadcast.status not in ACTIVE
+        return TemplateResponse(
+            request,
+            "admin/botapp/broadcast_progress_fragment.html",
+            {"html": self._live_html(broadcast), "reload": ended and request.GET.get("page") == "change"},
+        )
 
     # --- the actions on the page (each asks for confirmation: a GET shows, a POST acts) ---
 

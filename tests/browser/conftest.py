@@ -33,6 +33,15 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.slow)
 
 
+@pytest.fixture(autouse=True)
+def _real_clock():
+    """The browser tests share the database with a worker process, which runs on the real clock:
+    so does this process (the suite's fixture moved it to 10:00 tomorrow)."""
+    from botapp import clock
+
+    clock.clock_reset()
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     report = yield
