@@ -166,6 +166,7 @@ def _missed(task, last: JobRun | None) -> datetime | None:
         return None
     now = clock.now()
     due = now + _schedule(task).remaining_estimate(since)
+    due = (due + timedelta(microseconds=500_000)).replace(microsecond=0)  # two readings of the clock: 04:30:59.99 is 04:31
     return due if due < now - STALE_GRACE else None
 
 

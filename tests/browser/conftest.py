@@ -14,10 +14,6 @@ from pathlib import Path
 
 import pytest
 
-# Playwright's sync API runs an event loop in this thread; the ORM calls the tests make between
-# browser steps are ordinary blocking calls, which Django would otherwise refuse near a loop.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
 CHROMIUM = Path("/usr/bin/chromium")
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "docs" / "screenshots"
@@ -31,6 +27,17 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if Path(str(item.fspath)).is_relative_to(Path(__file__).parent):
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(scope="package")
+def _sync_orm_beside_playwright():
+    """Playwright's sync API keeps an event loop in this thread while the browser is open; the ORM
+    calls a test (and pytest-django's flush) make between browser steps are ordinary blocking calls,
+    which Django would otherwise refuse near a loop. Only while this package's browser is open
+    (never in a process the project runs: `check --deploy` refuses the variable)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+        yield
 
 
 @pytest.fixture(autouse=True)
@@ -66,8 +73,8 @@ def live_server():
         server.stop()
 
 
-@pytest.fixture(scope="session")
-def browser():
+@pytest.fixture(scope="package")
+def browser(_sync_orm_beside_playwright):
     from playwright.sync_api import sync_playwright
 
     if not CHROMIUM.exists():
@@ -139,7 +146,7 @@ def worker(telegram, tmp_path, settings):
     FAILURES.mkdir(parents=True, exist_ok=True)
     with telegram_on_socket(telegram) as socket, open(FAILURES / "worker.log", "w") as log:
         env = {
-            **os.environ,
+            **{k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"},
             "DATABASE_URL": database_url,
             "TELEGRAM_OFFLINE": "1",
             "TELEGRAM_OFFLINE_SOCKET": str(socket),

@@ -250,11 +250,13 @@ def test_with_the_broker_down_starting_still_queues_and_beat_sends_it(telegram, 
     users(telegram, 2)
     broadcast = draft(buttons="")
     app.conf.broker_url = "redis://127.0.0.1:1/0"  # nothing listens there
+    app._pool = app.amqp._producer_pool = None  # so the next publish connects there
     try:
         with caplog.at_level(logging.WARNING, logger="scheduler.receivers"):
             assert broadcast_start(broadcast=broadcast) == 2
     finally:
         app.conf.broker_url = settings.CELERY_BROKER_URL
+        app._pool = app.amqp._producer_pool = None  # and the pools built against the dead broker
     assert [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "scheduler.receivers"] == [
         ("WARNING", f"could not wake the broadcast sender for broadcast {broadcast.pk}; beat will start it")
     ]
@@ -291,11 +293,13 @@ def test_admin_test_action_with_the_broker_down_or_no_admins_says_so(operator, s
 
     settings.ADMIN_IDS = "1000"
     app.conf.broker_url = "redis://127.0.0.1:1/0"  # nothing listens there
+    app._pool = app.amqp._producer_pool = None  # so the next publish connects there
     try:
         assert "The task queue (the Celery broker) is unreachable" in operator.get(url).content.decode()  # said before asking
         response = operator.post(url, follow=True)
     finally:
         app.conf.broker_url = settings.CELERY_BROKER_URL
+        app._pool = app.amqp._producer_pool = None  # and the pools built against the dead broker
     page = response.content.decode()
     assert "Not queued: the task queue (the Celery broker) is unreachable." in page
     assert "on its way" not in page and "waiting for a worker" not in page

@@ -244,6 +244,7 @@ def test_run_now_with_the_broker_down_says_so(operator, settings):
     from config.celery import app
 
     app.conf.broker_url = "redis://127.0.0.1:1/0"  # nothing listens there
+    app._pool = app.amqp._producer_pool = None  # so the next publish connects there
     try:
         url = reverse("admin:scheduler_backgroundjob_changelist")
         operator.post(url, {"job": "cleanup_tokens"})
@@ -252,6 +253,7 @@ def test_run_now_with_the_broker_down_says_so(operator, settings):
         assert "waiting for a worker" not in page
     finally:
         app.conf.broker_url = settings.CELERY_BROKER_URL
+        app._pool = app.amqp._producer_pool = None  # and the pools built against the dead broker
 
 
 def test_old_job_runs_are_pruned_but_each_jobs_latest_stays(settings):

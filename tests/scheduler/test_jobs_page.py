@@ -70,7 +70,8 @@ def test_celery_signals_start_and_stop_the_worker_heartbeat(settings):
 
 
 def test_a_job_due_every_minute_is_stale_after_three_minutes_without_a_run(operator):
-    JobRunFactory(job="flush_counters", started_at=clock.now() - timedelta(minutes=2), finished_at=clock.now())
+    last = clock.now().replace(second=10, microsecond=0) - timedelta(minutes=2)
+    JobRunFactory(job="flush_counters", started_at=last, finished_at=last + timedelta(seconds=1))
     rows = {r.job.name: r for r in operator.get(reverse(JOBS_URL)).context["rows"]}
     assert not rows["flush_counters"].stale
 
@@ -78,6 +79,7 @@ def test_a_job_due_every_minute_is_stale_after_three_minutes_without_a_run(opera
     response = operator.get(reverse(JOBS_URL))
     rows = {r.job.name: r for r in response.context["rows"]}
     assert rows["flush_counters"].stale
+    assert rows["flush_counters"].missed == last.replace(second=0) + timedelta(minutes=1)  # the minute after its last run
     assert "missed its run due" in response.content.decode()
 
 
