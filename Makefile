@@ -12,9 +12,18 @@ TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 # The chaos suite's own database (it starts its own Redis server, on a free port).
 CHAOS_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/courier_chaos
 
+# The browser tests (tests/browser/) drive Debian's Chromium through Playwright; never a browser
+# build of Playwright's own. Installed here when missing (root, or sudo).
+CHROMIUM := /usr/bin/chromium
+
 .PHONY: setup sandbox test chaos run lint migrate bench clean
 
-setup: $(STAMP)
+setup: $(STAMP) $(CHROMIUM)
+
+$(CHROMIUM):
+	@echo "setup: installing Debian's chromium for the browser tests"
+	@if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null
 
 $(STAMP): requirements/base.txt requirements/dev.txt requirements/constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,7 +36,7 @@ sandbox: $(STAMP)
 	@mkdir -p var && rm -f var/sandbox.sqlite3
 	@DEBUG=1 DATABASE_URL=sqlite:///var/sandbox.sqlite3 CACHE_URL=locmemcache:// $(BIN)/python manage.py runbot --sandbox --demo $(ARGS)
 
-test: $(STAMP)
+test: $(STAMP) $(CHROMIUM)
 	@DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) SECRET_KEY=test-only-secret DEBUG=0 \
 		$(BIN)/python -m pytest $(ARGS)
 

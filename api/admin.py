@@ -4,6 +4,7 @@ from django.core.exceptions import ValidationError
 
 from api.clients import RATE_RE, apiclient_create, apiclient_revoke
 from api.models import ApiClient
+from botapp.admin.base import ModelAdmin
 
 
 class ApiClientForm(forms.ModelForm):
@@ -25,7 +26,7 @@ class ApiClientForm(forms.ModelForm):
 
 
 @admin.register(ApiClient)
-class ApiClientAdmin(admin.ModelAdmin):
+class ApiClientAdmin(ModelAdmin):
     """Clients of the HTTP API. Adding one shows its token once; revoking refuses it from then on."""
 
     form = ApiClientForm

@@ -26,6 +26,9 @@ PUBLIC_URL = env("PUBLIC_URL", default="")
 CLICK_LINK_DAYS = env.int("CLICK_LINK_DAYS", default=30)
 
 INSTALLED_APPS = [
+    # The console's theme (django-unfold): before django.contrib.admin, whose templates it replaces.
+    "unfold",
+    "unfold.contrib.filters",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -127,6 +130,7 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = env("TIME_ZONE", default="UTC")
 USE_I18N = True
 USE_TZ = True
+FORMAT_MODULE_PATH = "config.formats"  # the console's short dates (2026-05-01 14:30)
 
 # Files kept by the default storage: attachments uploaded through the API, until (and after) the
 # sender has uploaded them to Telegram. A local folder here; production may configure any Django
@@ -229,6 +233,9 @@ CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 DJANGO_CELERY_BEAT_TZ_AWARE = True
 
 # --- Background jobs ---
+# The bot, each worker and beat record a heartbeat this often; one silent for three intervals is
+# shown as stopped on the dashboard and the jobs page.
+HEARTBEAT_SECONDS = env.float("HEARTBEAT_SECONDS", default=15.0)
 TOKEN_RETENTION_DAYS = env.int("TOKEN_RETENTION_DAYS", default=7)
 
 # --- Telegram send limits, shared by every process through Redis (botapp/telegram/limiter.py) ---
@@ -244,3 +251,92 @@ JOB_RUN_RETENTION_DAYS = env.int("JOB_RUN_RETENTION_DAYS", default=30)
 # Per-user rows of finished broadcasts, settled sequence messages and button clicks are pruned
 # nightly this long after they settled (broadcasts keep their totals).
 DELIVERY_RETENTION_DAYS = env.int("DELIVERY_RETENTION_DAYS", default=30)
+
+
+# --- The operator console (django-unfold): its navigation, by task; the home dashboard. ---
+def _nav(title, icon, link, permission=None):
+    from django.urls import reverse_lazy
+
+    item = {"title": title, "icon": icon, "link": reverse_lazy(link)}
+    if permission:
+        item["permission"] = permission
+    return item
+
+
+UNFOLD = {
+    "SITE_TITLE": "Courier",
+    "SITE_HEADER": "Courier",
+    "SITE_SUBHEADER": "Operator console",
+    "SITE_SYMBOL": "send",
+    # "View site" opens the bot in Telegram (the admin is the only site); hidden until runbot has
+    # learnt the bot's username.
+    "SITE_URL": "botapp.admin.site.site_url",
+    "SITE_FAVICONS": [{"rel": "icon", "type": "image/svg+xml", "href": "botapp.admin.site.favicon_url"}],
+    "SHOW_VIEW_ON_SITE": False,
+    "DASHBOARD_CALLBACK": "scheduler.dashboard.dashboard_callback",
+    "SIDEBAR": {
+        "show_search": True,
+        # Models registered without a place below (another app's) stay reachable from here.
+        "show_all_applications": True,
+        "navigation": [
+            {"title": "Overview", "items": [_nav("Dashboard", "dashboard", "admin:index")]},
+            {
+                "title": "Content",
+                "separator": True,
+                "items": [
+                    _nav("Stored files", "folder", "admin:botapp_storedfile_changelist"),
+                    _nav("Bot settings", "tune", "admin:botapp_botsettings_changelist"),
+                ],
+            },
+            {
+                "title": "Audience",
+                "separator": True,
+                "items": [
+                    _nav("Telegram users", "group", "admin:botapp_telegramuser_changelist"),
+                    _nav("Button clicks", "ads_click", "admin:botapp_buttonclick_changelist"),
+                    _nav("Daily stats", "bar_chart", "admin:botapp_dailystat_changelist"),
+                    _nav("Premium plans", "workspace_premium", "admin:botapp_premiumplan_changelist"),
+                    _nav("User bans", "block", "admin:botapp_userban_changelist"),
+                ],
+            },
+            {
+                "title": "Access",
+                "separator": True,
+                "items": [
+                    _nav("Force-subscribe channels", "campaign", "admin:botapp_forcesubchannel_changelist"),
+                    _nav("Verification tokens", "key", "admin:botapp_verificationtoken_changelist"),
+                    _nav("Daily token counts", "pin", "admin:botapp_dailytokencount_changelist"),
+                    _nav("Join requests", "how_to_reg", "admin:botapp_channeljoinrequest_changelist"),
+                ],
+            },
+            {
+                "title": "Broadcasts & sequences",
+                "separator": True,
+                "items": [
+                    _nav("Broadcasts", "send", "admin:botapp_broadcast_changelist"),
+                    _nav("Sequences", "schedule_send", "admin:botapp_sequence_changelist"),
+                    _nav("Sequence steps", "format_list_numbered", "admin:botapp_sequencestep_changelist"),
+                    _nav("Broadcast deliveries", "mark_email_read", "admin:botapp_broadcastdelivery_changelist"),
+                    _nav("Sequence messages", "outgoing_mail", "admin:botapp_sequencemessage_changelist"),
+                ],
+            },
+            {
+                "title": "System",
+                "separator": True,
+                "collapsible": True,
+                "items": [
+                    _nav("Background jobs", "memory", "admin:scheduler_backgroundjob_changelist"),
+                    _nav("Job runs", "history", "admin:scheduler_jobrun_changelist"),
+                    _nav("Schedules", "event_repeat", "admin:django_celery_beat_periodictask_changelist"),
+                    _nav("Crontabs", "calendar_month", "admin:django_celery_beat_crontabschedule_changelist"),
+                    _nav("Intervals", "timer", "admin:django_celery_beat_intervalschedule_changelist"),
+                    _nav("Pending deletions", "auto_delete", "admin:botapp_pendingdeletion_changelist"),
+                    _nav("Pending batches", "pending_actions", "admin:botapp_pendingbatch_changelist"),
+                    _nav("Admin commands", "terminal", "admin:botapp_admincommand_changelist"),
+                    _nav("API clients", "api", "admin:api_apiclient_changelist"),
+                    _nav("Operators", "admin_panel_settings", "admin:auth_user_changelist"),
+                ],
+            },
+        ],
+    },
+}

@@ -2,32 +2,88 @@ import logging
 
 from django.conf import settings
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import Q
 from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
+from django_celery_beat import admin as beat_admin
+from django_celery_beat.models import ClockedSchedule, CrontabSchedule, IntervalSchedule, PeriodicTask, SolarSchedule
 
-from scheduler.dashboard import jobs_overview
+from botapp.admin.base import InternalAdmin, ModelAdmin
+from botapp.services.health import broker_problem, processes_state
+from scheduler.dashboard import job_queued_mark, jobs_overview
 from scheduler.jobs.registry import JOBS
 from scheduler.models import BackgroundJob, JobRun
 from scheduler.stats import scheduler_stats
 
 log = logging.getLogger(__name__)
 
+# celery-beat's screens in the console's theme; clocked (one-off) and solar schedules are not used
+# by any job, so they are not shown.
+admin.site.unregister([PeriodicTask, CrontabSchedule, IntervalSchedule, ClockedSchedule, SolarSchedule])
+
+
+@admin.register(PeriodicTask)
+class PeriodicTaskAdmin(beat_admin.PeriodicTaskAdmin, ModelAdmin):
+    pass
+
+
+@admin.register(CrontabSchedule)
+class CrontabScheduleAdmin(beat_admin.CrontabScheduleAdmin, ModelAdmin):
+    pass
+
+
+@admin.register(IntervalSchedule)
+class IntervalScheduleAdmin(beat_admin.IntervalScheduleAdmin, ModelAdmin):
+    pass
+
+
+class RunsFilter(admin.SimpleListFilter):
+    """Hides the runs that found nothing to do (several a minute), unless asked for."""
+
+    title = "runs"
+    parameter_name = "runs"
+
+    def lookups(self, request, model_admin):
+        return [("all", "All, empty ones included"), ("empty", "Only empty runs")]
+
+    def choices(self, changelist):
+        for choice in super().choices(changelist):
+            if choice["display"] == "All":
+                choice["display"] = "With work, or failed"
+            yield choice
+
+    def queryset(self, request, queryset):
+        empty = Q(status=JobRun.Status.OK, processed=0, failed=0)
+        if self.value() == "all":
+            return queryset
+        if self.value() == "empty":
+            return queryset.filter(empty)
+        return queryset.exclude(empty)
+
 
 @admin.register(JobRun)
-class JobRunAdmin(admin.ModelAdmin):
-    list_display = ("job", "status", "trigger", "started_at", "finished_at", "processed", "failed", "detail")
-    list_filter = ("status", "job", "trigger")
+class JobRunAdmin(InternalAdmin):
+    deletable = True  # history only; prune_job_runs deletes old runs anyway
+    list_display = ("job", "status", "trigger", "started_at", "took", "processed", "failed", "short_detail")
+    list_filter = (RunsFilter, "status", "job", "trigger")
     search_fields = ("job", "detail", "error")
     date_hierarchy = "started_at"
     readonly_fields = [f.name for f in JobRun._meta.fields]
 
-    def has_add_permission(self, request):
-        return False
+    @admin.display(description="took")
+    def took(self, obj):
+        return f"{obj.duration.total_seconds():.1f} s" if obj.duration else "—"
+
+    @admin.display(description="detail")
+    def short_detail(self, obj):
+        return obj.detail[:60] + ("…" if len(obj.detail) > 60 else "")
 
 
 @admin.register(BackgroundJob)
-class BackgroundJobAdmin(admin.ModelAdmin):
-    """The jobs dashboard: each job, its schedule, last run, next run, and "Run now"."""
+class BackgroundJobAdmin(ModelAdmin):
+    """The jobs page: each job, its schedule in words, last and next run, stale or failing, the
+    worker and beat heartbeats, and "Run now" (for operators with the run permission)."""
 
     search_fields = ("job",)
     list_filter = ("status",)
@@ -45,13 +101,21 @@ class BackgroundJobAdmin(admin.ModelAdmin):
         if not request.user.has_perm("scheduler.view_jobrun"):
             return HttpResponseRedirect("../../")
         if request.method == "POST":
+            if not request.user.has_perm("scheduler.run_backgroundjob"):
+                raise PermissionDenied("Running a job needs the permission “Can run a background job now”.")
             return self._run_now(request)
         rows = jobs_overview()
+        state = processes_state()
         context = {
             **self.admin_site.each_context(request),
             "title": "Background jobs",
             "rows": rows,
             "failing": sum(r.failing for r in rows),
+            "stale": sum(r.stale for r in rows),
+            "worker": state["worker"],
+            "beat": state["beat"],
+            "broker_problem": broker_problem(),
+            "can_run": request.user.has_perm("scheduler.run_backgroundjob"),
             "time_zone": settings.TIME_ZONE,
             "scheduler_stats": scheduler_stats(),
         }
@@ -63,12 +127,16 @@ class BackgroundJobAdmin(admin.ModelAdmin):
         name = request.POST.get("job", "")
         if name not in JOBS:
             messages.error(request, f"Unknown job {name!r}.")
+            return HttpResponseRedirect(request.path)
+        try:
+            TASKS[name].apply_async(kwargs={"trigger": "admin"}, retry=False)
+        except Exception as exc:  # the broker is down: say so instead of a 500, and not "queued"
+            log.error("run now failed job=%s: %s", name, exc)
+            messages.error(request, f"{name} was not queued: the task queue (the Celery broker) is unreachable.")
+            return HttpResponseRedirect(request.path)
+        job_queued_mark(name=name)
+        if processes_state()["worker"].ok:
+            messages.success(request, f"Queued {name}: it shows as queued until a worker takes it.")
         else:
-            try:
-                TASKS[name].apply_async(kwargs={"trigger": "admin"}, retry=False)
-            except Exception as exc:  # the broker is down: say so instead of a 500
-                log.error("run now failed job=%s: %s", name, exc)
-                messages.error(request, f"Could not queue {name}: the task queue is unreachable ({exc}).")
-            else:
-                messages.success(request, f"Queued {name}: a worker runs it within seconds. Refresh to see the run.")
+            messages.warning(request, f"Queued {name}, but no worker is running: it runs when one starts.")
         return HttpResponseRedirect(request.path)

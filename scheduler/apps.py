@@ -19,3 +19,9 @@ class SchedulerConfig(AppConfig):
         signals.backups_requested.connect(receivers.backups_queue, dispatch_uid="scheduler.backups_queue")
         signals.sandbox_clock_advanced.connect(receivers.sandbox_jobs_run, dispatch_uid="scheduler.sandbox_jobs_run")
         signals.sandbox_job_requested.connect(receivers.sandbox_job_run, dispatch_uid="scheduler.sandbox_job_run")
+        # Heartbeats of the worker and beat processes, for the dashboard and the jobs page.
+        from celery import signals as celery_signals
+
+        celery_signals.worker_ready.connect(receivers.worker_heartbeat_start, dispatch_uid="scheduler.worker_heartbeat")
+        celery_signals.worker_shutdown.connect(receivers.worker_heartbeat_stop, dispatch_uid="scheduler.worker_heartbeat_stop")
+        celery_signals.beat_init.connect(receivers.beat_heartbeat_start, dispatch_uid="scheduler.beat_heartbeat")

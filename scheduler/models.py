@@ -40,3 +40,5 @@ class BackgroundJob(JobRun):
         proxy = True
         verbose_name = "background job"
         verbose_name_plural = "background jobs"
+        # Seeing the jobs page is view_jobrun; starting a job outside its schedule is this.
+        permissions = [("run_backgroundjob", "Can run a background job now")]

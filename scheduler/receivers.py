@@ -39,3 +39,33 @@ def sandbox_jobs_run(sender, *, before, after, gateway, **kwargs) -> list[tuple[
 def sandbox_job_run(sender, *, job: str, gateway, **kwargs) -> list[tuple[str, Outcome]]:
     """Run one job now, as a woken worker would."""
     return [(job, job_run(job, trigger="sandbox", gateway=gateway))]
+
+
+# --- Heartbeats of the Celery processes (botapp/services/health.py): the dashboard and the jobs
+# page tell a running worker or beat from a stopped one. Connected in SchedulerConfig.ready.
+_beating: dict[str, object] = {}
+
+
+def worker_heartbeat_start(sender=None, **kwargs) -> None:
+    """celery's worker_ready: beat until the worker shuts down."""
+    from botapp.services.health import heartbeat_start
+
+    name = getattr(sender, "hostname", "") or ""
+    _beating["worker"] = (heartbeat_start(process="worker", name=name), name)
+
+
+def worker_heartbeat_stop(sender=None, **kwargs) -> None:
+    """celery's worker_shutdown: a worker stopped cleanly is gone at once, not stale later."""
+    from botapp.services.health import heartbeat_forget
+
+    if entry := _beating.pop("worker", None):
+        stop, name = entry
+        stop.set()
+        heartbeat_forget(process="worker", name=name)
+
+
+def beat_heartbeat_start(sender=None, **kwargs) -> None:
+    """celery's beat_init: beat for as long as beat runs (a stopped beat goes stale)."""
+    from botapp.services.health import heartbeat_start
+
+    _beating["beat"] = (heartbeat_start(process="beat"), "")

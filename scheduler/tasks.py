@@ -9,6 +9,10 @@ from scheduler.jobs.registry import JOBS, job_run
 def _task_for(name: str):
     @shared_task(name=f"scheduler.{name}", acks_late=True, ignore_result=True)
     def run(trigger: str = "beat") -> str:
+        if trigger == "admin":  # "Run now": the jobs page stops showing it as queued
+            from scheduler.dashboard import job_queued_taken
+
+            job_queued_taken(name=name)
         return str(job_run(name, trigger=trigger))
 
     run.__doc__ = JOBS[name].summary
@@ -27,8 +31,8 @@ def send_broadcast_test(broadcast_id: int) -> str:
     from scheduler.sender import worker_gateway
 
     broadcast = Broadcast.objects.get(pk=broadcast_id)
-    sent = broadcast_test_send(gateway=worker_gateway(), broadcast=broadcast, chat_ids=admin_ids_load())
-    return f"test of broadcast {broadcast_id} sent to {sent} admin(s)"
+    results = broadcast_test_send(gateway=worker_gateway(), broadcast=broadcast, chat_ids=admin_ids_load())
+    return f"test of broadcast {broadcast_id} delivered to {sum(r['ok'] for r in results)} of {len(results)} admin(s)"
 
 
 @shared_task(name="scheduler.backup_files", ignore_result=True)

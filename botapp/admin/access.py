@@ -2,6 +2,7 @@
 
 from django.contrib import admin
 
+from botapp.admin.base import InternalAdmin, ModelAdmin
 from botapp.models import (
     ChannelJoinRequest,
     DailyStat,
@@ -25,7 +26,8 @@ class FlushCountersFirst:
 
 
 @admin.register(VerificationToken)
-class VerificationTokenAdmin(admin.ModelAdmin):
+class VerificationTokenAdmin(InternalAdmin):
+    deletable = True  # a deleted token is one the user can no longer redeem
     list_display = ("short_token", "user", "status", "share_id", "created_at", "expires_at", "used_at")
     list_filter = ("status", "created_at")
     search_fields = ("=user__telegram_id", "user__username", "token")
@@ -38,7 +40,8 @@ class VerificationTokenAdmin(admin.ModelAdmin):
 
 
 @admin.register(DailyTokenCount)
-class DailyTokenCountAdmin(admin.ModelAdmin):
+class DailyTokenCountAdmin(InternalAdmin):
+    deletable = True  # deleting today's row gives the user their daily tokens back
     list_display = ("user", "date", "count")
     list_filter = ("date",)
     search_fields = ("=user__telegram_id", "user__username")
@@ -47,7 +50,7 @@ class DailyTokenCountAdmin(admin.ModelAdmin):
 
 
 @admin.register(ForceSubChannel)
-class ForceSubChannelAdmin(admin.ModelAdmin):
+class ForceSubChannelAdmin(ModelAdmin):
     list_display = ("title", "chat_id", "invite_link", "invite_ttl_minutes", "join_request", "enabled", "position")
     readonly_fields = ("current_link", "current_link_expires_at")
 
@@ -63,14 +66,15 @@ class ForceSubChannelAdmin(admin.ModelAdmin):
 
 
 @admin.register(ChannelJoinRequest)
-class ChannelJoinRequestAdmin(admin.ModelAdmin):
+class ChannelJoinRequestAdmin(InternalAdmin):
+    deletable = True  # the user then has to ask to join again
     list_display = ("user_id", "channel_id", "requested_at")
     list_filter = ("channel_id", "requested_at")
     search_fields = ("=user_id", "=channel_id")
 
 
 @admin.register(DailyStat)
-class DailyStatAdmin(FlushCountersFirst, admin.ModelAdmin):
+class DailyStatAdmin(FlushCountersFirst, InternalAdmin):
     list_display = ("date", "deliveries", "verifications", "bypasses")
     list_filter = ("date",)
     search_fields = ("date",)

@@ -1,20 +1,43 @@
-"""Broadcasts: compose, preview, test, start, cancel; and their per-user deliveries."""
+"""Broadcasts: compose with a live-checked preview, then everything on the broadcast's own page:
+Send a test (each admin's result shown), Start sending… (a confirmation that states the audience),
+Cancel…, Duplicate as draft, and progress that updates by itself. Writes go through
+botapp/services/broadcasts.py."""
 
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
+from django.db import models
+from django.http import Http404
+from django.shortcuts import get_object_or_404, redirect
 from django.template.loader import render_to_string
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
 from django.utils import timezone
+from django.utils.safestring import mark_safe
+from unfold.decorators import action, display
+from unfold.enums import ActionVariant
+from unfold.widgets import UnfoldAdminTextareaWidget
 
 from botapp import clock
+from botapp.admin.base import InternalAdmin, ModelAdmin
 from botapp.admin.compose import ComposedMessageForm
+from botapp.config import admin_ids_load
 from botapp.models import (
     Broadcast,
     BroadcastAttachment,
     BroadcastDelivery,
 )
-from botapp.services.broadcasts import broadcast_cancel, broadcast_start
+from botapp.services.broadcasts import (
+    broadcast_audience,
+    broadcast_cancel,
+    broadcast_delete_refusal,
+    broadcast_duplicate,
+    broadcast_start,
+    broadcast_test_request,
+)
+from botapp.services.health import broker_problem
 from botapp.services.outgoing import buttons_parse
-from botapp.signals import broadcast_test_requested
+
+ACTIVE = (Broadcast.Status.QUEUED, Broadcast.Status.SENDING)
 
 
 class BroadcastForm(ComposedMessageForm):
@@ -40,121 +63,283 @@ class BroadcastForm(ComposedMessageForm):
         return data
 
 
+def progress_of(b: Broadcast) -> dict:
+    done = b.sent + b.failed + b.blocked + b.skipped + b.interrupted + b.not_users
+    return {"done": done, "percent": 100 * done // b.total if b.total else (100 if b.status == Broadcast.Status.DONE else 0)}
+
+
 @admin.register(Broadcast)
-class BroadcastAdmin(admin.ModelAdmin):
+class BroadcastAdmin(ModelAdmin):
     form = BroadcastForm
-    list_display = (
-        "title",
-        "status",
-        "progress",
-        "sent",
-        "blocked",
-        "failed",
-        "interrupted",
-        "scheduled_at",
-        "delete_after_minutes",
-        "created_at",
-        "finished_at",
-    )
+    list_display = ("title", "status", "progress", "scheduled_at", "delete_after_minutes", "created_at")
     list_filter = ("status", "origin", "pin", "media_kind", "created_at")
     search_fields = ("title", "text")
-    readonly_fields = (
-        "preview",
-        "status",
-        "origin",
-        "copied",
-        "total",
-        "sent",
-        "failed",
-        "blocked",
-        "skipped",
-        "interrupted",
-        "created_at",
-        "started_at",
-        "finished_at",
+    fieldsets = (
+        ("Message", {"fields": ("title", "text", "media_kind", "media", "buttons")}),
+        ("Delivery", {"fields": ("protect_content", "pin", "delete_after_minutes", "scheduled_at")}),
     )
-    actions = ("send_test", "start_sending", "cancel_sending")
+    formfield_overrides = {models.TextField: {"widget": UnfoldAdminTextareaWidget(attrs={"rows": 5})}}
+    readonly_fields = ("preview", "live")
+    actions_detail = ["send_test", "start_sending", "cancel_sending", "duplicate"]
+    actions = None  # everything happens on the broadcast's own page, one broadcast at a time
+
+    def get_fieldsets(self, request, obj=None):
+        if obj is None:
+            return self.fieldsets
+        # A saved broadcast leads with what users will see and how far it got.
+        return (("Preview and progress", {"fields": ("preview", "live")}), *self.fieldsets)
 
     def get_readonly_fields(self, request, obj=None):
         if obj is not None and obj.status != Broadcast.Status.DRAFT:
             # What users already received cannot be edited any more.
-            return [f for f in BroadcastForm.Meta.fields] + list(self.readonly_fields)
+            return [*BroadcastForm.Meta.fields, *self.readonly_fields]
         return self.readonly_fields
 
-    @admin.display(description="progress")
+    def get_urls(self):
+        progress = path(
+            "<path:object_id>/progress/",
+            self.admin_site.admin_view(self.progress_view),
+            name="botapp_broadcast_progress",
+        )
+        return [progress, *super().get_urls()]
+
+    # --- list ---
+
+    @display(description="progress")
     def progress(self, obj):
         if not obj.total:
             return "—"
-        done = obj.sent + obj.failed + obj.blocked + obj.skipped + obj.interrupted + obj.not_users
-        return f"{done}/{obj.total} ({100 * done // obj.total}%)"
+        p = progress_of(obj)
+        return f"{p['done']:,}/{obj.total:,} ({p['percent']}%)"
 
-    @admin.display(description="copy of")
-    def copied(self, obj):
-        if not obj.copy_message_ids:
-            return "—"
-        return f"chat {obj.copy_chat_id}, message(s) {', '.join(map(str, obj.copy_message_ids))}"
+    # --- the page ---
 
-    @admin.display(description="preview")
+    @display(description="preview")
     def preview(self, obj):
         if obj is None or not obj.pk:
             return "Save to see a preview."
         try:
             rows = buttons_parse(text=obj.buttons)
         except ValidationError as exc:
-            rows, error = [], exc.messages[0]
+            rows, error = [], "; ".join(exc.messages)
         else:
             error = ""
         return render_to_string("admin/botapp/broadcast_preview.html", {"b": obj, "rows": rows, "error": error})
 
-    @admin.action(description="Send a test to the admins (ADMIN_IDS)")
-    def send_test(self, request, queryset):
-        from botapp.config import admin_ids_load
+    @display(description="progress")
+    def live(self, obj):
+        if obj is None or not obj.pk:
+            return "—"
+        return mark_safe(self._live_html(obj))  # noqa: S308 - a template, autoescaped
 
-        admins = admin_ids_load()
-        if not admins:
-            self.message_user(request, "Set ADMIN_IDS to receive tests.", messages.ERROR)
-            return
-
-        def queue(b):
-            # A worker sends it (it holds a Telegram session): the scheduler queues it on this signal.
-            if not broadcast_test_requested.send(sender=Broadcast, broadcast_id=b.pk):
-                raise RuntimeError("no background worker app is installed to send it")
-            return f"a test is on its way to {len(admins)} admin(s)."
-
-        try:
-            self._each(request, queryset, queue, messages.SUCCESS)
-        except Exception as exc:  # the broker is down
-            self.message_user(request, f"Could not queue the test: the task queue is unreachable ({exc}).", messages.ERROR)
-
-    @admin.action(description="Start sending the selected drafts to every active user (now, or at their scheduled time)")
-    def start_sending(self, request, queryset):
-        def start(b):
-            total = broadcast_start(broadcast=b)
-            if b.status == Broadcast.Status.SCHEDULED:
-                return f"scheduled for {timezone.localtime(b.scheduled_at):%Y-%m-%d %H:%M %Z}."
-            return f"queued for {total} active users."
-
-        self._each(request, queryset, start, messages.SUCCESS)
-
-    @admin.action(description="Cancel sending")
-    def cancel_sending(self, request, queryset):
-        self._each(
-            request, queryset, lambda b: f"cancelled; {broadcast_cancel(broadcast=b)} users will not get it.", messages.WARNING
+    def _live_html(self, b: Broadcast) -> str:
+        test_waiting = bool(b.test_requested_at and not b.test_results)
+        return render_to_string(
+            "admin/botapp/broadcast_progress.html",
+            {
+                "b": b,
+                "p": progress_of(b),
+                "poll": b.status in ACTIVE or test_waiting,
+                "test_waiting": test_waiting,
+                "url": reverse("admin:botapp_broadcast_progress", args=[b.pk]) + f"?from={b.status}&page=change",
+            },
         )
 
-    def _each(self, request, queryset, act, level):
-        """Apply a service to each selected broadcast; its refusals become messages, not errors."""
-        for broadcast in queryset:
-            try:
-                done = act(broadcast)
-            except ValidationError as exc:
-                self.message_user(request, f"{broadcast}: {exc.messages[0]}", messages.ERROR)
+    def progress_view(self, request, object_id):
+        """The live part of the page, fetched every 2 s while the broadcast is being sent or a test
+        is on its way (htmx); once settled the answer has no trigger and the polling stops."""
+        broadcast = self._broadcast(object_id)
+        if not self.has_view_permission(request, broadcast):
+            return redirect("admin:index")
+        # Sending just ended: reload the page once, so that its actions (Cancel…) follow the status.
+        # Never for a draft (a test's result arriving must not throw away the operator's edits).
+        ended = request.GET.get("from") in ACTIVE and broadcast.status not in ACTIVE
+        return TemplateResponse(
+            request,
+            "admin/botapp/broadcast_progress_fragment.html",
+            {"html": self._live_html(broadcast), "reload": ended and request.GET.get("page") == "change"},
+        )
+
+    # --- the actions on the page (each asks for confirmation: a GET shows, a POST acts) ---
+
+    def _broadcast(self, object_id) -> Broadcast:
+        if not str(object_id).isdigit():  # the action URLs take any path: /1/change/start/ is no broadcast
+            raise Http404("No such broadcast.")
+        return get_object_or_404(Broadcast, pk=object_id)
+
+    def _with_status(self, object_id, statuses) -> bool:
+        return object_id is None or (
+            str(object_id).isdigit() and Broadcast.objects.filter(pk=object_id, status__in=statuses).exists()
+        )
+
+    def _back(self, broadcast):
+        return redirect("admin:botapp_broadcast_change", broadcast.pk)
+
+    def _confirm(self, request, broadcast, *, title, lines, button, danger=False, warning=""):
+        return TemplateResponse(
+            request,
+            "admin/botapp/broadcast_confirm.html",
+            {
+                **self.admin_site.each_context(request),
+                "opts": self.model._meta,
+                "title": title,
+                "b": broadcast,
+                "lines": lines,
+                "button": button,
+                "danger": danger,
+                "warning": warning,
+            },
+        )
+
+    def has_send_test_permission(self, request, object_id=None):
+        return self.has_change_permission(request)
+
+    def has_start_permission(self, request, object_id=None):
+        return self.has_change_permission(request) and self._with_status(object_id, [Broadcast.Status.DRAFT])
+
+    def has_cancel_permission(self, request, object_id=None):
+        return self.has_change_permission(request) and self._with_status(object_id, [Broadcast.Status.SCHEDULED, *ACTIVE])
+
+    def has_duplicate_permission(self, request, object_id=None):
+        return self.has_add_permission(request)
+
+    @action(description="Send a test", url_path="send-test", icon="science", permissions=["send_test"])
+    def send_test(self, request, object_id):
+        broadcast = self._broadcast(object_id)
+        admins = sorted(admin_ids_load())
+        if request.method != "POST":
+            return self._confirm(
+                request,
+                broadcast,
+                title=f"Send a test of “{broadcast.title}”",
+                lines=[
+                    f"A worker sends it to the {len(admins)} admin(s) in ADMIN_IDS ({', '.join(map(str, admins)) or 'none set'}), "
+                    "exactly as users would get it; tracked buttons are not tracked.",
+                    "Each admin's result shows on the broadcast's page.",
+                ],
+                button="Send the test",
+                warning=broker_problem(),
+            )
+        try:
+            broadcast_test_request(broadcast=broadcast, admin_count=len(admins))
+        except ValidationError as exc:
+            self.message_user(request, exc.messages[0], messages.ERROR)
+        else:
+            self.message_user(request, f"A test is on its way to {len(admins)} admin(s); their results appear below.")
+        return self._back(broadcast)
+
+    @action(description="Start sending…", url_path="start", icon="send", variant=ActionVariant.PRIMARY, permissions=["start"])
+    def start_sending(self, request, object_id):
+        broadcast = self._broadcast(object_id)
+        audience = broadcast_audience()
+        if request.method != "POST":
+            if broadcast.scheduled_at and broadcast.scheduled_at > clock.now():
+                when = f"{timezone.localtime(broadcast.scheduled_at):%Y-%m-%d %H:%M %Z}"
+                lines = [
+                    f"It is scheduled for {when}: it goes then to every user active at that time ({audience:,} are active now)."
+                ]
             else:
-                self.message_user(request, f"{broadcast}: {done}", level)
+                lines = [f"It goes now to {audience:,} active user{'s' if audience != 1 else ''}."]
+            if broadcast.delete_after_minutes:
+                lines.append(f"Each copy is deleted {broadcast.delete_after_minutes} minutes after it is sent.")
+            lines.append("Once started, the message can no longer be edited.")
+            return self._confirm(
+                request,
+                broadcast,
+                title=f"Start sending “{broadcast.title}”?",
+                lines=lines,
+                button=f"Send to {audience:,} users" if not broadcast.scheduled_at else "Schedule it",
+                warning=broker_problem(),
+            )
+        try:
+            total = broadcast_start(broadcast=broadcast)
+        except ValidationError as exc:
+            self.message_user(request, exc.messages[0], messages.ERROR)
+            return self._back(broadcast)
+        if broadcast.status == Broadcast.Status.SCHEDULED:
+            self.message_user(request, f"Scheduled for {timezone.localtime(broadcast.scheduled_at):%Y-%m-%d %H:%M %Z}.")
+        elif problem := broker_problem():
+            self.message_user(
+                request,
+                f"Not sending yet: {problem} The {total:,} deliveries are saved; "
+                "sending starts within a minute of the task queue coming back.",
+                messages.WARNING,
+            )
+        else:
+            self.message_user(request, f"Sending to {total:,} users: progress below updates by itself.")
+        return self._back(broadcast)
+
+    @action(description="Cancel…", url_path="cancel", icon="cancel", permissions=["cancel"])
+    def cancel_sending(self, request, object_id):
+        broadcast = self._broadcast(object_id)
+        if request.method != "POST":
+            pending = broadcast.deliveries.filter(status=BroadcastDelivery.Status.PENDING).count()
+            return self._confirm(
+                request,
+                broadcast,
+                title=f"Cancel “{broadcast.title}”?",
+                lines=[
+                    f"{pending:,} users have not got it yet and will not get it.",
+                    "Messages already sent stay (and are still deleted at the end of their lifetime).",
+                ],
+                button="Cancel sending",
+                danger=True,
+            )
+        try:
+            left = broadcast_cancel(broadcast=broadcast)
+        except ValidationError as exc:
+            self.message_user(request, exc.messages[0], messages.ERROR)
+        else:
+            self.message_user(request, f"Cancelled; {left:,} users will not get it.", messages.WARNING)
+        return self._back(broadcast)
+
+    @action(description="Duplicate as draft", url_path="duplicate", icon="content_copy", permissions=["duplicate"])
+    def duplicate(self, request, object_id):
+        broadcast = self._broadcast(object_id)
+        if request.method != "POST":
+            return self._confirm(
+                request,
+                broadcast,
+                title=f"Duplicate “{broadcast.title}” as a new draft?",
+                lines=["The copy has the same text, media, buttons and options; nothing is sent until you start it."],
+                button="Create the draft",
+            )
+        copy = broadcast_duplicate(broadcast=broadcast)
+        self.message_user(request, f"“{copy.title}” is a new draft: edit it, test it, then start it.")
+        return redirect("admin:botapp_broadcast_change", copy.pk)
+
+    # --- deleting ---
+
+    def has_delete_permission(self, request, obj=None):
+        if obj is not None and broadcast_delete_refusal(broadcast=obj):
+            return False
+        return super().has_delete_permission(request, obj)
+
+    def delete_view(self, request, object_id, extra_context=None):
+        broadcast = Broadcast.objects.filter(pk=object_id).first()
+        if broadcast is not None and (reason := broadcast_delete_refusal(broadcast=broadcast)):
+            self.message_user(request, f"“{broadcast.title}” cannot be deleted yet: {reason}", messages.ERROR)
+            return self._back(broadcast)
+        return super().delete_view(request, object_id, extra_context)
+
+    def get_deleted_objects(self, objs, request):
+        """Its deliveries go with it: the confirmation counts them instead of listing every row
+        (and needs no permission to delete deliveries, which the console never deletes alone)."""
+        objs = list(objs)
+        counts = {b.pk: n for b, n in ((b, b.deliveries.count()) for b in objs)}
+        summary = [f"{b.title}: the broadcast and its {counts[b.pk]:,} delivery records" for b in objs]
+        model_count = {"broadcasts": len(objs), "broadcast deliveries": sum(counts.values())}
+        return summary, model_count, set(), []
+
+    def delete_queryset(self, request, queryset):
+        refused = [b for b in queryset if broadcast_delete_refusal(broadcast=b)]
+        if refused:
+            self.message_user(request, f"Not deleted (messages still in chats or being sent): {', '.join(map(str, refused))}.")
+        queryset.exclude(pk__in=[b.pk for b in refused]).delete()
 
 
 @admin.register(BroadcastDelivery)
-class BroadcastDeliveryAdmin(admin.ModelAdmin):
+class BroadcastDeliveryAdmin(InternalAdmin):
     list_display = ("broadcast", "user", "status", "message_id", "sent_at", "delete_at", "error")
     list_filter = ("status", "broadcast")
     search_fields = ("=user__telegram_id", "user__username", "broadcast__title")

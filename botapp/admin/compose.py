@@ -3,14 +3,20 @@
 from django import forms
 
 from botapp.services.outgoing import buttons_parse
+from botapp.services.telegram_html import telegram_html_check
 from botapp.telegram.limits import CAPTION_LENGTH, TEXT_LENGTH
 
 
 class ComposedMessageForm(forms.ModelForm):
     """For models with text, media_kind, media and buttons fields."""
 
+    def clean_text(self):
+        if problems := telegram_html_check(text=self.cleaned_data["text"]):
+            raise forms.ValidationError(problems)  # every problem at once; Telegram would refuse the text
+        return self.cleaned_data["text"]
+
     def clean_buttons(self):
-        buttons_parse(text=self.cleaned_data["buttons"])  # raises a form error naming the line
+        buttons_parse(text=self.cleaned_data["buttons"])  # raises a form error naming every bad line
         return self.cleaned_data["buttons"]
 
     def clean(self):

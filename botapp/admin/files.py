@@ -2,10 +2,13 @@
 
 from django import forms
 from django.contrib import admin
+from django.http import HttpResponseRedirect
+from django.urls import reverse
 from django.utils.html import format_html
 
 from botapp.admin.access import FlushCountersFirst
 from botapp.admin.backups import BackupAdminMixin, BackupFilter
+from botapp.admin.base import InternalAdmin, ModelAdmin
 from botapp.config import storage_channel_load
 from botapp.models import (
     PendingBatch,
@@ -27,7 +30,7 @@ class MessageIdsField(forms.CharField):
         text = (super().to_python(value) or "").strip()
         if text.startswith("["):  # the JSON form, as stored
             text = text.strip("[]")
-        ids: list[int] = []
+        spans: list[tuple[int, int]] = []
         for part in filter(None, (p.strip() for p in text.replace(";", ",").split(","))):
             first, sep, last = part.partition("-")
             try:
@@ -36,11 +39,14 @@ class MessageIdsField(forms.CharField):
                 raise forms.ValidationError(f"{part!r} is not a message id or a range like 10-20.") from None
             if start <= 0 or end < start:
                 raise forms.ValidationError(f"{part!r}: ids are positive and ranges go upwards.")
-            ids.extend(range(start, end + 1))
-        if not ids:
+            spans.append((start, end))
+        if not spans:
             raise forms.ValidationError("Give at least one message id.")
-        if len(ids) > MAX_BATCH:
-            raise forms.ValidationError(f"A link holds at most {MAX_BATCH} messages (got {len(ids)}).")
+        # Count before building: "1-99999999999" must be refused, not expanded into memory.
+        count = sum(end - start + 1 for start, end in spans)
+        if count > MAX_BATCH:
+            raise forms.ValidationError(f"A link holds at most {MAX_BATCH} messages (got {count:,}).")
+        ids = [i for start, end in spans for i in range(start, end + 1)]
         return ids
 
 
@@ -57,11 +63,11 @@ class StoredFileForm(forms.ModelForm):
 
 
 @admin.register(StoredFile)
-class StoredFileAdmin(BackupAdminMixin, FlushCountersFirst, admin.ModelAdmin):
+class StoredFileAdmin(BackupAdminMixin, FlushCountersFirst, ModelAdmin):
     form = StoredFileForm
     actions = ("back_up_now",)
     list_display = (
-        "share_id",
+        "link",
         "title",
         "message_count",
         "delivery_count",
@@ -69,9 +75,9 @@ class StoredFileAdmin(BackupAdminMixin, FlushCountersFirst, admin.ModelAdmin):
         "protect_content",
         "expires_at",
         "has_backup",
-        "link",
         "created_at",
     )
+    list_display_links = ("title",)
     list_filter = ("protect_content", "skip_verification", "expires_at", BackupFilter, "created_at")
     search_fields = ("=share_id", "title")
     readonly_fields = (
@@ -84,20 +90,29 @@ class StoredFileAdmin(BackupAdminMixin, FlushCountersFirst, admin.ModelAdmin):
         "backup_chat_id",
         "backup_message_ids",
     )
-    fields = (
-        "title",
-        "source_chat_id",
-        "message_ids",
-        *LINK_SETTINGS,
-        "share_id",
-        "link",
-        "delivery_count",
-        "last_delivered_at",
-        "created_by",
-        "created_at",
-        "backup_chat_id",
-        "backup_message_ids",
-    )
+
+    def get_fields(self, request, obj=None):
+        editable = ("title", "source_chat_id", "message_ids", *LINK_SETTINGS)
+        if obj is None:
+            return editable
+        # A saved file leads with its link: what the operator came for.
+        return (
+            "link",
+            *editable,
+            "share_id",
+            "delivery_count",
+            "last_delivered_at",
+            "created_by",
+            "created_at",
+            "backup_chat_id",
+            "backup_message_ids",
+        )
+
+    def response_add(self, request, obj, post_url_continue=None):
+        """A new file lands on its own page, where the deep link is the first thing (with a copy
+        button), whichever save button was used."""
+        self.message_user(request, f"“{obj}” is stored: share its link below.")
+        return HttpResponseRedirect(reverse("admin:botapp_storedfile_change", args=[obj.pk]))
 
     def get_changeform_initial_data(self, request):
         return {"source_chat_id": storage_channel_load(), **super().get_changeform_initial_data(request)}
@@ -114,11 +129,20 @@ class StoredFileAdmin(BackupAdminMixin, FlushCountersFirst, admin.ModelAdmin):
         if not username:
             return f"start={obj.share_id} (bot username known once runbot has started)"
         url = deep_link(bot_username=username, payload=obj.share_id)
-        return format_html('<a href="{}" target="_blank" rel="noopener">{}</a>', url, url)
+        return format_html(
+            '<span class="deep-link" style="white-space: nowrap;"><a href="{}" target="_blank" rel="noopener">{}</a> '
+            '<button type="button" class="copy-link" data-link="{}" title="Copy the link" '
+            'style="border: 1px solid #d1d5db; border-radius: 6px; padding: 0 6px; margin-left: 4px;" '
+            "onclick=\"navigator.clipboard.writeText(this.dataset.link).then(() => {{ this.textContent = 'Copied'; }})\">"
+            "Copy</button></span>",
+            url,
+            url,
+            url,
+        )
 
 
 @admin.register(PendingDeletion)
-class PendingDeletionAdmin(admin.ModelAdmin):
+class PendingDeletionAdmin(InternalAdmin):
     list_display = ("chat_id", "message_count", "delete_at", "status", "share_id", "created_at")
     list_filter = ("status", "delete_at")
     search_fields = ("=chat_id", "=share_id")
@@ -129,7 +153,8 @@ class PendingDeletionAdmin(admin.ModelAdmin):
 
 
 @admin.register(PendingBatch)
-class PendingBatchAdmin(admin.ModelAdmin):
+class PendingBatchAdmin(InternalAdmin):
+    deletable = True  # cancels an admin's /batch, as /cancel would
     list_display = ("admin_id", "first_message_id", "started_at")
     list_filter = ("started_at",)
     search_fields = ("=admin_id",)

@@ -2,13 +2,14 @@
 
 from django.contrib import admin, messages
 
+from botapp.admin.base import ModelAdmin
 from botapp.models import AdminCommand, PremiumPlan, UserBan
 from botapp.services.moderation import user_unban
 from botapp.services.premium import premium_revoke
 
 
 @admin.register(PremiumPlan)
-class PremiumPlanAdmin(admin.ModelAdmin):
+class PremiumPlanAdmin(ModelAdmin):
     """Granted with /addpremium in the bot; ended here or with /delpremium."""
 
     list_display = ("user", "status", "starts_at", "ends_at", "granted_by", "ended_at", "notice")
@@ -29,7 +30,7 @@ class PremiumPlanAdmin(admin.ModelAdmin):
 
 
 @admin.register(UserBan)
-class UserBanAdmin(admin.ModelAdmin):
+class UserBanAdmin(ModelAdmin):
     """Made with /ban in the bot; lifted here or with /unban."""
 
     list_display = ("user", "created_at", "until", "reason", "banned_by", "lifted_at", "lifted_by")
@@ -49,7 +50,7 @@ class UserBanAdmin(admin.ModelAdmin):
 
 
 @admin.register(AdminCommand)
-class AdminCommandAdmin(admin.ModelAdmin):
+class AdminCommandAdmin(ModelAdmin):
     """What admins asked of the bot: read only."""
 
     list_display = ("created_at", "admin_id", "command", "arguments", "ok", "result")

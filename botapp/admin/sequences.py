@@ -3,6 +3,7 @@
 from django.contrib import admin
 from django.db.models import Count
 
+from botapp.admin.base import InternalAdmin, ModelAdmin, StackedInline
 from botapp.admin.compose import ComposedMessageForm
 from botapp.models import (
     Sequence,
@@ -17,14 +18,14 @@ class SequenceStepForm(ComposedMessageForm):
         fields = ("delay_minutes", "text", "media_kind", "media", "buttons", "protect_content", "condition", "condition_button")
 
 
-class SequenceStepInline(admin.StackedInline):
+class SequenceStepInline(StackedInline):
     model = SequenceStep
     form = SequenceStepForm
     extra = 1
 
 
 @admin.register(Sequence)
-class SequenceAdmin(admin.ModelAdmin):
+class SequenceAdmin(ModelAdmin):
     list_display = ("name", "enabled", "start_payload", "step_count", "created_at")
     list_filter = ("enabled",)
     search_fields = ("name", "start_payload")
@@ -39,7 +40,7 @@ class SequenceAdmin(admin.ModelAdmin):
 
 
 @admin.register(SequenceStep)
-class SequenceStepAdmin(admin.ModelAdmin):
+class SequenceStepAdmin(ModelAdmin):
     form = SequenceStepForm
     list_display = ("sequence", "delay_minutes", "short_text", "condition", "condition_button")
     list_filter = ("sequence", "condition")
@@ -53,7 +54,7 @@ class SequenceStepAdmin(admin.ModelAdmin):
 
 
 @admin.register(SequenceMessage)
-class SequenceMessageAdmin(admin.ModelAdmin):
+class SequenceMessageAdmin(InternalAdmin):
     list_display = ("step", "user", "due_at", "status", "sent_at", "error")
     list_filter = ("status", "step__sequence", "due_at")
     search_fields = ("=user__telegram_id", "user__username", "step__sequence__name")

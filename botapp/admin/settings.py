@@ -1,9 +1,14 @@
-"""Bot settings: one row, opened directly."""
+"""Bot settings: one row, opened directly. Texts are checked before they reach users: only the
+placeholders the bot fills, well-formed braces, and Telegram HTML that Telegram accepts. The
+shortener key is never shown again once saved."""
 
 from django.contrib import admin
+from django.db import models
 from django.http import HttpResponseRedirect
 from django.urls import reverse
+from unfold.widgets import UnfoldAdminTextareaWidget
 
+from botapp.admin.base import ModelAdmin
 from botapp.admin.settings_form import BotSettingsForm
 from botapp.models import (
     BotSettings,
@@ -11,10 +16,11 @@ from botapp.models import (
 
 
 @admin.register(BotSettings)
-class BotSettingsAdmin(admin.ModelAdmin):
+class BotSettingsAdmin(ModelAdmin):
     """One row: the list page opens it directly."""
 
     form = BotSettingsForm
+    formfield_overrides = {models.TextField: {"widget": UnfoldAdminTextareaWidget(attrs={"rows": 3})}}
     fieldsets = (
         (
             "Delivery",
@@ -48,6 +54,10 @@ class BotSettingsAdmin(admin.ModelAdmin):
     def changelist_view(self, request, extra_context=None):
         obj = BotSettings.load()
         return HttpResponseRedirect(reverse("admin:botapp_botsettings_change", args=[obj.pk]))
+
+    def response_change(self, request, obj):
+        self.message_user(request, "Bot settings saved; the bot uses them from its next message.")
+        return HttpResponseRedirect(request.path)
 
     def has_add_permission(self, request):
         return False

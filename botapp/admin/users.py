@@ -1,36 +1,181 @@
-"""Telegram users and their button clicks."""
+"""Telegram users (ban, unban, reset verification, CSV export; what each one received, redeemed
+and clicked) and their button clicks."""
 
-from django.contrib import admin
+import csv
+from datetime import timedelta
 
+from django.contrib import admin, messages
+from django.db.models import Q
+from django.http import HttpResponse
+from django.template.loader import render_to_string
+from django.urls import reverse
+from unfold.contrib.filters.admin import FieldTextFilter
+from unfold.decorators import action, display
+
+from botapp import clock
+from botapp.admin.base import InternalAdmin, ModelAdmin
 from botapp.models import (
     ButtonClick,
     TelegramUser,
 )
+from botapp.services.users import users_ban, users_unban, users_verification_reset
+
+# What Telegram tells us (and runbot keeps up to date): never typed by an operator.
+TELEGRAM_FIELDS = ("telegram_id", "username", "first_name", "last_name", "language_code", "start_payload")
+BAN_DAYS = 30
+ACTIVITY_ROWS = 10  # per kind on a user's page; the rest through "all …"
+
+
+class BannedFilter(admin.SimpleListFilter):
+    title = "banned"
+    parameter_name = "banned"
+
+    def lookups(self, request, model_admin):
+        return [("yes", "Banned now"), ("no", "Not banned")]
+
+    def queryset(self, request, queryset):
+        banned = Q(banned_until__gt=clock.now())
+        return {"yes": queryset.filter(banned), "no": queryset.exclude(banned)}.get(self.value(), queryset)
+
+
+class VerifiedFilter(admin.SimpleListFilter):
+    title = "verified"
+    parameter_name = "verified"
+
+    def lookups(self, request, model_admin):
+        return [("yes", "Verified now"), ("no", "Not verified")]
+
+    def queryset(self, request, queryset):
+        verified = Q(verified_until__gt=clock.now())
+        return {"yes": queryset.filter(verified), "no": queryset.exclude(verified)}.get(self.value(), queryset)
+
+
+class LastSeenFilter(admin.SimpleListFilter):
+    title = "last seen"
+    parameter_name = "seen"
+
+    def lookups(self, request, model_admin):
+        return [("1", "Today"), ("7", "In the last 7 days"), ("30", "In the last 30 days"), ("old", "More than 30 days ago")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "old":
+            return queryset.filter(last_seen_at__lt=clock.now() - timedelta(days=30))
+        if self.value() == "1":
+            return queryset.filter(last_seen_at__gte=clock.today_start())
+        if self.value() in ("7", "30"):
+            return queryset.filter(last_seen_at__gte=clock.now() - timedelta(days=int(self.value())))
+        return queryset
 
 
 @admin.register(TelegramUser)
-class TelegramUserAdmin(admin.ModelAdmin):
-    list_display = (
-        "telegram_id",
-        "username",
-        "first_name",
+class TelegramUserAdmin(ModelAdmin):
+    """Users arrive by writing to the bot, never by hand: no Add. What Telegram says about them and
+    the bot's own bookkeeping are read-only; an operator bans, unbans and resets verification."""
+
+    list_display = ("telegram_id", "name", "state", "start_payload", "joined_at", "last_seen_at", "verified", "banned")
+    list_filter = (
         "state",
-        "start_payload",
+        "admin_banned",
+        BannedFilter,
+        VerifiedFilter,
+        LastSeenFilter,
+        ("start_payload", FieldTextFilter),
+        "language_code",
+        "joined_at",
+    )
+    list_filter_submit = True  # the payload filter is typed
+    search_fields = ("=telegram_id", "username", "first_name", "last_name", "start_payload")
+    search_help_text = "A Telegram id, @username, name or start payload."
+    date_hierarchy = "joined_at"
+    fieldsets = (
+        (None, {"fields": (*TELEGRAM_FIELDS, "state", "joined_at", "last_seen_at")}),
+        ("Access", {"fields": ("verified_until", "verification_count", "bypass_count", "banned_until")}),
+        ("Premium and /ban", {"fields": ("premium_until", "admin_banned")}),
+        ("Activity", {"fields": ("activity",)}),
+    )
+    readonly_fields = (
+        *TELEGRAM_FIELDS,
+        "state",
         "joined_at",
         "last_seen_at",
-        "verified_until",
+        "verification_count",
+        "bypass_count",
+        "activity",
         "premium_until",
         "admin_banned",
     )
-    list_filter = ("state", "admin_banned", "language_code", "joined_at")
-    search_fields = ("=telegram_id", "username", "first_name", "last_name", "start_payload")
-    date_hierarchy = "joined_at"
-    readonly_fields = ("telegram_id", "joined_at", "last_seen_at")
+    actions = ("ban", "unban", "reset_verification", "export_csv")
     list_per_page = 100
+
+    def has_add_permission(self, request):
+        return False
+
+    def get_search_results(self, request, queryset, search_term):
+        # Operators write usernames as Telegram shows them: "@alice".
+        return super().get_search_results(request, queryset, search_term.strip().lstrip("@"))
+
+    @display(description="name")
+    def name(self, obj):
+        full = " ".join(filter(None, [obj.first_name, obj.last_name]))
+        return f"{full} (@{obj.username})" if obj.username else full or "—"
+
+    @display(description="verified", boolean=True)
+    def verified(self, obj):
+        return bool(obj.verified_until and obj.verified_until > clock.now())
+
+    @display(description="banned", boolean=True)
+    def banned(self, obj):
+        return bool(obj.banned_until and obj.banned_until > clock.now())
+
+    @display(description="what they got")
+    def activity(self, obj):
+        """The user's deliveries, tokens, clicks and sequence messages, newest first, each with a
+        link to all of them."""
+        if obj is None or not obj.pk:
+            return "—"
+        q = {"q": obj.telegram_id}
+        kinds = [
+            ("Broadcasts received", obj.broadcast_deliveries.select_related("broadcast").order_by("-id"), "broadcastdelivery"),
+            ("Verification tokens", obj.tokens.order_by("-created_at"), "verificationtoken"),
+            ("Button clicks", obj.clicks.order_by("-last_clicked_at"), "buttonclick"),
+            ("Sequence messages", obj.sequence_messages.select_related("step__sequence").order_by("-due_at"), "sequencemessage"),
+        ]
+        sections = []
+        for title, rows, model in kinds:
+            count = rows.count()
+            url = reverse(f"admin:botapp_{model}_changelist") + f"?q={q['q']}"
+            sections.append({"title": title, "rows": list(rows[:ACTIVITY_ROWS]), "count": count, "url": url, "kind": model})
+        return render_to_string("admin/botapp/user_activity.html", {"sections": sections})
+
+    @action(description=f"Ban for {BAN_DAYS} days (no files while verification is on)")
+    def ban(self, request, queryset):
+        n = users_ban(user_ids=list(queryset.values_list("pk", flat=True)), days=BAN_DAYS)
+        self.message_user(request, f"Banned {n} user(s) for {BAN_DAYS} days.", messages.WARNING)
+
+    @action(description="Unban")
+    def unban(self, request, queryset):
+        n = users_unban(user_ids=list(queryset.values_list("pk", flat=True)))
+        self.message_user(request, f"Unbanned {n} user(s).")
+
+    @action(description="Reset verification (verify again for the next file)")
+    def reset_verification(self, request, queryset):
+        n = users_verification_reset(user_ids=list(queryset.values_list("pk", flat=True)))
+        self.message_user(request, f"{n} user(s) must verify again.")
+
+    @action(description="Export as CSV")
+    def export_csv(self, request, queryset):
+        response = HttpResponse(content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="telegram-users-{clock.today():%Y-%m-%d}.csv"'
+        columns = [*TELEGRAM_FIELDS, "state", "joined_at", "last_seen_at", "verified_until", "banned_until", "bypass_count"]
+        writer = csv.writer(response)
+        writer.writerow(columns)
+        for row in queryset.order_by("id").values_list(*columns).iterator():
+            writer.writerow(["" if v is None else v.isoformat() if hasattr(v, "isoformat") else v for v in row])
+        return response
 
 
 @admin.register(ButtonClick)
-class ButtonClickAdmin(admin.ModelAdmin):
+class ButtonClickAdmin(InternalAdmin):
     list_display = ("user", "button", "count", "clicked_at", "last_clicked_at")
     list_filter = ("button", "clicked_at")
     search_fields = ("=user__telegram_id", "user__username", "button")

@@ -98,6 +98,10 @@ class Broadcast(models.Model):
     not_users = models.PositiveIntegerField(
         default=0, help_text="Recipients who are not users of the bot (unknown, or never wrote to it): nothing was sent."
     )
+    # The last "Send a test": when it was asked for, and what each admin's send gave
+    # ([{"chat_id", "ok", "error", "at"}], written by the worker that sent it).
+    test_requested_at = models.DateTimeField(null=True, blank=True)
+    test_results = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

@@ -137,7 +137,7 @@ class BotSettings(models.Model):
         verbose_name_plural = "bot settings"
 
     def __str__(self) -> str:
-        return "Bot settings"
+        return "Current settings"  # the console's header: "Bot settings › Current settings"
 
     def save(self, *args, **kwargs):
         self.pk = 1

@@ -17,8 +17,8 @@ from botapp import clock
 from botapp.models import Broadcast, BroadcastDelivery, TelegramUser
 from botapp.services.broadcast_copy import MessageCopy, message_pin
 from botapp.services.outgoing import Outgoing
-from botapp.signals import broadcast_queued
-from botapp.telegram.gateway import Gateway, Media, Sent
+from botapp.signals import broadcast_queued, broadcast_test_requested
+from botapp.telegram.gateway import Gateway, Media, Sent, TelegramError
 
 
 @dataclass(frozen=True)
@@ -59,12 +59,74 @@ class BroadcastMessage:
         return sent
 
 
-def broadcast_test_send(*, gateway: Gateway, broadcast: Broadcast, chat_ids: frozenset[int]) -> int:
-    """Send the broadcast to the admins only, as users would see it (tracked buttons untracked)."""
+def broadcast_test_send(*, gateway: Gateway, broadcast: Broadcast, chat_ids: frozenset[int]) -> list[dict]:
+    """Send the broadcast to the admins only, as users would see it (tracked buttons untracked).
+    Every admin is tried, whatever the others gave; each one's result (chat_id, ok, error, at) is
+    recorded on the broadcast for the console, and returned."""
     message = BroadcastMessage.of(broadcast).outgoing
+    results = []
     for chat_id in sorted(chat_ids):
-        message.send(gateway, chat_id)
-    return len(chat_ids)
+        try:
+            message.send(gateway, chat_id)
+        except TelegramError as exc:
+            results.append({"chat_id": chat_id, "ok": False, "error": str(exc)[:255], "at": clock.now().isoformat()})
+        else:
+            results.append({"chat_id": chat_id, "ok": True, "error": "", "at": clock.now().isoformat()})
+    Broadcast.objects.filter(pk=broadcast.pk).update(test_results=results)
+    return results
+
+
+def broadcast_test_request(*, broadcast: Broadcast, admin_count: int) -> None:
+    """Ask a worker to send the test (botapp's `broadcast_test_requested`; the scheduler queues it).
+    Raises ValidationError when there is nobody to send it to or when it could not be queued (the
+    task queue is unreachable): then nothing is recorded as requested."""
+    if not admin_count:
+        raise ValidationError("Set ADMIN_IDS to receive tests.")
+    try:
+        if not broadcast_test_requested.send(sender=Broadcast, broadcast_id=broadcast.pk):
+            raise ValidationError("No background worker app is installed to send it.")
+    except ValidationError:
+        raise
+    except Exception as exc:  # the broker is down
+        raise ValidationError("Not queued: the task queue (the Celery broker) is unreachable.") from exc
+    broadcast.test_requested_at, broadcast.test_results = clock.now(), []
+    Broadcast.objects.filter(pk=broadcast.pk).update(test_requested_at=broadcast.test_requested_at, test_results=[])
+
+
+def broadcast_audience() -> int:
+    """How many users a broadcast started now would be queued for (the active ones)."""
+    return TelegramUser.objects.filter(state=TelegramUser.State.ACTIVE).count()
+
+
+def broadcast_duplicate(*, broadcast: Broadcast) -> Broadcast:
+    """A new draft with the same message (text, media, buttons, protection, lifetime), titled as a
+    copy; its schedule, counters and test results start empty."""
+    return Broadcast.objects.create(
+        title=f"{broadcast.title} (copy)"[:255],
+        text=broadcast.text,
+        media_kind=broadcast.media_kind,
+        media=broadcast.media,
+        buttons=broadcast.buttons,
+        protect_content=broadcast.protect_content,
+        delete_after_minutes=broadcast.delete_after_minutes,
+    )
+
+
+def broadcast_delete_refusal(*, broadcast: Broadcast) -> str:
+    """Why this broadcast may not be deleted yet ("" when it may): a broadcast with a lifetime
+    whose messages are still in users' chats keeps its deliveries until the deleter has removed
+    them (deleting the rows would leave the messages there for good), and one being sent is
+    cancelled first."""
+    if broadcast.status in (Broadcast.Status.QUEUED, Broadcast.Status.SENDING):
+        return "It is being sent: cancel it first."
+    if broadcast.delete_after_minutes:
+        waiting = broadcast.deliveries.filter(status=BroadcastDelivery.Status.SENT, delete_at__isnull=False).count()
+        if waiting:
+            return (
+                f"{waiting} of its messages are still in users' chats and are deleted when their lifetime ends; "
+                "delete the broadcast after that."
+            )
+    return ""
 
 
 LIST_CHUNK = 10_000  # listed ids per INSERT when a message to listed users starts

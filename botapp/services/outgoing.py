@@ -62,36 +62,45 @@ class ButtonSpec:
 
 
 def buttons_parse(*, text: str, check_links: bool = True) -> list[list[ButtonSpec]]:
-    """Parse the admin's button lines into rows of buttons; a ValidationError names the line that
-    is wrong (no text or link, a link Telegram would refuse, a bad click key, tracking without
-    PUBLIC_URL). Senders pass `check_links=False`: a message composed under an older, looser
-    rule still goes out, and Telegram's refusal is then each send's own result."""
-    rows = []
+    """Parse the admin's button lines into rows of buttons; a ValidationError names every line that
+    is wrong, each once (no text or link, a link Telegram would refuse, a bad click key, tracking
+    without PUBLIC_URL). Senders pass `check_links=False`: a message composed under an older,
+    looser rule still goes out, and Telegram's refusal is then each send's own result."""
+    rows, errors = [], []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
-        row = []
-        for part in line.split("||"):
-            pieces = [p.strip() for p in part.split("|")]
-            if len(pieces) not in (2, 3) or not pieces[0] or not pieces[1]:
-                raise ValidationError(
-                    f'Line {number}: write a button as "Text | https://example.com" (optionally "| key" to track clicks).'
-                )
-            label, url, key = pieces[0], pieces[1], pieces[2] if len(pieces) == 3 else ""
-            if check_links and not button_url_ok(url=url):
-                raise ValidationError(
-                    f"Line {number}: {escape(url)} is not a link Telegram accepts on a button "
-                    "(https://… or http://… with a host, or tg://…)."
-                )
-            if len(label) > BUTTON_TEXT_LENGTH:
-                raise ValidationError(f"Line {number}: button text is at most {BUTTON_TEXT_LENGTH} characters.")
-            if key and not KEY_RE.match(key):
-                raise ValidationError(f"Line {number}: a click key uses a-z, 0-9, _ and - only (got {escape(key)!s}).")
-            if key and not settings.PUBLIC_URL:
-                raise ValidationError(f"Line {number}: tracking clicks needs PUBLIC_URL (the admin's public https address).")
-            row.append(ButtonSpec(label, url, key))
-        rows.append(row)
+        try:
+            rows.append(_button_row(number, line, check_links=check_links))
+        except ValidationError as exc:
+            errors.extend(exc.messages)
+    if errors:
+        raise ValidationError(errors)
     return rows
+
+
+def _button_row(number: int, line: str, *, check_links: bool) -> list[ButtonSpec]:
+    row = []
+    for part in line.split("||"):
+        pieces = [p.strip() for p in part.split("|")]
+        if len(pieces) not in (2, 3) or not pieces[0] or not pieces[1]:
+            raise ValidationError(
+                f'Line {number}: write a button as "Text | https://example.com" (optionally "| key" to track clicks).'
+            )
+        label, url, key = pieces[0], pieces[1], pieces[2] if len(pieces) == 3 else ""
+        if check_links and not button_url_ok(url=url):
+            raise ValidationError(
+                f"Line {number}: {escape(url)} is not a link Telegram accepts on a button "
+                "(https://… or http://… with a host, or tg://…)."
+            )
+        if len(label) > BUTTON_TEXT_LENGTH:
+            raise ValidationError(f"Line {number}: button text is at most {BUTTON_TEXT_LENGTH} characters.")
+        if key and not KEY_RE.match(key):
+            raise ValidationError(f"Line {number}: a click key uses a-z, 0-9, _ and - only (got {escape(key)!s}).")
+        if key and not settings.PUBLIC_URL:
+            raise ValidationError(f"Line {number}: tracking clicks needs PUBLIC_URL (the admin's public https address).")
+        row.append(ButtonSpec(label, url, key))
+    return row
 
 
 def button_url_ok(*, url: str) -> bool:

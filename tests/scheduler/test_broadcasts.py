@@ -227,13 +227,17 @@ def test_admin_start_action_queues_for_active_users(operator, telegram, sender_w
     users(telegram, 2)
     broadcast = draft()
     changelist = reverse("admin:botapp_broadcast_changelist")
+    start = reverse("admin:botapp_broadcast_start_sending", args=[broadcast.pk])
+    confirmation = operator.get(start).content.decode()
+    assert "It goes now to 2 active users." in confirmation and "Send to 2 users" in confirmation
+    assert Broadcast.objects.get(pk=broadcast.pk).status == "draft"  # asking is not starting
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        response = operator.post(changelist, {"action": "start_sending", "_selected_action": [broadcast.pk]}, follow=True)
+        response = operator.post(start, follow=True)
     assert sender_wakeups == []  # not before the queue is committed
     for callback in callbacks:
         callback()
     assert sender_wakeups == [WAKE_UP]  # the sender is woken once the queue is committed
-    assert "queued for 2 active users" in response.content.decode()
+    assert "Sending to 2 users: progress below updates by itself." in response.content.decode()
     broadcast.refresh_from_db()
     assert (broadcast.status, broadcast.total) == ("queued", 2)
     assert "0/2 (0%)" in operator.get(changelist).content.decode()
@@ -246,11 +250,13 @@ def test_with_the_broker_down_starting_still_queues_and_beat_sends_it(telegram, 
     users(telegram, 2)
     broadcast = draft(buttons="")
     app.conf.broker_url = "redis://127.0.0.1:1/0"  # nothing listens there
+    app._pool = app.amqp._producer_pool = None  # so the next publish connects there
     try:
         with caplog.at_level(logging.WARNING, logger="scheduler.receivers"):
             assert broadcast_start(broadcast=broadcast) == 2
     finally:
         app.conf.broker_url = settings.CELERY_BROKER_URL
+        app._pool = app.amqp._producer_pool = None  # and the pools built against the dead broker
     assert [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "scheduler.receivers"] == [
         ("WARNING", f"could not wake the broadcast sender for broadcast {broadcast.pk}; beat will start it")
     ]
@@ -266,11 +272,13 @@ def test_admin_test_action_queues_the_test_for_a_worker(operator, settings, monk
     queued = []
     monkeypatch.setattr(send_broadcast_test, "apply_async", lambda *args, **kwargs: queued.append((args, kwargs)))
     broadcast = draft()
-    changelist = reverse("admin:botapp_broadcast_changelist")
-    response = operator.post(changelist, {"action": "send_test", "_selected_action": [broadcast.pk]}, follow=True)
+    response = operator.post(reverse("admin:botapp_broadcast_send_test", args=[broadcast.pk]), follow=True)
     assert queued == [((), {"args": [broadcast.pk], "retry": False})]
-    assert "Sale: a test is on its way to 2 admin(s)." in response.content.decode()
-    assert Broadcast.objects.get(pk=broadcast.pk).status == "draft"
+    page = response.content.decode()
+    assert "A test is on its way to 2 admin(s); their results appear below." in page
+    assert "waiting for a worker to send it" in page
+    broadcast.refresh_from_db()
+    assert broadcast.status == "draft" and broadcast.test_requested_at is not None
 
 
 @pytest.mark.django_db
@@ -278,20 +286,24 @@ def test_admin_test_action_with_the_broker_down_or_no_admins_says_so(operator, s
     from config.celery import app
 
     broadcast = draft()
-    changelist = reverse("admin:botapp_broadcast_changelist")
+    url = reverse("admin:botapp_broadcast_send_test", args=[broadcast.pk])
     settings.ADMIN_IDS = ""
-    response = operator.post(changelist, {"action": "send_test", "_selected_action": [broadcast.pk]}, follow=True)
+    response = operator.post(url, follow=True)
     assert "Set ADMIN_IDS to receive tests." in response.content.decode()
 
     settings.ADMIN_IDS = "1000"
     app.conf.broker_url = "redis://127.0.0.1:1/0"  # nothing listens there
+    app._pool = app.amqp._producer_pool = None  # so the next publish connects there
     try:
-        response = operator.post(changelist, {"action": "send_test", "_selected_action": [broadcast.pk]}, follow=True)
+        assert "The task queue (the Celery broker) is unreachable" in operator.get(url).content.decode()  # said before asking
+        response = operator.post(url, follow=True)
     finally:
         app.conf.broker_url = settings.CELERY_BROKER_URL
+        app._pool = app.amqp._producer_pool = None  # and the pools built against the dead broker
     page = response.content.decode()
-    assert "Could not queue the test: the task queue is unreachable" in page
-    assert "on its way" not in page
+    assert "Not queued: the task queue (the Celery broker) is unreachable." in page
+    assert "on its way" not in page and "waiting for a worker" not in page
+    assert Broadcast.objects.get(pk=broadcast.pk).test_requested_at is None
 
 
 @pytest.mark.django_db(transaction=True)  # the sender's pool threads read users runbot stored
@@ -350,7 +362,8 @@ def test_a_test_goes_to_the_admins_only(telegram, settings, monkeypatch, tmp_pat
         settings.TELEGRAM_OFFLINE = True
         settings.TELEGRAM_OFFLINE_SOCKET = socket
         try:
-            assert send_broadcast_test.apply(args=[broadcast.pk]).get() == f"test of broadcast {broadcast.pk} sent to 2 admin(s)"
+            outcome = send_broadcast_test.apply(args=[broadcast.pk]).get()
+            assert outcome == f"test of broadcast {broadcast.pk} delivered to 2 of 2 admin(s)"
         finally:
             if sender._gateway is not None:
                 sender._gateway.stop()
@@ -360,7 +373,9 @@ def test_a_test_goes_to_the_admins_only(telegram, settings, monkeypatch, tmp_pat
     assert [bold_text(m) for m in telegram.bot_messages(1000)] == [SALE]
     assert len(telegram.bot_messages(1001)) == 1
     assert [e.chat_id for e in telegram.events] == [1000, 1001]
-    assert Broadcast.objects.get(pk=broadcast.pk).status == "draft"
+    broadcast.refresh_from_db()
+    assert broadcast.status == "draft"
+    assert [(r["chat_id"], r["ok"]) for r in broadcast.test_results] == [(1000, True), (1001, True)]
 
 
 @pytest.mark.django_db

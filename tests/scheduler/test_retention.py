@@ -322,6 +322,6 @@ def test_it_runs_nightly_and_shows_on_the_jobs_page(operator):
     response = operator.get(reverse("admin:scheduler_backgroundjob_changelist"))
 
     rows = {r.job.name: r for r in response.context["rows"]}
-    assert rows["prune_deliveries"].schedule_text.startswith("45 3 * * *")
+    assert rows["prune_deliveries"].schedule_text.startswith("daily at 03:45")
     assert rows["prune_deliveries"].last.processed == 12
     assert "Delete old broadcast deliveries, sequence messages and button clicks" in response.content.decode()

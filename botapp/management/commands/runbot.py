@@ -58,6 +58,7 @@ class Command(BaseCommand):
             sys.exit(2)
 
     async def serve(self, config, *, threads: int) -> None:
+        from botapp.services.health import heartbeat_start
         from botapp.services.users import user_access_hash
         from botapp.telegram.handlers import UpdatePump
         from botapp.telegram.limiter import RedisLimiter
@@ -101,7 +102,9 @@ class Command(BaseCommand):
         await client_start(client)
         await loop.run_in_executor(pump.executor, _remember_username, gateway.bot_username)
         log.info("runbot started as @%s; admins=%s", gateway.bot_username, sorted(config.admin_ids))
+        heartbeat = heartbeat_start(process="bot")  # the console's dashboard: is the bot running?
         await stop.wait()
+        heartbeat.set()
         log.info("runbot stopping: finishing updates in flight")
         await pump.drain()
         await client.stop()

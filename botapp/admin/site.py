@@ -1,0 +1,34 @@
+"""The console's frame (django-unfold, configured in config/settings.py UNFOLD): where "View site"
+leads, the favicon, and the screens that are not the operators' business taken out of the way."""
+
+from django.contrib import admin
+from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
+from django.contrib.auth.models import Group, User
+from django.templatetags.static import static
+from unfold.forms import AdminPasswordChangeForm, UserChangeForm, UserCreationForm
+
+from botapp.admin.base import ModelAdmin
+from botapp.services.files import bot_username_cached
+
+
+def site_url(request) -> str | None:
+    """ "View site" opens the bot in Telegram: the console is the only web site. Hidden (None)
+    until runbot has learnt the bot's username."""
+    username = bot_username_cached()
+    return f"https://t.me/{username}" if username else None
+
+
+def favicon_url(request) -> str:
+    return static("courier/favicon.svg")
+
+
+# Operators are Django users; permissions are given per user, so groups only add a screen.
+admin.site.unregister(Group)
+admin.site.unregister(User)
+
+
+@admin.register(User)
+class OperatorAdmin(DjangoUserAdmin, ModelAdmin):
+    form = UserChangeForm
+    add_form = UserCreationForm
+    change_password_form = AdminPasswordChangeForm

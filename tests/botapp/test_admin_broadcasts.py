@@ -1,0 +1,156 @@
+"""The broadcast's own page: Telegram HTML checked on save, a preview that cannot style the page,
+every bad button line at once, the test's result per admin, duplicate, cancel, and no delete while
+its messages are still in users' chats."""
+
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+
+from botapp import clock
+from botapp.models import Broadcast, BroadcastDelivery
+from botapp.services.broadcasts import broadcast_test_send
+from botapp.services.telegram_html import telegram_html_check, telegram_html_preview
+from tests.factories import BroadcastDeliveryFactory, BroadcastFactory, TelegramUserFactory, met_user
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def operator(admin_client, settings):
+    settings.SECURE_SSL_REDIRECT = False
+    return admin_client
+
+
+def compose(operator, **fields):
+    data = {"title": "Sale", "text": "Hi", "media_kind": "", "media": "", "buttons": ""} | fields
+    return operator.post(reverse("admin:botapp_broadcast_add"), data)
+
+
+def test_html_that_telegram_would_refuse_is_a_form_error_naming_each_problem(operator):
+    response = compose(operator, text="<b>Sale <i>today</b>\n<div>x</div> <a href='ftp://x'>y</a>\n<u>open")
+    errors = response.context["adminform"].form.errors["text"]
+    assert errors == [
+        "Line 1: </b> does not close the last open tag (</i> first).",
+        "Line 2: <div> is not a tag Telegram supports.",
+        "Line 2: </div> is not a tag Telegram supports.",
+        "Line 2: a link needs href with http://, https:// or tg:// (got 'ftp://x').",
+        "<u> is never closed.",
+    ]
+    assert not Broadcast.objects.exists()
+
+
+def test_both_quote_styles_mentions_and_spoilers_are_accepted():
+    text = """<a href='https://a.example'>a</a> <a href="tg://user?id=5">you</a> <tg-spoiler>s</tg-spoiler> <span class="tg-spoiler">t</span> <blockquote expandable>q</blockquote> <pre><code class="language-python">x</code></pre>"""
+    assert telegram_html_check(text=text) == []
+    preview = telegram_html_preview(text=text)
+    assert '<a href="https://a.example" target="_blank" rel="noopener">a</a>' in preview
+    assert '<a title="tg://user?id=5" style="text-decoration: underline">you</a>' in preview
+
+
+def test_the_preview_closes_what_the_text_left_open_and_escapes_the_rest():
+    assert telegram_html_preview(text="<b>bold <i>and") == "<b>bold <i>and</i></b>"
+    assert telegram_html_preview(text="<style>body{}</style><script>x</script>") == (
+        "&lt;style&gt;body{}&lt;/style&gt;&lt;script&gt;x&lt;/script&gt;"
+    )
+    assert telegram_html_preview(text="<b onclick='x()'>y</b>") == "<b>y</b>"
+
+
+def test_a_saved_text_with_an_unclosed_tag_cannot_bold_the_page(operator):
+    broadcast = BroadcastFactory(text="<b>everything after me")  # saved before the check existed
+    page = operator.get(reverse("admin:botapp_broadcast_change", args=[broadcast.pk])).content.decode()
+    assert "<b>everything after me</b>" in page
+
+
+def test_every_bad_button_line_is_reported_at_once(operator):
+    response = compose(
+        operator,
+        buttons="Ok | https://ok.example\nno link\nx | ftp://nope\nGood | https://g.example\ny | https://y.example | Bad Key",
+    )
+    assert response.context["adminform"].form.errors["buttons"] == [
+        'Line 2: write a button as "Text | https://example.com" (optionally "| key" to track clicks).',
+        "Line 3: ftp://nope is not a link (https://, http:// or tg://).",
+        "Line 5: a click key uses a-z, 0-9, _ and - only (got Bad Key).",
+    ]
+
+
+def test_a_test_records_each_admins_result_and_a_failure_does_not_stop_the_others(telegram, gateway, operator):
+    met_user(telegram, telegram_id=1000), met_user(telegram, telegram_id=1002)  # 1001 never wrote to the bot
+    broadcast = BroadcastFactory(text="<b>50% off</b> today", buttons="")
+    results = broadcast_test_send(gateway=gateway, broadcast=broadcast, chat_ids=frozenset({1000, 1001, 1002}))
+    assert [(r["chat_id"], r["ok"]) for r in results] == [(1000, True), (1001, False), (1002, True)]
+    assert len(telegram.bot_messages(1000)) == 1 and len(telegram.bot_messages(1002)) == 1
+
+    page = operator.get(reverse("admin:botapp_broadcast_change", args=[broadcast.pk])).content.decode()
+    assert "admin 1000: " in page and "admin 1001: " in page and "failed: " in page
+
+
+def test_duplicate_makes_a_new_draft_with_the_same_message(operator):
+    done = BroadcastFactory(
+        title="Sale", text="Hi", buttons="Go | https://go.example", delete_after_minutes=60, status="done", total=3, sent=3
+    )
+    url = reverse("admin:botapp_broadcast_duplicate", args=[done.pk])
+    assert "Duplicate “Sale” as a new draft?" in operator.get(url).content.decode()
+    response = operator.post(url)
+    copy = Broadcast.objects.exclude(pk=done.pk).get()
+    assert response.url == reverse("admin:botapp_broadcast_change", args=[copy.pk])
+    assert (copy.title, copy.status, copy.text, copy.buttons, copy.delete_after_minutes, copy.total) == (
+        "Sale (copy)",
+        "draft",
+        "Hi",
+        "Go | https://go.example",
+        60,
+        0,
+    )
+
+
+def test_the_actions_offered_follow_the_status(operator):
+    draft = BroadcastFactory()
+    page = operator.get(reverse("admin:botapp_broadcast_change", args=[draft.pk])).content.decode()
+    assert "Start sending…" in page and "Cancel…" not in page
+    sending = BroadcastFactory(status="sending", total=2)
+    page = operator.get(reverse("admin:botapp_broadcast_change", args=[sending.pk])).content.decode()
+    assert "Start sending…" not in page and "Cancel…" in page
+    assert 'hx-trigger="every 2s"' in page  # progress updates by itself while it is sent
+    assert operator.post(reverse("admin:botapp_broadcast_start_sending", args=[sending.pk])).status_code == 403
+
+
+def test_cancel_asks_first_then_leaves_the_rest_unsent(operator):
+    broadcast = BroadcastFactory(status="sending", total=3)
+    for _ in range(3):
+        BroadcastDeliveryFactory(broadcast=broadcast)
+    url = reverse("admin:botapp_broadcast_cancel_sending", args=[broadcast.pk])
+    assert "3 users have not got it yet and will not get it." in operator.get(url).content.decode()
+    operator.post(url)
+    assert Broadcast.objects.get(pk=broadcast.pk).status == "cancelled"
+
+
+def test_progress_fragment_stops_polling_once_done(operator):
+    broadcast = BroadcastFactory(status="done", total=2, sent=2)
+    url = reverse("admin:botapp_broadcast_progress", args=[broadcast.pk])
+    fragment = operator.get(url).content.decode()
+    assert "2 / 2 (100%)" in fragment and "hx-trigger" not in fragment and "reload" not in fragment
+    # polled by the page while it was sending: the page reloads once, so its actions follow
+    assert "window.location.reload()" in operator.get(url, {"from": "sending", "page": "change"}).content.decode()
+
+
+def test_a_sent_broadcast_with_a_lifetime_cannot_be_deleted_before_its_messages(operator):
+    broadcast = BroadcastFactory(status="done", delete_after_minutes=60, total=2, sent=2)
+    user = TelegramUserFactory()
+    BroadcastDeliveryFactory(broadcast=broadcast, user=user, status="sent", delete_at=clock.now() + timedelta(minutes=60))
+    BroadcastDeliveryFactory(broadcast=broadcast, status="deleted")
+    url = reverse("admin:botapp_broadcast_delete", args=[broadcast.pk])
+    response = operator.post(url, {"post": "yes"}, follow=True)
+    assert "cannot be deleted yet: 1 of its messages are still in users&#x27; chats" in response.content.decode()
+    assert Broadcast.objects.filter(pk=broadcast.pk).exists()
+
+    BroadcastDelivery.objects.filter(status="sent").update(status="deleted")  # the deleter did its work
+    confirmation = operator.get(url).content.decode()
+    assert "the broadcast and its 2 delivery records" in confirmation
+    operator.post(url, {"post": "yes"})
+    assert not Broadcast.objects.filter(pk=broadcast.pk).exists()
+
+
+def test_an_action_url_that_names_no_broadcast_is_refused(operator):
+    broadcast = BroadcastFactory()
+    assert operator.get(f"/botapp/broadcast/{broadcast.pk}/change/start/").status_code in (403, 404)  # not a 500

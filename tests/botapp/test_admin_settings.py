@@ -1,0 +1,60 @@
+"""Bot settings: texts checked before users see them, the shortener key never shown again."""
+
+import pytest
+from django.urls import reverse
+
+from botapp.models import BotSettings
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def operator(admin_client, settings):
+    settings.SECURE_SSL_REDIRECT = False
+    return admin_client
+
+
+def form_data(operator, url):
+    form = operator.get(url).context["adminform"].form
+    data = {k: ("on" if v is True else "" if v in (False, None) else v) for k, v in form.initial.items()}
+    data.pop("shortener_api_key", None)
+    return data
+
+
+def test_unknown_placeholders_bad_braces_and_bad_html_are_refused(operator):
+    url = reverse("admin:botapp_botsettings_change", args=[BotSettings.load().pk])
+    data = form_data(operator, url) | {
+        "welcome_text": "Hi {firstname}! <b>Welcome",
+        "help_text": "Use {mention or {username}",
+        "deleted_notice_text": "Gone, {first_name}",
+    }
+    response = operator.post(url, data)
+    errors = response.context["adminform"].form.errors
+    assert errors["welcome_text"] == [
+        "{firstname} is not a placeholder the bot fills (it fills {first_name}, {last_name}, {username}, {mention}).",
+        "<b> is never closed.",
+    ]
+    assert errors["help_text"][0].startswith("Braces do not match")
+    assert "deleted_notice_text" not in errors  # sent as written: braces there are text
+    assert BotSettings.load().welcome_text.startswith("Hello {first_name}")
+
+
+def test_known_placeholders_and_html_are_saved(operator):
+    url = reverse("admin:botapp_botsettings_change", args=[BotSettings.load().pk])
+    data = form_data(operator, url) | {"welcome_text": "Hi <b>{first_name}</b>, {mention}!"}
+    assert operator.post(url, data).status_code == 302
+    assert BotSettings.load().welcome_text == "Hi <b>{first_name}</b>, {mention}!"
+
+
+def test_the_shortener_key_is_never_shown_and_kept_unless_replaced(operator):
+    conf = BotSettings.load()
+    conf.shortener_api_key = "sekret-key-123"
+    conf.save()
+    url = reverse("admin:botapp_botsettings_change", args=[conf.pk])
+    page = operator.get(url).content.decode()
+    assert "sekret-key-123" not in page
+    assert "Current settings" in page  # the header: "Bot settings › Current settings", not the name twice
+    operator.post(url, form_data(operator, url))
+    assert BotSettings.load().shortener_api_key == "sekret-key-123"
+    operator.post(url, form_data(operator, url) | {"shortener_api_key": "-"})
+    assert BotSettings.load().shortener_api_key == ""

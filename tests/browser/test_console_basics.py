@@ -1,0 +1,66 @@
+"""Logging in, and the two screens that were server errors."""
+
+from botapp.models import StoredFile, TelegramUser
+from tests.conftest import STORAGE
+
+
+def test_an_operator_logs_in_and_sees_the_console(page, operator_account):
+    page.goto("/")
+    assert "/login/" in page.url
+    page.get_by_label("Username").fill("operator")
+    page.get_by_label("Password").fill("wrong")
+    page.get_by_role("button", name="Log in").click()
+    page.get_by_text("Please enter the correct username and password").wait_for()
+    page.get_by_label("Password").fill("correct horse battery staple")
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url("**/")
+    assert page.get_by_role("link", name="Broadcasts").first.is_visible()
+
+
+def test_telegram_users_offer_no_add(logged_in):
+    page = logged_in
+    page.goto("/botapp/telegramuser/")
+    assert page.get_by_role("link", name="Add Telegram user").count() == 0
+    response = page.goto("/botapp/telegramuser/add/")
+    assert response.status == 403
+    assert not TelegramUser.objects.exists()
+
+
+def test_a_huge_message_range_is_refused_on_the_form(logged_in):
+    page = logged_in
+    page.goto("/botapp/storedfile/add/")
+    page.get_by_label("Title").fill("Everything")
+    page.get_by_label("Source chat id").fill(str(STORAGE))
+    page.get_by_label("Message ids").fill("1-99999999999")
+    page.get_by_role("button", name="Save", exact=True).click()
+    page.get_by_text("A link holds at most 200 messages (got 99,999,999,999).").wait_for()
+    assert not StoredFile.objects.exists()
+
+
+def test_lists_fit_a_laptop_and_the_dashboard_and_broadcast_page_fit_a_phone(logged_in, browser, live_server):
+    from tests.factories import BroadcastFactory, JobRunFactory, StoredFileFactory, TelegramUserFactory
+
+    page = logged_in
+    TelegramUserFactory(username="a_rather_long_username_indeed", first_name="Maximilian", last_name="Longname-Smith")
+    StoredFileFactory(title="Quarterly report with a long title")
+    broadcast = BroadcastFactory(title="Autumn sale", status="sending", total=1000, sent=420)
+    JobRunFactory(job="send_broadcasts", processed=12, detail="2 broadcast(s): 12 sent, 0 blocked, 0 failed")
+    for path in ("/botapp/telegramuser/", "/botapp/storedfile/", "/botapp/broadcast/", "/scheduler/jobrun/"):
+        page.goto(path)
+        # How far the rightmost cell reaches past the visible part of the table (0: nothing off-screen).
+        overflow = page.evaluate(
+            "() => { const t = document.querySelector('#result_list');"
+            " const box = t.closest('.simplebar-mask') || t.parentElement;"
+            " const edge = Math.min(box.getBoundingClientRect().right, window.innerWidth); let right = 0;"
+            " for (const c of t.querySelectorAll('th, td')) right = Math.max(right, c.getBoundingClientRect().right);"
+            " return Math.max(0, Math.round(right - edge)); }"
+        )
+        assert overflow == 0, f"{path} overflows by {overflow} px at 1400 px"
+
+    phone = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, base_url=live_server.url)
+    phone.add_cookies(page.context.cookies())
+    tab = phone.new_page()
+    for path in ("/", f"/botapp/broadcast/{broadcast.pk}/change/"):
+        tab.goto(path)
+        assert tab.evaluate("document.documentElement.scrollWidth") <= 390, path
+    phone.close()
