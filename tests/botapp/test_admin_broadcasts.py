@@ -69,7 +69,7 @@ def test_every_bad_button_line_is_reported_at_once(operator):
     )
     assert response.context["adminform"].form.errors["buttons"] == [
         'Line 2: write a button as "Text | https://example.com" (optionally "| key" to track clicks).',
-        "Line 3: ftp://nope is not a link (https://, http:// or tg://).",
+        "Line 3: ftp://nope is not a link Telegram accepts on a button (https://… or http://… with a host, or tg://…).",
         "Line 5: a click key uses a-z, 0-9, _ and - only (got Bad Key).",
     ]
 

@@ -36,11 +36,11 @@ from botapp.models import (
     SequenceStep,
     TelegramUser,
 )
+from botapp.services.autodelete import LEASE
 from botapp.services.broadcasts import broadcast_start
 from botapp.telegram.gateway import TgUser
 from botapp.telegram.router import SORRY
 from scheduler.jobs.claims import RUN_GRACE
-from scheduler.jobs.deletions import LEASE
 from scheduler.jobs.registry import job_run
 from scheduler.models import JobRun
 from scheduler.tasks import TASKS
