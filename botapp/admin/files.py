@@ -73,7 +73,6 @@ class StoredFileAdmin(BackupAdminMixin, FlushCountersFirst, ModelAdmin):
         "delivery_count",
         "last_delivered_at",
         "protect_content",
-        "expires_at",
         "has_backup",
         "created_at",
     )
