@@ -350,8 +350,9 @@ class BroadcastDeliveryAdmin(InternalAdmin):
 
 
 @admin.register(BroadcastAttachment)
-class BroadcastAttachmentAdmin(admin.ModelAdmin):
-    """A scheduled message's files: whether each is on Telegram yet (its file id), or why not."""
+class BroadcastAttachmentAdmin(InternalAdmin):
+    """A scheduled message's files: whether each is on Telegram yet (its file id), or why not.
+    Written by the API and the sender; an operator looks, and edits the message itself."""
 
     list_display = ("broadcast", "position", "kind", "file_name", "size", "file_id", "uploaded_at", "error")
     list_filter = ("kind", "uploaded_at")
