@@ -354,11 +354,21 @@ class StoredFileSerializer(serializers.ModelSerializer):
             "message_ids",
             "title",
             "protect_content",
+            "auto_delete_minutes",
+            "skip_verification",
+            "expires_at",
             "delivery_count",
             "last_delivered_at",
             "created_at",
         )
         read_only_fields = ("share_id", "delivery_count", "last_delivered_at", "created_at")
+        extra_kwargs = {
+            "protect_content": {"help_text": "null: as Bot settings."},
+            "auto_delete_minutes": {
+                "help_text": "Delete delivered messages after this many minutes (0: never; null: as Bot settings)."
+            },
+            "expires_at": {"help_text": "From then on the link answers that it has expired (null: never)."},
+        }
 
     def get_link(self, obj) -> str:
         """The deep link that delivers the file (t.me/<bot>?start=<share id>)."""

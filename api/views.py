@@ -241,7 +241,10 @@ class FileViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
                 source_chat_id=data["source_chat_id"],
                 message_ids=data["message_ids"],
                 title=data.get("title", ""),
-                protect_content=data.get("protect_content", False),
+                protect_content=data.get("protect_content"),
+                auto_delete_minutes=data.get("auto_delete_minutes"),
+                skip_verification=data.get("skip_verification", False),
+                expires_at=data.get("expires_at"),
             )
         )
 

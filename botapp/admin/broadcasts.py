@@ -72,7 +72,7 @@ def progress_of(b: Broadcast) -> dict:
 class BroadcastAdmin(ModelAdmin):
     form = BroadcastForm
     list_display = ("title", "status", "progress", "scheduled_at", "delete_after_minutes", "created_at")
-    list_filter = ("status", "origin", "pin", "media_kind", "created_at")
+    list_filter = ("kind", "status", "origin", "pin", "media_kind", "created_at")
     search_fields = ("title", "text")
     fieldsets = (
         ("Message", {"fields": ("title", "text", "media_kind", "media", "buttons")}),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
 from django.core.exceptions import ValidationError
 
@@ -18,10 +19,14 @@ def file_store(
     title: str = "",
     created_by: int | None = None,
     protect_content: bool | None = None,
+    auto_delete_minutes: int | None = None,
+    skip_verification: bool = False,
+    expires_at: datetime | None = None,
 ) -> StoredFile:
     """Create the deep link for these storage-channel messages (in the order given): one row, with a
     new random share id. At least one message and at most MAX_BATCH, or a ValidationError.
-    `protect_content` None follows Bot settings."""
+    The link's own settings override Bot settings: `protect_content` and `auto_delete_minutes`
+    None follow them; `expires_at` None: the link never expires."""
     ids = [int(i) for i in message_ids]
     if not ids:
         raise ValidationError("A file needs at least one message.")
@@ -33,6 +38,9 @@ def file_store(
         title=title[:255],
         created_by=created_by,
         protect_content=protect_content,
+        auto_delete_minutes=auto_delete_minutes,
+        skip_verification=skip_verification,
+        expires_at=expires_at,
     )
 
 

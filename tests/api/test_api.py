@@ -11,7 +11,7 @@ from rest_framework.test import APIClient
 from api.clients import apiclient_revoke, token_hash
 from api.models import ApiClient
 from botapp import clock
-from botapp.models import Broadcast, BroadcastDelivery, TelegramUser
+from botapp.models import Broadcast, BroadcastDelivery, StoredFile, TelegramUser
 from scheduler.jobs.registry import job_run
 from tests.factories import BroadcastFactory, JobRunFactory, TelegramUserFactory, met_user
 
@@ -244,6 +244,28 @@ def test_files_register_storage_messages_and_return_the_deep_link(api, conf, set
     assert client.get(f"/api/v1/files/{body['share_id']}/").json()["message_ids"] == [12, 13]
     too_many = client.post("/api/v1/files/", {"message_ids": list(range(1, 202))})
     assert too_many.status_code == 400 and "at most 200" in too_many.json()["detail"][0]
+
+
+def test_a_files_own_link_settings_are_set_through_the_api(api, conf, settings):
+    settings.STORAGE_CHANNEL_ID = "-1001000000001"
+    client = api()
+    body = client.post(
+        "/api/v1/files/",
+        {
+            "message_ids": [7],
+            "protect_content": True,
+            "auto_delete_minutes": 15,
+            "skip_verification": True,
+            "expires_at": "2030-01-01T00:00:00Z",
+        },
+    ).json()
+    stored = StoredFile.objects.get(share_id=body["share_id"])
+    assert (stored.protect_content, stored.auto_delete_minutes, stored.skip_verification) == (True, 15, True)
+    assert stored.expires_at.isoformat() == "2030-01-01T00:00:00+00:00" and body["expires_at"].startswith("2030-01-01")
+    plain = StoredFile.objects.get(share_id=client.post("/api/v1/files/", {"message_ids": [8]}).json()["share_id"])
+    assert (plain.protect_content, plain.auto_delete_minutes, plain.expires_at) == (None, None, None)  # as Bot settings
+    too_long = client.post("/api/v1/files/", {"message_ids": [9], "auto_delete_minutes": 5000})
+    assert too_long.status_code == 400 and "auto_delete_minutes" in too_long.json()
 
 
 def test_broadcasts_start_progress_and_cancel(api, sender_wakeups):
