@@ -115,7 +115,9 @@ class Stream(RowIsolation[Row, Result]):
     """The sending loop for user-visible sends (broadcasts, scheduled messages, sequence steps).
 
     Unlike `Sweep`, nothing waits for the slowest send of a batch: the next batch is claimed while
-    the current one is still being sent (at most two batches leased at once), `in_flight` sends run
+    the current one is still being sent, once fewer than two rounds of `in_flight` sends are left
+    (so the senders never wait for a claim, and a worker leases no more than it sends soon: other
+    workers starting a little later still find rows to share), `in_flight` sends run
     concurrently at the limiter's pace, and results are recorded in bulk whenever a batch's worth
     is in (or `flush_interval` has passed, or the stream ran dry). Claims and records run in the
     calling thread; only `work` runs on the pool.
@@ -136,6 +138,7 @@ class Stream(RowIsolation[Row, Result]):
         dry = False
         last_record = time.monotonic()
         executor = ThreadPoolExecutor(self.in_flight, thread_name_prefix="send")
+        low_water = max(1, min(self.batch_size, 2 * self.in_flight))  # claim again below this many outstanding
 
         def flush() -> None:
             nonlocal processed, failed, results, last_record
@@ -162,7 +165,7 @@ class Stream(RowIsolation[Row, Result]):
 
         try:
             while True:
-                if not dry and outstanding < self.batch_size and not self._stopping():
+                if not dry and outstanding < low_water and not self._stopping():
                     rows = self.claim(self.batch_size) if time.monotonic() < deadline else []
                     batches += bool(rows)
                     dry = len(rows) < self.batch_size
