@@ -7,8 +7,8 @@ import json
 from botapp.sandbox import Sandbox
 
 
-def sandbox(telegram, bot, gateway) -> Sandbox:
-    return Sandbox(telegram=telegram, bot=bot, worker=gateway, out=io.StringIO(), as_json=True)
+def sandbox(telegram, bot, gateway, *, as_json: bool = True) -> Sandbox:
+    return Sandbox(telegram=telegram, bot=bot, worker=gateway, out=io.StringIO(), as_json=as_json)
 
 
 class Transcript(list):
@@ -36,3 +36,12 @@ def said(box: Sandbox, *lines: str) -> Transcript:
     for line in lines:
         assert box.feed(line), line
     return Transcript(json.loads(line) for line in box.out.getvalue()[start:].splitlines())
+
+
+def printed(box: Sandbox, *lines: str) -> str:
+    """Feed the lines (each must be understood); the text the sandbox printed for them, as an
+    operator reads it (for a box made with as_json=False)."""
+    before = box.out.tell()
+    for line in lines:
+        assert box.feed(line), box.out.getvalue()[before:]
+    return box.out.getvalue()[before:]

@@ -1,17 +1,15 @@
 """The backup storage channel: admins' files are copied there, delivery falls back to the copy when
 the storage channel's message is gone, and files without a copy are shown and backfilled."""
 
-import io
-
 import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
 from botapp.models import BotSettings, StoredFile
-from botapp.sandbox import Sandbox
 from botapp.services.delivery import FILE_GONE
 from scheduler.jobs.registry import job_run
 from tests.factories import StoredFileFactory
+from tests.transcripts import printed, sandbox
 
 pytestmark = pytest.mark.django_db
 
@@ -20,14 +18,7 @@ BACKUP = -1003000000001
 
 @pytest.fixture
 def box(telegram, bot, gateway, conf):
-    return Sandbox(telegram=telegram, bot=bot, worker=gateway, out=io.StringIO())
-
-
-def transcript(box, *lines):
-    before = box.out.tell()
-    for line in lines:
-        assert box.feed(line), box.out.getvalue()[before:]
-    return box.out.getvalue()[before:]
+    return sandbox(telegram, bot, gateway, as_json=False)
 
 
 def delivered(telegram, user_id):
@@ -35,13 +26,13 @@ def delivered(telegram, user_id):
 
 
 def test_a_file_whose_primary_message_was_deleted_is_delivered_from_the_backup(box, telegram):
-    out = transcript(box, f"set backup_channel_id {BACKUP}", "1000 sends document report.pdf Price list")
+    out = printed(box, f"set backup_channel_id {BACKUP}", "1000 sends document report.pdf Price list")
     assert "Stored. Backup copy made." in out
     stored = StoredFile.objects.get()
     (copy_id,) = stored.backup_message_ids
     assert (stored.backup_chat_id, telegram.message(BACKUP, copy_id).media.file) == (BACKUP, "report.pdf")
 
-    out = transcript(box, f"delete post #{stored.message_ids[0]}", f"1001: /start {stored.share_id}")
+    out = printed(box, f"delete post #{stored.message_ids[0]}", f"1001: /start {stored.share_id}")
 
     assert 'copy document "Price list"' in out
     assert FILE_GONE not in out
@@ -49,7 +40,7 @@ def test_a_file_whose_primary_message_was_deleted_is_delivered_from_the_backup(b
 
 
 def test_a_lost_storage_channel_falls_back_to_the_backup_with_the_caption_template(box, telegram):
-    transcript(
+    printed(
         box,
         f"set backup_channel_id {BACKUP}",
         "set file_caption {filename}: {previouscaption}",
@@ -57,38 +48,38 @@ def test_a_lost_storage_channel_falls_back_to_the_backup_with_the_caption_templa
     )
     stored = StoredFile.objects.get()
 
-    out = transcript(box, "storage channel lost", f"1001: /start {stored.share_id}")
+    out = printed(box, "storage channel lost", f"1001: /start {stored.share_id}")
 
     assert 'video "clip.mp4: Trailer"' in out
     assert delivered(telegram, 1001) == [("video", "clip.mp4", "clip.mp4: Trailer")]
 
 
 def test_without_a_backup_a_deleted_file_gets_the_friendly_answer(box, telegram):
-    transcript(box, "1000 sends document report.pdf")
+    printed(box, "1000 sends document report.pdf")
     stored = StoredFile.objects.get()
     assert stored.backup_chat_id is None  # no backup channel set
 
-    out = transcript(box, f"delete post #{stored.message_ids[0]}", f"1001: /start {stored.share_id}")
+    out = printed(box, f"delete post #{stored.message_ids[0]}", f"1001: /start {stored.share_id}")
     assert FILE_GONE in out
 
 
 def test_files_stored_before_the_backup_channel_are_backfilled_by_the_job(box, telegram):
-    transcript(box, "1000 sends document a.pdf", "post Chapter 1", "1000: /batch", "1000 forwards #2", "1000 forwards #2")
+    printed(box, "1000 sends document a.pdf", "post Chapter 1", "1000: /batch", "1000 forwards #2", "1000 forwards #2")
     assert StoredFile.objects.filter(backup_chat_id__isnull=True).count() == 2
 
-    out = transcript(box, f"set backup_channel_id {BACKUP}", "wait 1h")
+    out = printed(box, f"set backup_channel_id {BACKUP}", "wait 1h")
     assert "job backfill_backups: 2 processed, 0 failed (0 file(s) still without a backup)" in out
 
-    transcript(box, "storage channel lost")
+    printed(box, "storage channel lost")
     for stored in StoredFile.objects.order_by("id"):
-        transcript(box, f"1001: /start {stored.share_id}")
+        printed(box, f"1001: /start {stored.share_id}")
     assert [m.text for m in telegram.bot_messages(1001) if m.text in ("", "Chapter 1")] == ["", "Chapter 1"]
     assert delivered(telegram, 1001) == [("document", "a.pdf", "")]
 
 
 def test_a_backup_channel_the_bot_cannot_post_in_leaves_the_file_for_the_backfill(box, telegram, gateway):
-    transcript(box, f"set backup_channel_id {BACKUP}", "backup channel lost")
-    transcript(box, "1000 sends document a.pdf")
+    printed(box, f"set backup_channel_id {BACKUP}", "backup channel lost")
+    printed(box, "1000 sends document a.pdf")
     reply = telegram.bot_messages(1000)[-1].text
     assert reply.startswith("Stored. Not copied to the backup channel (") and "the hourly backfill tries again" in reply
     assert job_run("backfill_backups", trigger="test", gateway=gateway).failed == 1
@@ -103,7 +94,7 @@ def test_the_command_counts_files_without_a_backup(box, capsys):
     StoredFileFactory.create_batch(3)
     call_command("backfill_backups", "--dry-run")
     assert "backfill_backups: dry run: 0 processed" in capsys.readouterr().out  # no backup channel yet
-    transcript(box, f"set backup_channel_id {BACKUP}")
+    printed(box, f"set backup_channel_id {BACKUP}")
     call_command("backfill_backups", "--dry-run")
     assert "backfill_backups: dry run: 3 processed, 0 failed (files without a backup)" in capsys.readouterr().out
 

@@ -1,27 +1,18 @@
 """Caption templates: what a user sees under each delivered file, and what the settings form refuses."""
 
-import io
-
 import pytest
 
 from botapp.models import BotSettings, StoredFile
-from botapp.sandbox import Sandbox
 from botapp.services.captions import caption_cut, caption_template_problems, filesize_human, visible_length
 from botapp.telegram.limits import CAPTION_LENGTH
+from tests.transcripts import printed, sandbox
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def box(telegram, bot, gateway, conf):
-    return Sandbox(telegram=telegram, bot=bot, worker=gateway, out=io.StringIO())
-
-
-def transcript(box, *lines):
-    before = box.out.tell()
-    for line in lines:
-        assert box.feed(line), box.out.getvalue()[before:]
-    return box.out.getvalue()[before:]
+    return sandbox(telegram, bot, gateway, as_json=False)
 
 
 def caption_template(text):
@@ -31,11 +22,11 @@ def caption_template(text):
 
 
 def test_filename_and_size_fill_in_for_a_document_and_a_video(box, telegram):
-    transcript(box, "1000 sends document report.pdf[2.5MB] Price list", "1000 sends video clip.mp4[700KB] Trailer")
+    printed(box, "1000 sends document report.pdf[2.5MB] Price list", "1000 sends video clip.mp4[700KB] Trailer")
     report, clip = StoredFile.objects.order_by("id")
     caption_template("<b>{filename}</b> · {filesize}\n{previouscaption}\nfor {first_name}")
 
-    out = transcript(box, f"1001: /start {report.share_id}", f"1001: /start {clip.share_id}")
+    out = printed(box, f"1001: /start {report.share_id}", f"1001: /start {clip.share_id}")
 
     assert "-> 1001 #" in out and 'document "report.pdf · 2.5 MB / Price list / for User1001"' in out
     assert 'video "clip.mp4 · 700 KB / Trailer / for User1001"' in out
@@ -45,11 +36,11 @@ def test_filename_and_size_fill_in_for_a_document_and_a_video(box, telegram):
 
 
 def test_mention_links_to_the_receiving_user(box, telegram):
-    transcript(box, "1000 sends photo cat.jpg A cat")
+    printed(box, "1000 sends photo cat.jpg A cat")
     cat = StoredFile.objects.get()
     caption_template("For {mention}: {previouscaption}")
 
-    transcript(box, f"1001: /start {cat.share_id}")
+    printed(box, f"1001: /start {cat.share_id}")
 
     (copy,) = [m for m in telegram.bot_messages(1001) if m.media]
     assert copy.text == "For User1001: A cat"
@@ -58,11 +49,11 @@ def test_mention_links_to_the_receiving_user(box, telegram):
 
 
 def test_a_long_previous_caption_is_cut_to_fit_and_the_rest_of_the_template_stays(box, telegram):
-    transcript(box, "1000 sends document big.pdf " + "<i>" + "word " * 200 + "</i>")
+    printed(box, "1000 sends document big.pdf " + "<i>" + "word " * 200 + "</i>")
     big = StoredFile.objects.get()
     caption_template("{filename}\n{previouscaption}\nJoin @courier_news")
 
-    transcript(box, f"1001: /start {big.share_id}")
+    printed(box, f"1001: /start {big.share_id}")
 
     (copy,) = [m for m in telegram.bot_messages(1001) if m.media]
     assert len(copy.text) <= CAPTION_LENGTH  # the in-memory Telegram refuses more (MEDIA_CAPTION_TOO_LONG)
@@ -71,11 +62,11 @@ def test_a_long_previous_caption_is_cut_to_fit_and_the_rest_of_the_template_stay
 
 
 def test_without_a_template_files_keep_their_own_captions_and_go_in_one_forward(box, telegram):
-    transcript(box, "1000 sends document report.pdf Price list")
+    printed(box, "1000 sends document report.pdf Price list")
     report = StoredFile.objects.get()
     since = len(telegram.calls)
 
-    out = transcript(box, f"1001: /start {report.share_id}")
+    out = printed(box, f"1001: /start {report.share_id}")
 
     assert 'copy document "Price list"' in out
     assert "messages.ForwardMessages" in telegram.methods_called(since)

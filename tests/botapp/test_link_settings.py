@@ -1,45 +1,37 @@
 """A link's own settings (protect content, auto-delete minutes, skip verification, expiry) win over
 Bot settings, as a user of the sandbox sees them."""
 
-import io
 from datetime import timedelta
 
 import pytest
 
 from botapp import clock
 from botapp.models import PendingDeletion, StoredFile
-from botapp.sandbox import Sandbox
+from tests.transcripts import printed, sandbox
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def box(telegram, bot, gateway, conf):
-    return Sandbox(telegram=telegram, bot=bot, worker=gateway, out=io.StringIO())
+    return sandbox(telegram, bot, gateway, as_json=False)
 
 
 @pytest.fixture
 def link(box):
     """A document an admin stored, with Bot settings: verification on, auto-delete after 30 minutes."""
-    transcript(box, "set verification_enabled yes", "set auto_delete_minutes 30", "1000 sends document report.pdf Report")
+    printed(box, "set verification_enabled yes", "set auto_delete_minutes 30", "1000 sends document report.pdf Report")
     return StoredFile.objects.get().share_id
 
 
-def transcript(box, *lines):
-    before = box.out.tell()
-    for line in lines:
-        assert box.feed(line), box.out.getvalue()[before:]
-    return box.out.getvalue()[before:]
-
-
 def test_bot_settings_apply_when_the_link_has_none_of_its_own(box, link):
-    out = transcript(box, f"1001: /start {link}")
+    out = printed(box, f"1001: /start {link}")
     assert "[✅ Verify | ℹ️ How to verify]" in out or "[✅ Verify]" in out
     assert "copy document" not in out
 
 
 def test_skip_verification_delivers_without_verify(box, link, telegram):
-    out = transcript(box, f"link {link} skip_verification yes", f"1001: /start {link}")
+    out = printed(box, f"link {link} skip_verification yes", f"1001: /start {link}")
 
     assert f"link {link}: skip_verification saved" in out
     assert "Verify" not in out
@@ -47,7 +39,7 @@ def test_skip_verification_delivers_without_verify(box, link, telegram):
 
 
 def test_a_link_s_auto_delete_minutes_and_protection_win(box, link, telegram):
-    out = transcript(
+    out = printed(
         box,
         "set protect_content yes",
         f"link {link} skip_verification yes",
@@ -60,25 +52,25 @@ def test_a_link_s_auto_delete_minutes_and_protection_win(box, link, telegram):
     (copy,) = [m for m in telegram.bot_messages(1001) if m.media]
     assert not copy.protect  # Bot settings protect; this link says no
     assert abs(PendingDeletion.objects.get().delete_at - clock.now() - timedelta(minutes=5)) < timedelta(seconds=5)
-    out = transcript(box, "wait 6m")
+    out = printed(box, "wait 6m")
     assert "-> 1001 delete" in out
 
-    transcript(box, f"link {link} auto_delete_minutes 0", f"link {link} protect_content default", f"1002: /start {link}")
+    printed(box, f"link {link} auto_delete_minutes 0", f"link {link} protect_content default", f"1002: /start {link}")
     (copy,) = [m for m in telegram.bot_messages(1002) if m.media]
     assert copy.protect
     assert not PendingDeletion.objects.filter(chat_id=1002).exists()  # 0: never deleted
 
 
 def test_an_expired_link_gets_a_friendly_answer(box, link):
-    out = transcript(box, f"link {link} skip_verification yes", f"link {link} expires_at 2h", f"1001: /start {link}")
+    out = printed(box, f"link {link} skip_verification yes", f"link {link} expires_at 2h", f"1001: /start {link}")
     assert 'copy document "Report"' in out
 
-    out = transcript(box, "wait 2h", f"1001: /start {link}")
+    out = printed(box, "wait 2h", f"1001: /start {link}")
     assert '"This link has expired. Ask whoever shared it for a new one."' in out
     assert "copy" not in out
 
-    transcript(box, f"link {link} expires_at never")
-    assert 'copy document "Report"' in transcript(box, f"1001: /start {link}")
+    printed(box, f"link {link} expires_at never")
+    assert 'copy document "Report"' in printed(box, f"1001: /start {link}")
 
 
 def test_a_link_cannot_auto_delete_beyond_telegram_s_window(box, link):
