@@ -45,12 +45,14 @@ from django.db import close_old_connections
 
 from botapp.models import Broadcast, BroadcastDelivery, TelegramUser
 from botapp.services.users import user_access_hash
+from botapp.telegram.gateway import SendItem
 from botapp.telegram.limiter import BULK, RedisLimiter
 from botapp.telegram.server.offline import offline_gateway
 from scheduler.jobs.broadcast_send import BroadcastSendSweep
-from scheduler.jobs.sweep import Stream
+from scheduler.jobs.sweep import stream_for
 
 FIRST = 30_000_001
+LIMITER_RATE = 100_000  # never sleeps, but makes every round trip
 VARIANTS = ("job", "gateway", "bare")
 TITLE = "bench: sender cost"
 
@@ -100,7 +102,7 @@ class ThreadProfiles:
 def measure(path, remote, server_pid, variant, chats, hashes, threads, profiles=None):
     prefix = f"courier:bench:{time.time_ns()}"
     client = redis.Redis.from_url(settings.REDIS_URL, max_connections=threads + 8)
-    limiter = None if variant == "bare" else RedisLimiter(client, rate=100_000, prefix=prefix, lane=BULK)
+    limiter = None if variant == "bare" else RedisLimiter(client, rate=LIMITER_RATE, prefix=prefix, lane=BULK)
     if profiles is not None:
         profiles.install()  # kurigram's loop thread starts with the gateway
     gateway = offline_gateway(str(path), name=f"sender-{variant}", limiter=limiter, peers=user_access_hash)
@@ -110,28 +112,32 @@ def measure(path, remote, server_pid, variant, chats, hashes, threads, profiles=
     if profiles is not None:
         profiles.enable()
     server_cpu, wall, cpu = process_cpu(server_pid), time.perf_counter(), time.process_time()
+    stream = stream_for(BroadcastSendSweep(gateway), batch_size=200, time_budget=600, rate=LIMITER_RATE)
     if variant == "job":
-        job = BroadcastSendSweep(gateway)
-        processed, failed, _ = Stream(job.claim, job.work, job.record, batch_size=200, time_budget=600, in_flight=threads).run()
+        processed, failed, _ = stream.run()
         if (processed, failed) != (len(chats), 0):
             raise SystemExit(f"bench/sender.py: the job sent {processed} ({failed} failed) of {len(chats)}")
     else:
         for start in range(0, len(chats), 200):  # as each claim of 200 hands its access hashes over
             gateway.peers_remember({c: hashes[c] for c in chats[start : start + 200]})
+        group = stream.group if variant == "gateway" else 1
         todo, lock = iter(chats), threading.Lock()
 
         def loop():
             try:
                 while True:
                     with lock:
-                        chat = next(todo, None)
-                    if chat is None:
+                        batch = [c for c in (next(todo, None) for _ in range(group)) if c is not None]
+                    if not batch:
                         return
-                    gateway.send_text(chat, "Broadcast: hello")
+                    if variant == "gateway":
+                        gateway.send_many([SendItem(c, "Broadcast: hello") for c in batch])
+                    else:
+                        gateway.send_text(batch[0], "Broadcast: hello")
             finally:
                 close_old_connections()
 
-        pool = [threading.Thread(target=loop) for _ in range(threads)]
+        pool = [threading.Thread(target=loop) for _ in range(stream.in_flight if variant == "gateway" else threads)]
         for t in pool:
             t.start()
         for t in pool:

@@ -54,10 +54,10 @@ def fill_database(total: int, due: int) -> float:
         cur.execute(f"TRUNCATE {table}")
         # Due rows: chats BASE+1..BASE+due, message id g each; the rest due in a day.
         cur.execute(
-            f"""INSERT INTO {table} (chat_id, message_ids, delete_at, share_id, status, attempts, created_at)
+            f"""INSERT INTO {table} (chat_id, message_ids, delete_at, share_id, status, attempts, created_at, notice_due)
                 SELECT %s + g, jsonb_build_array(g),
                        CASE WHEN g <= %s THEN now() - interval '1 minute' ELSE now() + interval '1 day' END,
-                       'bench', 'pending', 0, now()
+                       'bench', 'pending', 0, now(), true
                 FROM generate_series(1, %s) AS g""",
             [BASE, due, total],
         )
@@ -66,8 +66,9 @@ def fill_database(total: int, due: int) -> float:
         cur.execute(f"DELETE FROM {users} WHERE telegram_id > %s AND telegram_id <= %s", [BASE, BASE + total])
         cur.execute(
             f"""INSERT INTO {users} (telegram_id, access_hash, username, first_name, last_name, language_code,
-                                     start_payload, state, joined_at, last_seen_at, verification_count, bypass_count)
-                SELECT %s + g, ((%s + g)::numeric * %s %% %s + 1)::bigint, '', 'U', '', '', '', 'active', now(), now(), 0, 0
+                                     start_payload, state, joined_at, last_seen_at, verification_count, bypass_count,
+                                           admin_banned)
+                SELECT %s + g, ((%s + g)::numeric * %s %% %s + 1)::bigint, '', 'U', '', '', '', 'active', now(), now(), 0, 0, false
                 FROM generate_series(1, %s) AS g""",
             [BASE, BASE, HASH_MUL, HASH_MOD, due],
         )

@@ -18,7 +18,7 @@ from botapp.models import Broadcast, BroadcastDelivery, TelegramUser
 from botapp.services.broadcast_copy import MessageCopy, message_pin
 from botapp.services.outgoing import Outgoing
 from botapp.signals import broadcast_queued, broadcast_test_requested
-from botapp.telegram.gateway import Gateway, Media, Sent, TelegramError
+from botapp.telegram.gateway import Gateway, Media, SendItem, Sent, TelegramError
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,13 @@ class BroadcastMessage:
             pin=broadcast.pin,
             reported=broadcast.report_message_id is not None,
         )
+
+    def item(self, chat_id: int, *, user_id: int) -> SendItem | None:
+        """One send of a batch (`Gateway.send_many`), or None when this broadcast is sent by `send`
+        (a copy of posts, a pin after the send, several files)."""
+        if self.copy is not None or self.pin:
+            return None
+        return self.outgoing.item(chat_id, user_id=user_id)
 
     def send(self, gateway: Gateway, chat_id: int, *, user_id: int) -> Sent:
         if self.copy is not None:

@@ -34,6 +34,7 @@ from botapp.telegram.gateway import (
     Gateway,
     Media,
     OutcomeUnknown,
+    SendItem,
     Sent,
     TelegramError,
 )
@@ -213,6 +214,14 @@ class Outgoing:
         if self.media is not None:
             return gateway.send_media(chat_id, self.media, caption=self.text, buttons=buttons, protect=self.protect)
         return gateway.send_text(chat_id, self.text, buttons=buttons, protect=self.protect)
+
+    def item(self, chat_id: int, *, user_id: int | None = None) -> SendItem | None:
+        """This message to `chat_id` as one send of a batch (`Gateway.send_many`), as `send` would
+        send it; None when it takes several messages (attachments): then `send` it."""
+        if self.attachments:
+            return None
+        buttons = [[spec.render(user_id) for spec in row] for row in self.rows] or None
+        return SendItem(chat_id, self.text, media=self.media, buttons=buttons, protect=self.protect)
 
     def _send_attachments(self, gateway: Gateway, chat_id: int, buttons) -> Sent:
         """One attachment: one message with the text as caption and the buttons. Several: each album

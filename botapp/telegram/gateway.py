@@ -73,6 +73,18 @@ class Sent:
     message_id: int
 
 
+@dataclass(frozen=True)
+class SendItem:
+    """One message of a `send_many` batch: a text, or a media file (by file id) with the text as
+    its caption."""
+
+    chat_id: int
+    text: str
+    media: Media | None = None
+    buttons: Keyboard | None = None
+    protect: bool = False
+
+
 # --- What we receive ----------------------------------------------------------------------
 
 
@@ -232,6 +244,26 @@ class Gateway(abc.ABC):
     def send_media(
         self, chat_id: int, media: Media, *, caption: str = "", buttons: Keyboard | None = None, protect: bool = False
     ) -> Sent: ...
+
+    def send_many(self, items: Sequence[SendItem]) -> list[Sent | TelegramError]:
+        """Send each item; one result per item, in order: what was sent or the TelegramError that
+        item met (one refused send does not stop the others). BotUnauthorized, or anything that is
+        not Telegram's answer (the limiter's Redis down), is raised. An implementation may pack
+        the sends into fewer round trips; this one sends them one by one."""
+        results: list[Sent | TelegramError] = []
+        for item in items:
+            try:
+                if item.media is not None:
+                    sent = self.send_media(
+                        item.chat_id, item.media, caption=item.text, buttons=item.buttons, protect=item.protect
+                    )
+                else:
+                    sent = self.send_text(item.chat_id, item.text, buttons=item.buttons, protect=item.protect)
+            except TelegramError as exc:
+                results.append(exc)
+            else:
+                results.append(sent)
+        return results
 
     @abc.abstractmethod
     def send_album(self, chat_id: int, items: Sequence[Media], *, caption: str = "", protect: bool = False) -> list[Sent]:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Sequence
 
 import redis
 from django.conf import settings
@@ -67,6 +68,50 @@ redis.call('SET', KEYS[3], string.format('%.6f', new_tat), 'PX', math.ceil((new_
 return string.format('%.6f', slot - now)
 """
 
+# A bulk sender's batch (workers only): as many consecutive slots as are free within ARGV[2]
+# seconds, each also within its chat's own limit, in one round trip. KEYS: the global slot, the
+# P = ARGV[4] pause keys, then each chat's slot and pause. ARGV: global interval, window, chat
+# burst, P, then each chat's interval. Returns "<granted> <delay until the first slot>", or "-"
+# and the delay after which to ask again (when the next free slot is due: then a whole window of
+# slots lies ahead).
+ACQUIRE_MANY = """
+local now_parts = redis.call('TIME')
+local now = tonumber(now_parts[1]) + tonumber(now_parts[2]) / 1000000
+local interval = tonumber(ARGV[1])
+local window = tonumber(ARGV[2])
+local burst = tonumber(ARGV[3])
+local p = tonumber(ARGV[4])
+local pause = 0
+for i = 2, 1 + p do
+  pause = math.max(pause, tonumber(redis.call('GET', KEYS[i]) or '0'))
+end
+local tat = math.max(tonumber(redis.call('GET', KEYS[1]) or '0'), now, pause)
+local granted = 0
+local first = nil
+local wait = nil
+local n = (#KEYS - 1 - p) / 2
+for i = 1, n do
+  local chat_key = KEYS[2 + p + 2 * (i - 1)]
+  local chat_pause = tonumber(redis.call('GET', KEYS[3 + p + 2 * (i - 1)]) or '0')
+  local chat_interval = tonumber(ARGV[4 + i])
+  local chat_tat = math.max(tonumber(redis.call('GET', chat_key) or '0'), now, chat_pause) + chat_interval
+  local slot = math.max(tat, chat_tat - burst * chat_interval, chat_pause)
+  if slot - now > window then
+    wait = slot - now
+    break
+  end
+  redis.call('SET', chat_key, string.format('%.6f', chat_tat), 'PX', math.ceil((chat_tat - now) * 1000) + 1000)
+  tat = slot + interval
+  granted = granted + 1
+  first = first or slot
+end
+if granted == 0 then
+  return '-' .. string.format('%.6f', wait)
+end
+redis.call('SET', KEYS[1], string.format('%.6f', tat), 'PX', math.ceil((tat - now) * 1000) + 1000)
+return granted .. ' ' .. string.format('%.6f', first - now)
+"""
+
 PAUSED = """
 local now_parts = redis.call('TIME')
 local now = tonumber(now_parts[1]) + tonumber(now_parts[2]) / 1000000
@@ -99,6 +144,19 @@ def global_rate() -> float:
     return float(rate) * settings.TELEGRAM_RATE_HEADROOM
 
 
+# How far a worker's sends may bunch: a batch of the slots due within this window goes to Telegram
+# at once (one MTProto container). Telegram does not say how much bunching its limits allow; the
+# emulated Telegram lets arrivals bunch by GLOBAL_JITTER (0.1 s, itself inferred): half of it.
+BATCH_WINDOW = 0.05
+BATCH_MAX = 50  # sends per batch at most, whatever the rate
+
+
+def send_batch_size(rate: float | None = None) -> int:
+    """Sends a worker hands the limiter at once: the slots of one window (1 at the free rate)."""
+    rate = global_rate() if rate is None else rate
+    return max(1, min(BATCH_MAX, int(rate * BATCH_WINDOW)))
+
+
 def chat_interval(chat_id: int) -> float:
     return PRIVATE_CHAT_INTERVAL if chat_id > 0 else GROUP_CHAT_INTERVAL
 
@@ -121,6 +179,10 @@ class LocalLimiter:
         self.lock = threading.Lock()
         self.next_slot = 0.0
         self.chats: dict[int, float] = {}
+
+    def acquire_many(self, chat_ids) -> int:
+        self.acquire(chat_ids[0])
+        return 1
 
     def acquire(self, chat_id: int | None = None) -> float:
         with self.lock:
@@ -150,6 +212,7 @@ class RedisLimiter:
         self._warned_at = -1e9
         self._down_until = 0.0
         self._acquire = client.register_script(ACQUIRE)
+        self._acquire_many = client.register_script(ACQUIRE_MANY)
         self._pause = client.register_script(PAUSE)
         self._paused = client.register_script(PAUSED)
         self.pause_key = f"{prefix}:pause"  # everyone
@@ -224,6 +287,30 @@ class RedisLimiter:
             if delay < 0.05 or self.paused_for() <= 0:
                 return waited
             # A FloodWait arrived while we slept: take a new slot after the pause.
+
+    def acquire_many(self, chat_ids: Sequence[int]) -> int:
+        """Bulk lane: block until the first of up to len(chat_ids) sends may go, and return how
+        many (the first that many of `chat_ids`) may go with it: the slots due within `batch_window`
+        of each other (one round trip for all). The caller sends them at once; Telegram sees them
+        bunched by at most that window, and evenly spaced over time. Redis errors are raised."""
+        if self.lane != BULK:
+            raise ValueError("acquire_many is for the bulk lane")
+        keys = [self.global_key, *self._pauses]
+        args: list = [self.interval, max(self.interval, BATCH_WINDOW), CHAT_BURST, len(self._pauses)]
+        for chat_id in chat_ids:
+            key = self._chat_key(chat_id)
+            keys += [key, f"{key}:pause"]
+            args.append(chat_interval(chat_id))
+        while True:
+            answer = self._acquire_many(keys=keys, args=args)
+            answer = answer.decode() if isinstance(answer, bytes) else str(answer)
+            if answer.startswith("-"):  # nothing free within the window: ask again
+                self.sleep(max(float(answer[1:]), self.interval / 2))
+                continue
+            granted, delay = answer.split()
+            if float(delay) > 0:
+                self.sleep(float(delay))
+            return int(granted)
 
     def _chat_key(self, chat_id: int) -> str:
         return f"{self.prefix}:chat:{chat_id}"

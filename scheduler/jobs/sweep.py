@@ -44,14 +44,17 @@ class RowIsolation(Generic[Row, Result]):
         try:
             return self.work(row)
         except Exception as exc:
-            if self.handback is None:
-                raise
-            if isinstance(exc, BotUnauthorized):
-                self.fatal = exc
-            else:
-                log.exception("row handed back untouched: %r", row)
-            self.handed_back += 1
-            return self.handback(row, exc)
+            return self._handed_back(row, exc)
+
+    def _handed_back(self, row: Row, exc: Exception) -> Result:
+        if self.handback is None:
+            raise exc
+        if isinstance(exc, BotUnauthorized):
+            self.fatal = exc
+        else:
+            log.error("row handed back untouched: %r", row, exc_info=exc)
+        self.handed_back += 1
+        return self.handback(row, exc)
 
     def _work_in_pool(self, row: Row) -> Result:
         try:
@@ -125,8 +128,24 @@ class Stream(RowIsolation[Row, Result]):
 
     batch_size: int = 200
     time_budget: float = 50.0
-    in_flight: int = 8
+    in_flight: int = 8  # threads sending at once
     flush_interval: float = 1.0
+    # Rows per call of `work_many(rows) -> [Result or the Exception that row raised]`, when the
+    # job has one (a worker hands the limiter, and Telegram, that many sends at once).
+    work_many: Callable[[Sequence[Row]], list] | None = None
+    group: int = 1
+
+    def _work_group(self, rows: Sequence[Row]) -> list[Result]:
+        try:
+            if self.work_many is None:
+                return [self._isolated(row) for row in rows]
+            try:
+                outcomes = self.work_many(rows)
+            except Exception as exc:  # noqa: BLE001 - every row of the group goes back
+                outcomes = [exc] * len(rows)
+            return [self._handed_back(r, o) if isinstance(o, Exception) else o for r, o in zip(rows, outcomes, strict=True)]
+        finally:
+            close_old_connections()
 
     def run(self) -> tuple[int, int, int]:
         """Returns (processed, failed, batches claimed)."""
@@ -138,7 +157,8 @@ class Stream(RowIsolation[Row, Result]):
         dry = False
         last_record = time.monotonic()
         executor = ThreadPoolExecutor(self.in_flight, thread_name_prefix="send")
-        low_water = max(1, min(self.batch_size, 2 * self.in_flight))  # claim again below this many outstanding
+        group = self.group if self.work_many is not None else 1
+        low_water = max(1, min(self.batch_size, 2 * self.in_flight * group))  # claim again below this many outstanding
 
         def flush() -> None:
             nonlocal processed, failed, results, last_record
@@ -156,8 +176,9 @@ class Stream(RowIsolation[Row, Result]):
             except queue.Empty:
                 return
             while True:
-                outstanding -= 1
-                results.append(future.result())
+                done = future.result()
+                outstanding -= len(done)
+                results.extend(done)
                 try:
                     future = finished.get_nowait()
                 except queue.Empty:
@@ -169,8 +190,8 @@ class Stream(RowIsolation[Row, Result]):
                     rows = self.claim(self.batch_size) if time.monotonic() < deadline else []
                     batches += bool(rows)
                     dry = len(rows) < self.batch_size
-                    for row in rows:
-                        executor.submit(self._work_in_pool, row).add_done_callback(finished.put)
+                    for start in range(0, len(rows), group):
+                        executor.submit(self._work_group, rows[start : start + group]).add_done_callback(finished.put)
                     outstanding += len(rows)
                 if not outstanding:
                     break
@@ -182,7 +203,7 @@ class Stream(RowIsolation[Row, Result]):
             while not finished.empty():  # after an error: record every send that completed
                 future = finished.get_nowait()
                 if future.exception() is None:
-                    results.append(future.result())
+                    results.extend(future.result())
             flush()
         if self.fatal is not None:
             raise self.fatal
@@ -202,16 +223,8 @@ def message_or_error(source, build: Callable):
 
 
 def stream_outcome(job, *, batch_size: int, time_budget: float) -> Outcome:
-    """Run a Stream over `job` (claim, work, record) with as many sends in flight as the rate needs."""
-    processed, failed, batches = Stream(
-        job.claim,
-        job.work,
-        job.record,
-        batch_size=batch_size,
-        time_budget=time_budget,
-        in_flight=sends_in_flight(),
-        handback=getattr(job, "handback", None),
-    ).run()
+    """Run `stream_for(job)` and say what it did."""
+    processed, failed, batches = stream_for(job, batch_size=batch_size, time_budget=time_budget).run()
     return Outcome(processed, failed, detail=f"{batches} batch(es)")
 
 
@@ -220,7 +233,28 @@ def stream_outcome(job, *, batch_size: int, time_budget: float) -> Outcome:
 ANSWER_TIME = 0.25
 
 
-def sends_in_flight() -> int:
+def sends_in_flight(rate: float | None = None) -> int:
     from botapp.telegram.limiter import global_rate
 
-    return max(4, min(256, math.ceil(global_rate() * ANSWER_TIME)))
+    return max(4, min(256, math.ceil((global_rate() if rate is None else rate) * ANSWER_TIME)))
+
+
+def stream_for(job, *, batch_size: int, time_budget: float, rate: float | None = None) -> Stream:
+    """The Stream over `job` (claim, work, record, and work_many if it has one) for the limiter's
+    `rate` (default: the configured one): sends_in_flight(rate) sends in flight, in groups of the
+    limiter's batch when the job sends in batches (at the free rate a batch is one send: `work`)."""
+    from botapp.telegram.limiter import send_batch_size
+
+    work_many = getattr(job, "work_many", None)
+    group = send_batch_size(rate) if work_many is not None else 1
+    return Stream(
+        job.claim,
+        job.work,
+        job.record,
+        batch_size=batch_size,
+        time_budget=time_budget,
+        in_flight=math.ceil(sends_in_flight(rate) / group),
+        handback=getattr(job, "handback", None),
+        work_many=work_many if group > 1 else None,
+        group=group,
+    )

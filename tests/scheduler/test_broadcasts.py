@@ -413,3 +413,34 @@ def test_a_lost_answer_is_interrupted_counted_and_the_progress_reaches_the_end(t
     broadcast.refresh_from_db()
     assert (broadcast.sent, broadcast.interrupted, broadcast.status) == (2, 1, "done")
     assert BroadcastAdmin.progress(None, broadcast) == "3/3 (100%)"
+
+
+def test_a_paid_broadcast_goes_in_containers_and_its_queries_do_not_grow_with_the_batch(telegram, settings, db):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from botapp.services.users import user_access_hash
+    from botapp.telegram.server.offline import offline_gateway
+    from scheduler.jobs.broadcast_send import send_broadcasts
+
+    settings.TELEGRAM_PAID_BROADCASTS = True  # 950/s: batches of 47 sends
+    worker = offline_gateway(telegram, peers=user_access_hash)
+    people, queries = [], []
+    try:
+        for more in (40, 200):  # one claim of all: 40 rows, then 240
+            people += users(telegram, more)
+            n = len(people)
+            broadcast = BroadcastFactory(text="<b>50% off</b> today")
+            broadcast_start(broadcast=broadcast)
+            containers = telegram.containers
+            with CaptureQueriesContext(connection) as ctx:
+                outcome = send_broadcasts(gateway=worker, batch_size=n)
+            queries.append(len(ctx))
+            assert outcome.processed == n
+            assert telegram.containers - containers == -(-n // 47)
+            assert [bold_text(telegram.bot_messages(u.telegram_id)[-1]) for u in people] == [SALE] * n
+            broadcast.refresh_from_db()
+            assert (broadcast.sent, broadcast.status) == (n, Broadcast.Status.DONE)
+    finally:
+        worker.stop()
+    assert queries[0] == queries[1]

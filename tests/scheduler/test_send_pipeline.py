@@ -135,3 +135,53 @@ def test_two_worker_processes_share_a_broadcast_once_each_within_the_limit(teleg
     assert len(sends) == len(users)
     assert (len(sends) - 1) / (sends[-1] - sends[0]) <= 30  # together, within Telegram's rate
     assert not BroadcastDelivery.objects.exclude(status=BroadcastDelivery.Status.SENT).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.slow
+def test_two_workers_share_a_paid_broadcast_in_containers_once_each_within_the_limit(telegram, tmp_path):
+    """At 1000/s a worker hands Telegram a window's worth of sends at once (one MTProto container):
+    still every user exactly once, and no FLOOD_WAIT."""
+    users = [met_user(telegram, telegram_id=45_000 + i) for i in range(1000)]
+    broadcast = BroadcastFactory(title="paid news", text="News <b>now</b>")
+    broadcast_start(broadcast=broadcast)
+    telegram.enforce_rates = True
+    telegram.jitter = 0.3  # as above: two processes on a loaded CI machine stall and bunch
+    start, containers = len(telegram.calls), telegram.containers
+
+    with telegram_on_socket(telegram) as path:
+        db = connection.settings_dict
+        env = {
+            **os.environ,
+            "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+            "TELEGRAM_OFFLINE": "1",
+            "TELEGRAM_OFFLINE_SOCKET": str(path),
+            "TELEGRAM_SESSION_DIR": str(tmp_path),
+            "TELEGRAM_PAID_BROADCASTS": "1",
+            "REDIS_URL": settings.REDIS_URL,
+            "LOG_LEVEL": "WARNING",
+        }
+        workers = [
+            subprocess.Popen(
+                [sys.executable, "manage.py", "send_broadcasts"],
+                cwd=ROOT,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(2)
+        ]
+        outputs = [w.communicate(timeout=180) for w in workers]
+    assert [w.returncode for w in workers] == [0, 0], [err for _, err in outputs]
+
+    assert [len(telegram.bot_messages(u.telegram_id)) for u in users] == [1] * len(users)  # each exactly once
+    assert all(m.paid for u in users for m in telegram.bot_messages(u.telegram_id))
+    assert telegram.flood_waits == 0
+    sends = sorted(c.at for c in telegram.calls[start:] if c.method == "messages.SendMessage")
+    assert len(sends) == len(users)
+    assert (len(sends) - 1) / (sends[-1] - sends[0]) <= 1000
+    assert telegram.containers - containers >= len(users) // 50  # batched: at most 50 sends per container
+    assert not BroadcastDelivery.objects.exclude(status=BroadcastDelivery.Status.SENT).exists()
+    broadcast.refresh_from_db()
+    assert (broadcast.sent, broadcast.status) == (1000, Broadcast.Status.DONE)

@@ -113,6 +113,7 @@ class Endpoint:
         self.seq = wire.SeqNo()
         self.receives_updates = False
         self.closed = False
+        self._collecting = threading.local()  # .answers: this thread is answering a container
 
     def receive(self, packet: bytes) -> None:
         """A packet from the client: answer every message in it."""
@@ -122,16 +123,44 @@ class Endpoint:
             log.warning("telegram server: undecryptable packet dropped")
             return
         self.session_id = incoming.session_id
-        bodies = (
-            [(m.msg_id, m.body) for m in incoming.body.messages]
-            if isinstance(incoming.body, raw.core.MsgContainer)
-            else [(incoming.msg_id, incoming.body)]
-        )
-        for msg_id, body in bodies:
-            self.server.dispatch(self, msg_id, body)
+        if not isinstance(incoming.body, raw.core.MsgContainer):
+            self.server.dispatch(self, incoming.msg_id, incoming.body)
+            return
+        bodies = [(m.msg_id, m.body) for m in incoming.body.messages]
+        # A container's answers go back in one container, as Telegram often does (core.telegram.org
+        # /mtproto/service_messages#containers: either side may pack messages into one).
+        with self.server.lock:
+            self.server.containers += 1
+        self._collecting.answers = answers = []
+        try:
+            for msg_id, body in bodies:
+                self.server.dispatch(self, msg_id, body)
+        finally:
+            self._collecting.answers = None
+        delay = max((d for *_, d in answers), default=0.0)
+        if len(answers) == 1:
+            self.send(answers[0][0], answer=answers[0][1], content=answers[0][2], delay=delay)
+        elif answers:
+            self._send_container(answers, delay)
 
-    def send(self, body: bytes, *, answer: bool, content: bool = True, delay: float = 0.0) -> None:
+    def _send_container(self, answers: list[tuple[bytes, bool, bool, float]], delay: float) -> None:
+        # Inner messages get their ids first: a container's msg_id is greater than theirs.
+        inner = b"".join(
+            wire.Long(self.server.msg_ids.next(answer=answer))
+            + wire.Int(self.seq.next(content=content))
+            + wire.Int(len(body))
+            + body
+            for body, answer, content, _ in answers
+        )
+        container = wire.Int(wire.MSG_CONTAINER_ID, False) + wire.Int(len(answers)) + inner
+        self.send(container, answer=False, content=False, delay=delay, direct=True)
+
+    def send(self, body: bytes, *, answer: bool, content: bool = True, delay: float = 0.0, direct: bool = False) -> None:
         if self.closed:
+            return
+        collected = getattr(self._collecting, "answers", None)
+        if collected is not None and not direct:  # answering a container: collected, sent as one
+            collected.append((body, answer, content, delay))
             return
         packet = wire.pack_server(
             body,
@@ -193,6 +222,7 @@ class TelegramServer:
         self.faults: list[Fault] = []
         self.random_ids: set[int] = set()
         self.calls: list[Call] = []
+        self.containers = 0  # MTProto containers received (several requests in one packet)
         self._tat: dict[tuple, float] = {}  # per bucket: when it is empty again
         self.flood_waits = 0
         self.events: list[Event] = []

@@ -23,6 +23,7 @@ from pyrogram.crypto.mtproto import kdf
 from pyrogram.raw.core import Bool, Bytes, Double, Int, List, Long, String, TLObject
 from pyrogram.raw.core.primitives import Vector
 
+MSG_CONTAINER_ID = 0x73F1F8DC  # msg_container#73f1f8dc messages:vector<%Message> = MessageContainer
 RPC_RESULT_ID = 0xF35C6D01  # rpc_result#f35c6d01 req_msg_id:long result:Object = RpcResult
 
 

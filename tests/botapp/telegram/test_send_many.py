@@ -1,0 +1,169 @@
+"""A worker's batched sends (`PyrogramGateway.send_many`): many messages in one MTProto container,
+one limiter round trip for the batch, each item's own result. kurigram's real client against the
+in-memory Telegram, which answers a container with one container."""
+
+import time
+
+import pytest
+import redis
+from django.conf import settings
+
+from botapp.services.users import user_access_hash
+from botapp.telegram.gateway import FloodWait, Media, PeerUnknown, SendItem, Sent, TgUser, UserBlocked
+from botapp.telegram.limiter import BATCH_WINDOW, BULK, RedisLimiter, send_batch_size
+from botapp.telegram.server.offline import offline_gateway
+
+pytestmark = pytest.mark.django_db
+
+
+class BatchLimiter:
+    """Grants `per_grant` slots at a time and records each grant and pause."""
+
+    def __init__(self, per_grant=100):
+        self.per_grant = per_grant
+        self.grants = []
+        self.pauses = []
+
+    def acquire(self, chat_id=None):
+        self.grants.append([chat_id])
+        return 0.0
+
+    def acquire_many(self, chat_ids):
+        granted = list(chat_ids[: self.per_grant])
+        self.grants.append(granted)
+        return len(granted)
+
+    def pause(self, seconds, *, chat_id=None):
+        self.pauses.append((seconds, chat_id))
+        return seconds
+
+
+@pytest.fixture
+def users(chat):
+    """Thirty users who wrote to the bot (runbot stored their access hashes)."""
+    found = [TgUser(id=7100 + i, first_name=f"U{i}") for i in range(30)]
+    for user in found:
+        chat(user, "/help")
+    return found
+
+
+@pytest.fixture
+def worker(telegram, users):
+    limiter = BatchLimiter()
+    gw = offline_gateway(telegram, peers=user_access_hash, limiter=limiter, sleep=lambda s: None)
+    gw.counting = limiter
+    yield gw
+    gw.stop()
+
+
+def test_thirty_texts_go_in_one_container_and_each_user_gets_theirs(telegram, users, worker):
+    since, containers = len(telegram.calls), telegram.containers
+    results = worker.send_many([SendItem(u.id, f"<b>Hello</b> {u.first_name}") for u in users])
+
+    assert telegram.containers == containers + 1
+    assert telegram.methods_called(since) == ["messages.SendMessage"] * 30  # no users.getUsers
+    assert worker.counting.grants == [[u.id for u in users]]  # one limiter round trip
+    for user, result in zip(users, results, strict=True):
+        (message,) = telegram.bot_messages(user.id)[-1:]
+        assert result == Sent(user.id, message.id)
+        assert message.text == f"Hello {user.first_name}"
+
+
+def test_each_item_gets_its_own_answer(telegram, users, worker):
+    telegram.block(users[3].id)
+    telegram.fail_next("FLOOD_WAIT_2", methods=["messages.SendMessage"], chat_id=users[5].id)
+    items = [SendItem(u.id, "hi") for u in users[:8]] + [SendItem(999_999, "never met")]
+
+    results = worker.send_many(items)
+
+    assert isinstance(results[3], UserBlocked)
+    assert isinstance(results[8], PeerUnknown)  # nothing sent: no access hash
+    assert worker.counting.pauses == [(2, users[5].id)]  # the limiter's scope paused, the item asked again
+    assert isinstance(results[5], Sent)
+    assert [isinstance(r, Sent) for r in results] == [True, True, True, False, True, True, True, True, False]
+    assert [len(telegram.bot_messages(u.id)) - 1 for u in users[:8]] == [1, 1, 1, 0, 1, 1, 1, 1]  # each once
+
+
+def test_a_flood_wait_longer_than_the_worker_waits_is_that_items_result(telegram, users, worker):
+    telegram.fail_next("FLOOD_WAIT_600", methods=["messages.SendMessage"], chat_id=users[0].id)
+    results = worker.send_many([SendItem(u.id, "hi") for u in users[:3]])
+    assert isinstance(results[0], FloodWait) and results[0].seconds == 600
+    assert all(isinstance(r, Sent) for r in results[1:])
+
+
+def test_media_buttons_and_protection_in_a_batch(telegram, users, worker):
+    photo = telegram.file_id("photo", "cat.jpg")
+    from botapp.telegram.gateway import Button
+
+    items = [
+        SendItem(users[0].id, "A <i>cat</i>", media=Media("photo", photo), buttons=[[Button("Open", url="https://example.com")]]),
+        SendItem(users[1].id, "plain", protect=True),
+    ]
+    results = worker.send_many(items)
+
+    assert all(isinstance(r, Sent) for r in results)
+    cat = telegram.bot_messages(users[0].id)[-1]
+    assert cat.media is not None and cat.media.kind == "photo" and cat.text == "A cat"
+    assert [[b.text for b in row] for row in cat.buttons] == [["Open"]]
+    assert telegram.bot_messages(users[1].id)[-1].protect
+
+
+def test_a_grant_smaller_than_the_batch_sends_the_rest_in_further_containers(telegram, users):
+    limiter = BatchLimiter(per_grant=7)
+    gw = offline_gateway(telegram, peers=user_access_hash, limiter=limiter, sleep=lambda s: None)
+    try:
+        containers = telegram.containers
+        results = gw.send_many([SendItem(u.id, "hi") for u in users])
+    finally:
+        gw.stop()
+    assert all(isinstance(r, Sent) for r in results)
+    assert [len(g) for g in limiter.grants] == [7, 7, 7, 7, 2]
+    assert telegram.containers == containers + 5
+
+
+def test_runbot_sends_a_batch_one_by_one(telegram, users):
+    """runbot parses what it sends (kurigram keeps the messages): no container for it."""
+    gw = offline_gateway(telegram, peers=user_access_hash, no_updates=False)
+    try:
+        containers = telegram.containers
+        results = gw.send_many([SendItem(u.id, "hi") for u in users[:3]])
+    finally:
+        gw.stop()
+    assert all(isinstance(r, Sent) for r in results)
+    assert telegram.containers == containers
+
+
+# --- the limiter's batch -------------------------------------------------------------------------
+
+
+def test_the_bulk_lane_grants_the_slots_of_one_window_evenly_over_time(prefix):
+    rate = 200.0  # 10 slots per 50 ms window
+    lim = RedisLimiter(redis.Redis.from_url(settings.REDIS_URL), rate=rate, prefix=prefix, lane=BULK)
+    chats = list(range(1, 1001))
+    granted, stamps, start = 0, [], time.monotonic()
+    while granted < 200:
+        n = lim.acquire_many(chats[granted : granted + 50])
+        assert 1 <= n <= int(rate * BATCH_WINDOW) + 1
+        stamps.append((time.monotonic() - start, n))
+        granted += n
+    elapsed = time.monotonic() - start
+    assert 200 / rate - 2 * BATCH_WINDOW <= elapsed <= 200 / rate + 0.5  # the rate holds over time
+
+
+def test_a_chat_gets_its_burst_in_a_batch_and_no_more(prefix):
+    lim = RedisLimiter(redis.Redis.from_url(settings.REDIS_URL), rate=1000, prefix=prefix, lane=BULK)
+    assert lim.acquire_many([42] * 6) == 3  # the private chat's burst; the 4th is a second away
+
+
+def test_a_pause_holds_the_batch(prefix):
+    lim = RedisLimiter(redis.Redis.from_url(settings.REDIS_URL), rate=1000, prefix=prefix, lane=BULK)
+    lim.pause(0.3)
+    start = time.monotonic()
+    assert lim.acquire_many([1, 2, 3]) == 3
+    assert time.monotonic() - start >= 0.25
+
+
+def test_batch_sizes_follow_the_rate():
+    assert send_batch_size(28.5) == 1  # free broadcasts: one send at a time, as before
+    assert send_batch_size(950) == 47
+    assert send_batch_size(100_000) == 50
