@@ -6,8 +6,10 @@ overall over a sliding second, 1000/s for sends with the paid-broadcast flag, a 
 1/s per private chat, FLOOD_WAIT_X beyond). Two sender processes (two workers) each send through
 PyrogramGateway(limiter=RedisLimiter(...), paid=...) to distinct users who have written to the bot,
 as a broadcast does, configured as scheduler/sender.py configures a worker: the bulk lane, paced at
-TELEGRAM_RATE_HEADROOM of the allowed rate, and as many sends in flight per process as the
-broadcast stream uses (scheduler.jobs.sweep.sends_in_flight: rate x ANSWER_TIME, 4..256).
+TELEGRAM_RATE_HEADROOM (TELEGRAM_PAID_RATE_HEADROOM when paid) of the allowed rate, and as many sends in flight per process as the
+broadcast stream uses (scheduler.jobs.sweep.stream_for: rate x ANSWER_TIME sends, 4..256, in
+batches of the limiter's window, `send_batch_size`: one at a time at 30/s, 47 in one MTProto
+container at 1000/s, each thread calling `send_many`).
 
 Achieved rate is taken between the first and the last completed send. Each case runs 3 times,
 the cases alternating; min / median / max are printed. A third, diagnostic case paces the free
@@ -32,17 +34,18 @@ from _setup import spread
 from _telegram import access_hashes, process_cpu, telegram_process, users_meet_bot
 from django.conf import settings
 
-from botapp.telegram.gateway import TelegramError
-from botapp.telegram.limiter import BULK, RedisLimiter
+from botapp.telegram.gateway import SendItem, TelegramError
+from botapp.telegram.limiter import BULK, RedisLimiter, send_batch_size
 from botapp.telegram.server.offline import offline_gateway
-from scheduler.jobs.sweep import ANSWER_TIME
+from scheduler.jobs.sweep import sends_in_flight
 
 LATENCY = 0.08
 
 
 def in_flight(rate: float) -> int:
-    """Sends a worker keeps in flight at `rate` (the broadcast stream's rule, sends_in_flight)."""
-    return max(4, min(256, math.ceil(rate * ANSWER_TIME)))
+    """Sending threads a worker runs at `rate` (the broadcast stream's rule, stream_for:
+    sends_in_flight sends, in batches of send_batch_size)."""
+    return math.ceil(sends_in_flight(rate) / send_batch_size(rate))
 
 
 def sender(path, name, rate, prefix, paid, chats, hashes, threads, go, out):
@@ -55,20 +58,22 @@ def sender(path, name, rate, prefix, paid, chats, hashes, threads, go, out):
     todo = iter(chats)
     stamps, errors = [], []
 
+    group = send_batch_size(rate)
+
     def loop():
         while True:
             with lock:
-                chat = next(todo, None)
-            if chat is None:
+                batch = [c for c in (next(todo, None) for _ in range(group)) if c is not None]
+            if not batch:
                 return
-            try:
-                gateway.send_text(chat, "Broadcast: hello")
-            except TelegramError as exc:
-                with lock:
-                    errors.append(type(exc).__name__)
-                continue
+            results = gateway.send_many([SendItem(c, "Broadcast: hello") for c in batch])
+            now = time.time()
             with lock:
-                stamps.append(time.time())
+                for result in results:
+                    if isinstance(result, TelegramError):
+                        errors.append(type(result).__name__)
+                    else:
+                        stamps.append(now)
 
     pool = [threading.Thread(target=loop) for _ in range(threads)]
     go.wait()
@@ -128,11 +133,11 @@ def main():
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--no-diagnostic", dest="diagnostic", action="store_false", help="skip the free case at headroom 1.0")
     args = parser.parse_args()
-    headroom = settings.TELEGRAM_RATE_HEADROOM
+    headroom, paid_headroom = settings.TELEGRAM_RATE_HEADROOM, settings.TELEGRAM_PAID_RATE_HEADROOM
 
     with telegram_process("--latency", str(LATENCY)) as (path, remote, proc):
         # (name, rate Telegram allows, the limiter's headroom, paid flag, sends per run)
-        cases = [("free", 30.0, headroom, False, args.free_sends), ("paid", 1000.0, headroom, True, args.paid_sends)]
+        cases = [("free", 30.0, headroom, False, args.free_sends), ("paid", 1000.0, paid_headroom, True, args.paid_sends)]
         if args.diagnostic:
             cases.append(("free, limiter at exactly 30/s (diagnostic)", 30.0, 1.0, False, args.free_sends))
         total = sum(c[-1] for c in cases) * args.runs

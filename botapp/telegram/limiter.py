@@ -140,8 +140,9 @@ REPLY, BULK = "reply", "bulk"
 
 
 def global_rate() -> float:
-    rate = settings.TELEGRAM_PAID_RATE if settings.TELEGRAM_PAID_BROADCASTS else settings.TELEGRAM_RATE
-    return float(rate) * settings.TELEGRAM_RATE_HEADROOM
+    if settings.TELEGRAM_PAID_BROADCASTS:
+        return float(settings.TELEGRAM_PAID_RATE) * settings.TELEGRAM_PAID_RATE_HEADROOM
+    return float(settings.TELEGRAM_RATE) * settings.TELEGRAM_RATE_HEADROOM
 
 
 # How far a worker's sends may bunch: a batch of the slots due within this window goes to Telegram
