@@ -28,7 +28,7 @@ from typing import BinaryIO, Protocol
 from pyrogram import Client, enums, errors, raw, types, utils
 from pyrogram.crypto import mtproto
 from pyrogram.file_id import FileId, FileType
-from pyrogram.raw.core import MsgContainer
+from pyrogram.raw.core import Message, MsgContainer
 from pyrogram.session import Session
 from pyrogram.session.session import Result as SessionResult
 
@@ -632,7 +632,12 @@ class PyrogramGateway(Gateway):
         for message in messages:
             session.results[message.msg_id] = SessionResult()
         for start, end in _container_bounds([m.length for m in messages]):
-            container = await session.msg_factory.create(MsgContainer(messages[start:end]))
+            # Not msg_factory.create(MsgContainer(...)): it writes every message to measure the
+            # container, and pack writes them again. A container is not content-related.
+            body = _Written(MsgContainer(messages[start:end]).write())
+            msg_id = await session.msg_factory.allocate_message_identity()
+            seq_no = await session.msg_factory.allocate_message_sequence(False)
+            container = Message(body, msg_id, seq_no, len(body))
             payload = mtproto.pack(container, session.salt, session.session_id, session.auth_key, session.auth_key_id)
             try:
                 await session.connection.send(payload)
