@@ -28,7 +28,16 @@ from botapp.models import BotSettings, ClaimStatus, PendingDeletion, TelegramUse
 from botapp.services.files import deep_link
 from botapp.services.texts import human_span
 from botapp.services.users import unreachable_state, users_mark_unreachable
-from botapp.telegram.gateway import Button, FloodWait, Gateway, Sent, TelegramError, TransientError
+from botapp.telegram.gateway import (
+    DELETE_CHUNK,
+    Button,
+    FloodWait,
+    Gateway,
+    SendItem,
+    Sent,
+    TelegramError,
+    TransientError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -137,6 +146,65 @@ class DeletionSweep:
             log.warning("deleted notice not sent deletion=%s chat=%s: %s", due.id, due.chat_id, exc)
         return Done(due.id, due.chat_id, "deleted" if deleted else "skipped")
 
+    group = DELETE_CHUNK  # rows per work_many: one messages.deleteMessages for all their private chats
+
+    def work_many(self, dues: Sequence[Due]) -> list[Done | Exception]:
+        """What `work` does, for many rows at once: the messages of every private chat deleted
+        together (`delete_private`: one call per DELETE_CHUNK ids), then the notices sent together
+        (`send_many`: a container per window of the limiter). Channels and groups go row by row.
+        A row's exception is its entry (handed back)."""
+        results: dict[int, Done | Exception] = {}
+        private = [d for d in dues if d.chat_id > 0]
+        for due in dues:
+            if due.chat_id <= 0:
+                try:
+                    results[due.id] = self.work(due)
+                except Exception as exc:  # noqa: BLE001 - that row goes back
+                    results[due.id] = exc
+        try:
+            self.gateway.delete_private([(d.chat_id, d.message_ids) for d in private])
+        except (FloodWait, TransientError) as exc:
+            results.update({d.id: Done(d.id, d.chat_id, "retry", error=str(exc)) for d in private})
+            private = []
+        except TelegramError as exc:
+            log.warning("deletion failed for %d chats (deletion=%s…): %s", len(private), private[0].id, exc)
+            results.update({d.id: Done(d.id, d.chat_id, "failed", error=str(exc)) for d in private})
+            private = []
+        except Exception as exc:  # noqa: BLE001 - Redis down in the limiter: the rows go back
+            results.update({d.id: exc for d in private})
+            private = []
+        notices = [d for d in private if d.notice_due]
+        results.update({d.id: Done(d.id, d.chat_id, "deleted") for d in private if not d.notice_due})
+        items = []
+        for due in list(notices):
+            try:
+                items.append(
+                    deleted_notice_item(
+                        gateway=self.gateway, chat_id=due.chat_id, share_id=due.share_id, text=self.conf.deleted_notice_text
+                    )
+                )
+            except Exception as exc:  # noqa: BLE001 - a bug building one notice: that row goes back
+                results[due.id] = exc
+                notices.remove(due)
+        if notices:
+            try:
+                answers = self.gateway.send_many(items)
+            except Exception as exc:  # noqa: BLE001 - deleted, notices not sent: next run deletes again, then tells
+                answers = [TransientError(str(exc))] * len(notices)
+            for due, answer in zip(notices, answers, strict=True):
+                results[due.id] = self._noticed(due, answer)
+        return [results[d.id] for d in dues]
+
+    def _noticed(self, due: Due, answer: Sent | TelegramError) -> Done:
+        """A row whose messages are deleted, after its notice's answer (as in `work`)."""
+        if isinstance(answer, (FloodWait, TransientError)):
+            return Done(due.id, due.chat_id, "retry", error=f"notice: {answer}")
+        if isinstance(answer, TelegramError):
+            if unreachable := unreachable_state(exc=answer):
+                return Done(due.id, due.chat_id, "skipped", unreachable=unreachable)
+            log.warning("deleted notice not sent deletion=%s chat=%s: %s", due.id, due.chat_id, answer)
+        return Done(due.id, due.chat_id, "deleted")
+
     def handback(self, due: Due, exc: Exception) -> Done:
         return Done(due.id, due.chat_id, "retry", error=f"handed back: {exc}")
 
@@ -161,8 +229,14 @@ class DeletionSweep:
 def deleted_notice_send(*, gateway: Gateway, chat_id: int, share_id: str, text: str) -> Sent:
     """After an auto-delete: say so, with *Get files again* (the same deep link; none without a
     share id) and *Close*. Telegram's refusal is raised to the caller."""
+    item = deleted_notice_item(gateway=gateway, chat_id=chat_id, share_id=share_id, text=text)
+    return gateway.send_text(chat_id, item.text, buttons=item.buttons)
+
+
+def deleted_notice_item(*, gateway: Gateway, chat_id: int, share_id: str, text: str) -> SendItem:
+    """The "deleted" notice as one send of a batch."""
     buttons = [[Button("❌ Close", callback_data="close")]]
     if share_id:
         again = Button("♻️ Get files again", url=deep_link(bot_username=gateway.bot_username, payload=share_id))
         buttons = [[again, buttons[0][0]]]
-    return gateway.send_text(chat_id, text, buttons=buttons)
+    return SendItem(chat_id, text, buttons=buttons)

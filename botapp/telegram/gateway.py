@@ -289,6 +289,12 @@ class Gateway(abc.ABC):
         """Delete messages, at most DELETE_CHUNK ids per call. Returns how many Telegram deleted;
         ids that are gone or too old are skipped silently (the count shows it)."""
 
+    def delete_private(self, messages: Sequence[tuple[int, Sequence[int]]]) -> int:
+        """Delete messages in private chats, given as (chat id, message ids): what `delete_messages`
+        does chat by chat, in as few calls as Telegram allows. Returns how many Telegram deleted in
+        all; a FloodWait or transient error that outlasts the retries is raised for the lot."""
+        return sum(self.delete_messages(chat_id, ids) for chat_id, ids in messages)
+
     @abc.abstractmethod
     def edit_text(self, chat_id: int, message_id: int, text: str, *, buttons: Keyboard | None = None) -> None: ...
 

@@ -11,7 +11,7 @@ from django.db import transaction
 
 from botapp import clock
 from botapp.models import BroadcastDelivery
-from botapp.telegram.gateway import FloodWait, Gateway, TelegramError, TransientError
+from botapp.telegram.gateway import DELETE_CHUNK, FloodWait, Gateway, TelegramError, TransientError
 from scheduler.jobs.registry import Job, Outcome, job_register
 from scheduler.jobs.sweep import sweep_outcome
 
@@ -51,6 +51,20 @@ class BroadcastDeletionSweep:
             log.warning("broadcast delete failed delivery=%s chat=%s: %s", delivery_id, chat_id, exc)
             return delivery_id, "failed"
         return delivery_id, "deleted"
+
+    group = DELETE_CHUNK  # rows per work_many: one messages.deleteMessages for all their chats
+
+    def work_many(self, rows: list[tuple[int, int, int]]) -> list[tuple[int, str]]:
+        """The rows' messages deleted together (`delete_private`: one call per DELETE_CHUNK)."""
+        try:
+            self.gateway.delete_private([(chat_id, [message_id]) for _, chat_id, message_id in rows])
+        except (FloodWait, TransientError) as exc:
+            log.info("broadcast delete retry of %d deliveries: %s", len(rows), exc)
+            return [(row[0], "retry") for row in rows]
+        except TelegramError as exc:
+            log.warning("broadcast delete failed for %d deliveries (delivery=%s…): %s", len(rows), rows[0][0], exc)
+            return [(row[0], "failed") for row in rows]
+        return [(row[0], "deleted") for row in rows]
 
     def handback(self, row: tuple[int, int, int], exc: Exception) -> tuple[int, str]:
         return row[0], "retry"

@@ -37,6 +37,10 @@ class RowIsolation(Generic[Row, Result]):
     work: Callable[[Row], Result]  # Telegram calls for one row
     record: Callable[[Sequence[Result]], tuple[int, int]]  # store results; returns (processed, failed)
     handback: Callable[[Row, Exception], Result] | None = None
+    # Rows per call of `work_many(rows) -> [Result or the Exception that row raised]`, when the
+    # job has one (Telegram calls for several rows at once: a container of sends, one delete).
+    work_many: Callable[[Sequence[Row]], list] | None = None
+    group: int = 1
     handed_back: int = field(default=0, init=False)
     fatal: BaseException | None = field(default=None, init=False)
 
@@ -64,6 +68,18 @@ class RowIsolation(Generic[Row, Result]):
             # drop it when broken or too old.
             close_old_connections()
 
+    def _work_group(self, rows: Sequence[Row]) -> list[Result]:
+        try:
+            if self.work_many is None:
+                return [self._isolated(row) for row in rows]
+            try:
+                outcomes = self.work_many(rows)
+            except Exception as exc:  # noqa: BLE001 - every row of the group goes back
+                outcomes = [exc] * len(rows)
+            return [self._handed_back(r, o) if isinstance(o, Exception) else o for r, o in zip(rows, outcomes, strict=True)]
+        finally:
+            close_old_connections()
+
     def _stopping(self) -> bool:
         return bool(self.handed_back or self.fatal)
 
@@ -84,7 +100,12 @@ class Sweep(RowIsolation[Row, Result]):
                 rows = self.claim(self.batch_size)
                 if not rows:
                     break
-                results = list(executor.map(self._work_in_pool, rows)) if executor else [self._isolated(r) for r in rows]
+                if self.work_many is not None:
+                    groups = [rows[i : i + self.group] for i in range(0, len(rows), self.group)]
+                    done_groups = executor.map(self._work_group, groups) if executor else map(self._work_group, groups)
+                    results = [r for group in done_groups for r in group]
+                else:
+                    results = list(executor.map(self._work_in_pool, rows)) if executor else [self._isolated(r) for r in rows]
                 done, bad = self.record(results)
                 processed += done
                 failed += bad
@@ -100,7 +121,8 @@ class Sweep(RowIsolation[Row, Result]):
 
 
 def sweep_outcome(job, *, batch_size: int, time_budget: float, concurrency: int = 8) -> Outcome:
-    """Run a sweep over `job` (an object with claim, work and record) and say what it did."""
+    """Run a sweep over `job` (an object with claim, work and record, and maybe work_many with
+    its `group` size) and say what it did."""
     processed, failed, batches = Sweep(
         job.claim,
         job.work,
@@ -109,6 +131,8 @@ def sweep_outcome(job, *, batch_size: int, time_budget: float, concurrency: int 
         time_budget=time_budget,
         concurrency=concurrency,
         handback=getattr(job, "handback", None),
+        work_many=getattr(job, "work_many", None),
+        group=getattr(job, "group", 1),
     ).run()
     return Outcome(processed, failed, detail=f"{batches} batch(es)")
 
@@ -130,22 +154,6 @@ class Stream(RowIsolation[Row, Result]):
     time_budget: float = 50.0
     in_flight: int = 8  # threads sending at once
     flush_interval: float = 1.0
-    # Rows per call of `work_many(rows) -> [Result or the Exception that row raised]`, when the
-    # job has one (a worker hands the limiter, and Telegram, that many sends at once).
-    work_many: Callable[[Sequence[Row]], list] | None = None
-    group: int = 1
-
-    def _work_group(self, rows: Sequence[Row]) -> list[Result]:
-        try:
-            if self.work_many is None:
-                return [self._isolated(row) for row in rows]
-            try:
-                outcomes = self.work_many(rows)
-            except Exception as exc:  # noqa: BLE001 - every row of the group goes back
-                outcomes = [exc] * len(rows)
-            return [self._handed_back(r, o) if isinstance(o, Exception) else o for r, o in zip(rows, outcomes, strict=True)]
-        finally:
-            close_old_connections()
 
     def run(self) -> tuple[int, int, int]:
         """Returns (processed, failed, batches claimed)."""

@@ -187,3 +187,24 @@ def test_two_concurrent_sweepers_process_each_row_exactly_once(telegram, gateway
     assert len(deletes) == 2000 and set(deletes.values()) == {1}
     assert len(notices) == 2000 and set(notices.values()) == {1}
     assert not PendingDeletion.objects.exists()
+
+
+@pytest.mark.django_db
+def test_the_job_deletes_in_many_chats_with_one_call_per_hundred_messages(telegram, gateway, conf):
+    """The bot's private-chat messages share one numbering: one messages.deleteMessages takes 100
+    of them whatever their chats, and the 150 notices go in MTProto containers."""
+    chats = [300_000 + i for i in range(150)]
+    TelegramUser.objects.bulk_create([TelegramUser(telegram_id=c, access_hash=meet(telegram, c)) for c in chats])
+    rows = [schedule(gateway, chat, minutes=-1, n=1) for chat in chats]
+    since, containers = len(telegram.calls), telegram.containers
+
+    outcome = job_run("delete_due_messages", trigger="test", gateway=gateway)
+
+    assert outcome.processed == 150 and not PendingDeletion.objects.exists()
+    calls = collections.Counter(telegram.methods_called(since))
+    assert calls == {"messages.DeleteMessages": 2, "messages.SendMessage": 150}
+    assert telegram.containers - containers == 2  # the notices of each 100 rows (no limiter here to split them)
+    for chat, row in zip(chats, rows, strict=True):
+        (notice,) = telegram.bot_messages(chat)  # the file is gone
+        assert notice.id != row.message_ids[0]
+        assert [b.text for b in notice.buttons[0]] == ["♻️ Get files again", "❌ Close"]

@@ -85,14 +85,14 @@ def test_a_failure_building_one_notice_retries_that_deletion_only(telegram, gate
         )
     from botapp.services import autodelete
 
-    real = autodelete.deleted_notice_send
+    real = autodelete.deleted_notice_item
 
     def broken_for_one(*, gateway, chat_id, share_id, text):
         if chat_id == users[2].telegram_id:
             raise ValueError("a bug building the notice")
         return real(gateway=gateway, chat_id=chat_id, share_id=share_id, text=text)
 
-    monkeypatch.setattr("botapp.services.autodelete.deleted_notice_send", broken_for_one)
+    monkeypatch.setattr("botapp.services.autodelete.deleted_notice_item", broken_for_one)
     delete_due_messages(gateway=gateway)
 
     assert list(PendingDeletion.objects.values_list("chat_id", flat=True)) == [users[2].telegram_id]
