@@ -2,17 +2,20 @@
 
 1,000,000 pending deletions, 100,000 of them due (one message each, in 100,000 distinct private
 chats whose users runbot met: TelegramUser rows with their access hashes). `delete_due_messages`
-runs as in production (DeletionSweep in Sweep: batches of 500, 8 threads, a 50 s budget; the claim
-loads each batch's access hashes) through a worker's PyrogramGateway (kurigram's client; peers =
-TelegramUser, as scheduler/sender.py builds it; no limiter) talking MTProto to an in-process
-TelegramServer with rate limits off. So the figure is Courier's own cost plus the emulated
-Telegram's, which runs in this process too. Every message to delete exists on the server; every
-row costs one messages.DeleteMessages and one "deleted" notice (messages.SendMessage).
+runs as in production (DeletionSweep in Sweep: batches of 500, 8 threads, groups of 100 rows per
+`work_many`, a 50 s budget; the claim loads each batch's access hashes) through a worker's
+PyrogramGateway (kurigram's client; peers = TelegramUser, as scheduler/sender.py builds it; no
+limiter) talking MTProto to `manage.py telegram_server --no-rates` in a process of its own (its
+CPU is Telegram's in production; until 2026-11-26 this bench ran it in the sweeping process, GIL
+and all). Every message to delete exists on the server; each row's message is deleted
+(messages.DeleteMessages takes 100 ids across chats) and the user gets the "deleted" notice
+(messages.SendMessage, in MTProto containers).
 
 The sweep stops at its time budget as the job does, so a run sweeps part of the 100,000 and the
-rest stay due; deletions/s = messages the server deleted / time the job ran. Tables and server
-are filled afresh for each run. Prints each run, min / median / max, and the EXPLAIN of the claim
-query as the job sends it (it must use the partial index `deletion_due`).
+rest stay due; deletions/s = messages the server deleted / time the job ran. Tables are filled
+afresh for each run, with new users and messages on the server. Prints each run, min / median /
+max, and the EXPLAIN of the claim query as the job sends it (it must use the partial index
+`deletion_due`).
 
     .venv/bin/python bench/sweep.py [--runs 3] [--total 1000000] [--due 100000] [--budget 50]
 """
@@ -24,6 +27,7 @@ import time
 
 import _setup  # noqa: F401
 from _setup import spread
+from _telegram import telegram_process
 from django.core.management import call_command
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
@@ -33,56 +37,51 @@ from botapp.models import BotSettings, PendingDeletion, TelegramUser
 from botapp.services.autodelete import DeletionSweep
 from botapp.services.users import user_access_hash
 from botapp.telegram.server.offline import offline_gateway
-from botapp.telegram.server.server import TelegramServer
-from botapp.telegram.server.state import User
 from scheduler.jobs.deletions import delete_due_messages
 
-BASE = 50_000_000  # chat i (1..due) is user BASE + i; its message to delete has id i on the server
+BASE = 50_000_000  # run r's chat i (1..due) is user BASE + r * due + i
 BATCH, THREADS = 500, 8  # delete_due_messages's batch_size and sweep_outcome's concurrency (production)
-HASH_MUL, HASH_MOD = 2654435761, 2**62
+CHUNK = 10_000  # users and messages made on the server per control call
 
 
-def access_hash(user_id: int) -> int:
-    """The access hash of bench user `user_id`, the same on the server and in TelegramUser."""
-    return user_id * HASH_MUL % HASH_MOD + 1
-
-
-def fill_database(total: int, due: int) -> float:
+def fill(remote, base: int, total: int, due: int) -> tuple[float, list[int]]:
+    """Users base+1..base+due meet the bot and each gets one message from it (on the server); in
+    PostgreSQL their TelegramUser rows, one pending deletion of that message each, and total - due
+    more deletions due in a day. Returns (seconds, the due messages' ids)."""
     table, users = PendingDeletion._meta.db_table, TelegramUser._meta.db_table
     t0 = time.perf_counter()
+    chats = list(range(base + 1, base + due + 1))
+    hashes, message_ids = {}, []
+    for start in range(0, due, CHUNK):
+        chunk = chats[start : start + CHUNK]
+        hashes.update(remote.users_meet(chunk))
+        message_ids += remote.bot_sent(chunk, "file")
     with connection.cursor() as cur:
         cur.execute(f"TRUNCATE {table}")
-        # Due rows: chats BASE+1..BASE+due, message id g each; the rest due in a day.
         cur.execute(
             f"""INSERT INTO {table} (chat_id, message_ids, delete_at, share_id, status, attempts, created_at, notice_due)
-                SELECT %s + g, jsonb_build_array(g),
-                       CASE WHEN g <= %s THEN now() - interval '1 minute' ELSE now() + interval '1 day' END,
-                       'bench', 'pending', 0, now(), true
+                SELECT c, jsonb_build_array(m), now() - interval '1 minute', 'bench', 'pending', 0, now(), true
+                FROM unnest(%s::bigint[], %s::bigint[]) AS u(c, m)""",
+            [chats, message_ids],
+        )
+        cur.execute(  # not due yet: what the claim's index must skip
+            f"""INSERT INTO {table} (chat_id, message_ids, delete_at, share_id, status, attempts, created_at, notice_due)
+                SELECT %s + g, jsonb_build_array(g), now() + interval '1 day', 'bench', 'pending', 0, now(), true
                 FROM generate_series(1, %s) AS g""",
-            [BASE, due, total],
+            [base + due, total - due],
         )
         cur.execute(f"ANALYZE {table}")
         # The users runbot met, with the access hashes it stored (one INSERT instead of 100,000 updates).
-        cur.execute(f"DELETE FROM {users} WHERE telegram_id > %s AND telegram_id <= %s", [BASE, BASE + total])
+        cur.execute(f"DELETE FROM {users} WHERE telegram_id > %s AND telegram_id <= %s", [base, base + due])
         cur.execute(
             f"""INSERT INTO {users} (telegram_id, access_hash, username, first_name, last_name, language_code,
                                      start_payload, state, joined_at, last_seen_at, verification_count, bypass_count,
-                                           admin_banned)
-                SELECT %s + g, ((%s + g)::numeric * %s %% %s + 1)::bigint, '', 'U', '', '', '', 'active', now(), now(), 0, 0, false
-                FROM generate_series(1, %s) AS g""",
-            [BASE, BASE, HASH_MUL, HASH_MOD, due],
+                                     admin_banned)
+                SELECT u.id, u.hash, '', 'U', '', '', '', 'active', now(), now(), 0, 0, false
+                FROM unnest(%s::bigint[], %s::bigint[]) AS u(id, hash)""",
+            [chats, [hashes[c] for c in chats]],
         )
-    return time.perf_counter() - t0
-
-
-def fresh_telegram(due: int) -> TelegramServer:
-    """A server whose users BASE+1..BASE+due have met the bot and each got message i from it."""
-    server = TelegramServer(username="CourierBot", enforce_rates=False)
-    for i in range(1, due + 1):
-        user_id = BASE + i
-        server.users[user_id] = User(id=user_id, first_name="U", access_hash=access_hash(user_id), known_to_bot=True)
-        assert server.new_message(user_id, out=True, text="file").id == i
-    return server
+    return time.perf_counter() - t0, message_ids
 
 
 def explain(gateway) -> str:
@@ -96,10 +95,10 @@ def explain(gateway) -> str:
         return "\n".join(row[0] for row in cur.fetchall())
 
 
-def run_once(total: int, due: int, budget: float, *, show_plan: bool = False) -> float:
-    filled = fill_database(total, due)
-    server = fresh_telegram(due)
-    gateway = offline_gateway(server, name="worker", peers=user_access_hash)  # as scheduler/sender.py builds it
+def run_once(path, remote, run: int, total: int, due: int, budget: float, *, show_plan: bool = False) -> float:
+    filled, message_ids = fill(remote, BASE + run * due, total, due)
+    gateway = offline_gateway(str(path), name="worker", peers=user_access_hash)  # as scheduler/sender.py builds it
+    since = remote.count()
     try:
         if show_plan:
             print("EXPLAIN of the claim query:")
@@ -109,17 +108,18 @@ def run_once(total: int, due: int, budget: float, *, show_plan: bool = False) ->
         elapsed = time.perf_counter() - start
     finally:
         gateway.stop()
-    deleted = sum(1 for m in server.box.values() if m.deleted)
-    deletes, notices = server.count("messages.DeleteMessages"), server.count("messages.SendMessage")
+    deleted = len(message_ids) - len(remote.live(message_ids))
+    deletes = remote.count("messages.DeleteMessages", since=since)
+    notices = remote.count("messages.SendMessage", since=since)
     left_due = PendingDeletion.objects.filter(delete_at__lte=clock.now()).count()
     print(
         f"  swept {outcome.processed:,} rows ({outcome.failed} failed, {outcome.detail}) in {elapsed:.2f} s: "
         f"{deleted / elapsed:,.0f} deletions/s  (messages deleted on the server {deleted:,}; calls: {deletes:,} "
-        f"DeleteMessages, {notices:,} SendMessage, {server.count('users.GetUsers')} GetUsers; left due {left_due:,}; "
-        f"set-up {filled:.1f} s)",
+        f"DeleteMessages, {notices:,} SendMessage, {remote.count('users.GetUsers', since=since)} GetUsers; "
+        f"left due {left_due:,}; set-up {filled:.1f} s)",
         flush=True,
     )
-    if not deleted == deletes == notices == outcome.processed or left_due != due - outcome.processed:
+    if not deleted == notices == outcome.processed or left_due != due - outcome.processed:
         raise SystemExit("bench/sweep.py: a swept row was not deleted on the server, or not noticed")
     return deleted / elapsed
 
@@ -139,9 +139,10 @@ def main():
         f"{THREADS} threads, a {args.budget:g} s budget"
     )
     rates = []
-    for run in range(args.runs):
-        print(f"run {run + 1}:")
-        rates.append(run_once(args.total, args.due, args.budget, show_plan=run == 0))
+    with telegram_process("--no-rates") as (path, remote, _):
+        for run in range(args.runs):
+            print(f"run {run + 1}:")
+            rates.append(run_once(path, remote, run, args.total, args.due, args.budget, show_plan=run == 0))
     print(f"\ndeletions/s, min / median / max of {args.runs} runs: {spread(rates, '{:,.0f}')}")
 
 

@@ -81,9 +81,20 @@ TOKEN_EXPIRED = "This verification link has expired. Here is a new one:"
 class Delivery:
     """The file journey for one update; holds what every step needs."""
 
-    def __init__(self, *, gateway: Gateway, user: TelegramUser, chat_id: int, conf: BotSettings, shortener, is_admin: bool):
+    def __init__(
+        self,
+        *,
+        gateway: Gateway,
+        user: TelegramUser,
+        chat_id: int,
+        conf: BotSettings,
+        shortener,
+        is_admin: bool,
+        new_user: bool = False,
+    ):
         self.gateway = gateway
         self.user = user
+        self.new_user = new_user  # created by this very update: it has no token yet
         self.chat_id = chat_id
         self.conf = conf
         self.shortener = shortener
@@ -160,7 +171,7 @@ class Delivery:
         return shortlink_create(shortener=self.shortener, url=link)
 
     def verify_prompt(self, share_id: str, *, intro: str | None = None) -> None:
-        issued = token_issue(user=self.user, share_id=share_id, conf=self.conf, link=self.verify_link)
+        issued = token_issue(user=self.user, share_id=share_id, conf=self.conf, link=self.verify_link, new_user=self.new_user)
         if isinstance(issued, LimitReached):
             self.say(LIMIT.format(limit=self.conf.daily_token_limit, remaining=human_span(delta=issued.resets_at - clock.now())))
             return

@@ -4,24 +4,61 @@ step's condition holds at that moment."""
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 
-from django.db.models import Q
+from django.core.cache import cache
+from redis.exceptions import RedisError
 
 from botapp import clock
 from botapp.models import SequenceMessage, SequenceStep, TelegramUser
 
+log = logging.getLogger(__name__)
+
+
+STEPS_KEY = "courier:sequence-steps:v1"
+STEPS_TIMEOUT = 300  # seconds: a change the signals missed (a bulk update) shows within this
+
 
 def sequences_enroll(*, user: TelegramUser) -> int:
-    """Schedule the steps of every enabled sequence that fits this new user (two queries, whatever
-    the number of steps). Returns how many messages were scheduled."""
-    steps = SequenceStep.objects.filter(sequence__enabled=True).filter(
-        Q(sequence__start_payload="") | Q(sequence__start_payload=user.start_payload)
-    )
+    """Schedule the steps of every enabled sequence that fits this new user (the steps from the
+    shared cache; one INSERT, none when nothing fits). Returns how many messages were scheduled."""
     start = user.joined_at or clock.now()
     rows = [
         SequenceMessage(user=user, step_id=step_id, chat_id=user.telegram_id, due_at=start + timedelta(minutes=delay))
-        for step_id, delay in steps.values_list("id", "delay_minutes")
+        for step_id, delay, payload in sequence_steps_enabled()
+        if payload in ("", user.start_payload)
     ]
-    SequenceMessage.objects.bulk_create(rows, ignore_conflicts=True)
+    if rows:
+        SequenceMessage.objects.bulk_create(rows, ignore_conflicts=True)
     return len(rows)
+
+
+def sequence_steps_enabled() -> list[tuple[int, int, str]]:
+    """(step id, delay in minutes, its sequence's start payload) of every enabled sequence's
+    steps: runbot needs them for every new user, so they are kept in the shared cache (Redis),
+    forgotten whenever a sequence or a step is saved or deleted (botapp.signals)."""
+    try:
+        found = cache.get(STEPS_KEY)
+    except RedisError as exc:
+        log.warning("cache unreachable, reading sequence steps from the database: %s", exc)
+        found = None
+    if found is None:
+        found = [
+            tuple(row)
+            for row in SequenceStep.objects.filter(sequence__enabled=True).values_list(
+                "id", "delay_minutes", "sequence__start_payload"
+            )
+        ]
+        try:
+            cache.set(STEPS_KEY, found, STEPS_TIMEOUT)
+        except RedisError as exc:
+            log.warning("cache unreachable, sequence steps not cached: %s", exc)
+    return found
+
+
+def sequence_steps_forget() -> None:
+    try:
+        cache.delete(STEPS_KEY)
+    except RedisError as exc:  # the entry expires on its own (STEPS_TIMEOUT)
+        log.error("cache unreachable, sequence steps stay cached up to %s s: %s", STEPS_TIMEOUT, exc)

@@ -56,7 +56,12 @@ class LimitReached:
 
 
 def token_issue(
-    *, user: TelegramUser, share_id: str, conf: BotSettings, link: Callable[[str], str] = lambda token: ""
+    *,
+    user: TelegramUser,
+    share_id: str,
+    conf: BotSettings,
+    link: Callable[[str], str] = lambda token: "",
+    new_user: bool = False,
 ) -> VerificationToken | LimitReached:
     """A token for this user (reusing their unexpired pending one), within the daily limit.
 
@@ -67,9 +72,10 @@ def token_issue(
     updates on many threads) queue there and all get the one token the first of them made: one
     token and one count however many requests race. The lock is held while the shortener answers
     (at most its timeout), so the ones waiting get the token with its shortlink; it holds back only
-    that user's other requests.
+    that user's other requests. `new_user`: the user's row was created by this very request, so
+    only a request racing it can have made a token: the lookup without the lock is skipped.
     """
-    current = _pending_token(user=user, share_id=share_id)
+    current = None if new_user else _pending_token(user=user, share_id=share_id)
     if current is not None:
         return current
     with transaction.atomic():

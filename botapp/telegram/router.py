@@ -159,12 +159,13 @@ class Router:
             users.user_resume(user=user)
         conf = BotSettings.load()
         if payload:
-            self.delivery(user, msg.chat_id, conf).request(payload)
+            self.delivery(user, msg.chat_id, conf, new_user=created).request(payload)
         else:
             self.gateway.send_text(msg.chat_id, text_render(template=conf.welcome_text, tg=msg.user))
 
-    def delivery(self, user: TelegramUser, chat_id: int, conf: BotSettings) -> Delivery:
+    def delivery(self, user: TelegramUser, chat_id: int, conf: BotSettings, *, new_user: bool = False) -> Delivery:
         return Delivery(
+            new_user=new_user,
             gateway=self.gateway,
             user=user,
             chat_id=chat_id,
