@@ -476,14 +476,15 @@ class PyrogramGateway(Gateway):
 
     @property
     def _parses_answers(self) -> bool:
-        """runbot's client (it takes updates) parses what it sends: kurigram keeps the messages,
-        so a tap on a button under one costs no messages.getMessages. A worker only sends: it
-        skips parsing Telegram's answer into a Message (a third of a send's CPU)."""
+        """runbot's client (it takes updates) parses what it sends with callback buttons: kurigram
+        keeps the messages, so a tap on a button under one costs no messages.getMessages. Anything
+        else (a worker's sends, runbot's copies and plain texts) skips parsing Telegram's answer
+        into a Message: a third of a send's CPU."""
         return not self.client.no_updates
 
     async def _send_text(self, chat_id, text, buttons, protect, reply_to=None) -> int:
-        """kurigram's send_message; a worker builds the same request and reads only the new id."""
-        if self._parses_answers:
+        """kurigram's send_message; otherwise the same request, reading only the new id."""
+        if self._parses_answers and any(b.callback_data for row in buttons or () for b in row):
             message = await self.client.send_message(
                 chat_id,
                 text,
@@ -808,12 +809,8 @@ class PyrogramGateway(Gateway):
         return found
 
     async def _forward(self, chat_id, from_chat_id, ids, protect) -> list[int]:
-        """kurigram's forward_messages(hide_sender_name=True); a worker reads only the new ids."""
-        if self._parses_answers:
-            messages = await self.client.forward_messages(
-                chat_id, from_chat_id, ids, hide_sender_name=True, protect_content=protect or None, allow_paid_broadcast=self.paid
-            )
-            return [m.id for m in messages]
+        """kurigram's forward_messages(hide_sender_name=True), reading only the new ids (a copy
+        carries no button of ours to tap)."""
         answer = await self.client.invoke(
             raw.functions.messages.ForwardMessages(
                 from_peer=await self.client.resolve_peer(from_chat_id),

@@ -420,10 +420,11 @@ def test_a_paid_broadcast_goes_in_containers_and_its_queries_do_not_grow_with_th
     from django.test.utils import CaptureQueriesContext
 
     from botapp.services.users import user_access_hash
+    from botapp.telegram.limiter import send_batch_size
     from botapp.telegram.server.offline import offline_gateway
     from scheduler.jobs.broadcast_send import send_broadcasts
 
-    settings.TELEGRAM_PAID_BROADCASTS = True  # 950/s: batches of 47 sends
+    settings.TELEGRAM_PAID_BROADCASTS = True  # 980/s: batches of 49 sends
     worker = offline_gateway(telegram, peers=user_access_hash)
     people, queries = [], []
     try:
@@ -437,7 +438,7 @@ def test_a_paid_broadcast_goes_in_containers_and_its_queries_do_not_grow_with_th
                 outcome = send_broadcasts(gateway=worker, batch_size=n)
             queries.append(len(ctx))
             assert outcome.processed == n
-            assert telegram.containers - containers == -(-n // 47)
+            assert telegram.containers - containers == -(-n // send_batch_size()) and send_batch_size() == 49
             assert [bold_text(telegram.bot_messages(u.telegram_id)[-1]) for u in people] == [SALE] * n
             broadcast.refresh_from_db()
             assert (broadcast.sent, broadcast.status) == (n, Broadcast.Status.DONE)
