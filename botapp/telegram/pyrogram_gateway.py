@@ -536,7 +536,10 @@ class PyrogramGateway(Gateway):
         while todo:
             granted = self.limiter.acquire_many([items[n].chat_id for n in todo]) if self.limiter is not None else len(todo)
             group, todo = todo[:granted], todo[granted:]
-            answers = self._run(self._send_group([items[n] for n in group], peers), send=True)
+            try:
+                answers = self._run(self._send_group([items[n] for n in group], peers), send=True)
+            except TelegramError as exc:  # no answer at all (OutcomeUnknown): this group's, not the others'
+                answers = [exc] * len(group)
             retry, flood = [], 0
             for n, answer in zip(group, answers, strict=True):
                 attempts[n] += 1

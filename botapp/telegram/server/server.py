@@ -261,7 +261,7 @@ class TelegramServer:
         try:
             with self.lock:
                 result = self._invoke(endpoint, name, query, subscribe=updates)
-                if self._answer_lost(name):
+                if self._answer_lost(name, query):
                     return  # done, but the answer never reaches the client (a dropped connection)
             body_bytes = wire.rpc_result(msg_id, result)
         except RpcFault as fault:
@@ -296,9 +296,11 @@ class TelegramServer:
                 return -1_000_000_000_000 - peer.channel_id
         return None
 
-    def _answer_lost(self, name: str) -> bool:
+    def _answer_lost(self, name: str, query) -> bool:
         for fault in self.faults:
             if fault.error == LOSE_ANSWER and (fault.methods is None or name in fault.methods):
+                if fault.chat_id is not None and self._chat_of(query) != fault.chat_id:
+                    continue
                 fault.remaining -= 1
                 if fault.remaining <= 0:
                     self.faults.remove(fault)

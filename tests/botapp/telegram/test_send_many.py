@@ -167,3 +167,20 @@ def test_batch_sizes_follow_the_rate():
     assert send_batch_size(28.5) == 1  # free broadcasts: one send at a time, as before
     assert send_batch_size(980) == 49  # paid: 1000/s x TELEGRAM_PAID_RATE_HEADROOM
     assert send_batch_size(100_000) == 50
+
+
+def test_a_lost_answer_in_a_container_is_that_items_outcome_unknown_and_sent_once(telegram, users, worker, monkeypatch):
+    from pyrogram.session import Session
+
+    from botapp.telegram.gateway import OutcomeUnknown
+    from botapp.telegram.server.server import LOSE_ANSWER
+
+    monkeypatch.setattr(Session, "WAIT_TIMEOUT", 0.3)
+    monkeypatch.setattr(Session, "RETRY_DELAY", 0.05)
+    telegram.fail_next(LOSE_ANSWER, methods={"messages.SendMessage"}, chat_id=users[2].id)
+
+    results = worker.send_many([SendItem(u.id, "once") for u in users[:5]])
+
+    assert isinstance(results[2], OutcomeUnknown)  # asked again with the same random_id: Telegram refused the copy
+    assert all(isinstance(r, Sent) for n, r in enumerate(results) if n != 2)
+    assert [[m.text for m in telegram.bot_messages(u.id)[1:]] for u in users[:5]] == [["once"]] * 5
