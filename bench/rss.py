@@ -70,7 +70,11 @@ def worker() -> None:
     from scheduler.sender import worker_gateway
 
     gateway = worker_gateway()
-    print(json.dumps({"ready": True, "in_flight": sends_in_flight()}), flush=True)
+    from botapp.telegram.limiter import send_batch_size
+
+    # The stream's sending threads: sends_in_flight() sends, send_batch_size() of them per thread.
+    threads = -(-sends_in_flight() // send_batch_size())
+    print(json.dumps({"ready": True, "in_flight": sends_in_flight(), "threads": threads}), flush=True)
     sys.stdin.readline()  # go
     runs = []
     while Broadcast.objects.filter(status__in=ACTIVE).exists():
@@ -198,7 +202,8 @@ def main():
             ready = json.loads(child.stdout.readline())
             base = status_kb(child.pid)
             print(
-                f"worker {child.pid} ready (Django, kurigram signed in, {ready['in_flight']} sends in flight): "
+                f"worker {child.pid} ready (Django, kurigram signed in, {ready['in_flight']} sends in flight on "
+                f"{ready['threads']} sending threads): "
                 f"RSS {base['VmRSS'] / 1024:.1f} MB",
                 flush=True,
             )
@@ -268,7 +273,7 @@ def main():
     peak = max(max(s[2]["VmHWM"], s[2]["VmRSS"]) for s in samples) / 1024  # VmHWM is refreshed lazily
     # The slope while a job run's pool is up (between runs the sending threads are gone for a moment).
     steady = [
-        (s[1], s[2]["VmRSS"] / 1024) for s in samples if s[1] >= args.users // 10 and s[2]["Threads"] > ready["in_flight"] // 2
+        (s[1], s[2]["VmRSS"] / 1024) for s in samples if s[1] >= args.users // 10 and s[2]["Threads"] > ready["threads"] // 2
     ]
     per_100k = slope(steady) * 100_000
     last = steady[-1][1]
