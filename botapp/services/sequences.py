@@ -58,6 +58,7 @@ def sequence_steps_enabled() -> list[tuple[int, int, str]]:
 
 
 def sequence_steps_forget() -> None:
+    """Drop the cached steps: the next new user reads them again."""
     try:
         cache.delete(STEPS_KEY)
     except RedisError as exc:  # the entry expires on its own (STEPS_TIMEOUT)

@@ -17,7 +17,7 @@ from botapp.models import Broadcast, BroadcastDelivery
 from botapp.services.broadcasts import broadcast_start
 from botapp.services.users import user_access_hash
 from botapp.telegram.gateway import TgUser
-from botapp.telegram.limiter import BULK, REPLY, RedisLimiter
+from botapp.telegram.limiter import BULK, REPLY, RedisLimiter, send_batch_size
 from botapp.telegram.router import Router
 from botapp.telegram.server.offline import OfflineBot, offline_gateway
 from scheduler.jobs.broadcast_send import send_broadcasts
@@ -180,7 +180,9 @@ def test_two_workers_share_a_paid_broadcast_in_containers_once_each_within_the_l
     assert telegram.flood_waits == 0
     sends = sorted(c.at for c in telegram.calls[start:] if c.method == "messages.SendMessage")
     assert len(sends) == len(users)
-    assert (len(sends) - 1) / (sends[-1] - sends[0]) <= 1000
+    # A window's sends arrive together by design: over the run, the rate is within the limit.
+    window = send_batch_size(settings.TELEGRAM_PAID_RATE * settings.TELEGRAM_PAID_RATE_HEADROOM)  # 49
+    assert (len(sends) - window) / (sends[-1] - sends[0]) <= 1000
     assert telegram.containers - containers >= len(users) // 50  # batched: at most 50 sends per container
     assert not BroadcastDelivery.objects.exclude(status=BroadcastDelivery.Status.SENT).exists()
     broadcast.refresh_from_db()
