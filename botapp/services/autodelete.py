@@ -187,12 +187,13 @@ class DeletionSweep:
                 results[due.id] = exc
                 notices.remove(due)
         if notices:
-            try:
-                answers = self.gateway.send_many(items)
-            except Exception as exc:  # noqa: BLE001 - deleted, notices not sent: next run deletes again, then tells
-                answers = [TransientError(str(exc))] * len(notices)
+            # Never raises: a notice that could not be sent (Redis down, the token refused) has the
+            # exception, and its row goes back (deleted again next run, harmless, then told); a
+            # notice that was sent is never sent again.
+            answers = self.gateway.send_many(items)
             for due, answer in zip(notices, answers, strict=True):
-                results[due.id] = self._noticed(due, answer)
+                sent_or_refused = isinstance(answer, TelegramError) or not isinstance(answer, Exception)
+                results[due.id] = self._noticed(due, answer) if sent_or_refused else answer
         return [results[d.id] for d in dues]
 
     def _noticed(self, due: Due, answer: Sent | TelegramError) -> Done:

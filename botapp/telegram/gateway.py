@@ -245,13 +245,15 @@ class Gateway(abc.ABC):
         self, chat_id: int, media: Media, *, caption: str = "", buttons: Keyboard | None = None, protect: bool = False
     ) -> Sent: ...
 
-    def send_many(self, items: Sequence[SendItem]) -> list[Sent | TelegramError]:
+    def send_many(self, items: Sequence[SendItem]) -> list[Sent | TelegramError | Exception]:
         """Send each item; one result per item, in order: what was sent or the TelegramError that
-        item met (one refused send does not stop the others). BotUnauthorized, or anything that is
-        not Telegram's answer (the limiter's Redis down), is raised. An implementation may pack
-        the sends into fewer round trips; this one sends them one by one."""
-        results: list[Sent | TelegramError] = []
-        for item in items:
+        item met (one refused send does not stop the others). When the batch cannot go on
+        (BotUnauthorized, or anything that is not Telegram's answer, such as the limiter's Redis
+        down), what was sent stays Sent and every item not sent gets that exception: a caller
+        hands those back, never the sent ones. An implementation may pack the sends into fewer
+        round trips; this one sends them one by one."""
+        results: list[Sent | TelegramError | Exception] = []
+        for n, item in enumerate(items):
             try:
                 if item.media is not None:
                     sent = self.send_media(
@@ -261,6 +263,8 @@ class Gateway(abc.ABC):
                     sent = self.send_text(item.chat_id, item.text, buttons=item.buttons, protect=item.protect)
             except TelegramError as exc:
                 results.append(exc)
+            except Exception as exc:  # noqa: BLE001 - nothing more goes; what was sent stays Sent
+                return results + [exc] * (len(items) - n)
             else:
                 results.append(sent)
         return results

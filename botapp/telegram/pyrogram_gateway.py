@@ -513,13 +513,15 @@ class PyrogramGateway(Gateway):
         (message_id,) = sent_ids(answer)
         return message_id
 
-    def send_many(self, items: Sequence[SendItem]) -> list[Sent | TelegramError]:
+    def send_many(self, items: Sequence[SendItem]) -> list[Sent | TelegramError | Exception]:
         """A worker's batch: each grant of the limiter (`acquire_many`: as many slots as are due
         together) goes to Telegram as one MTProto container, in one hop to the loop; Telegram
         answers each message of it on its own (`_invoke_many`). Per item, as `_call` does: a
         FloodWait pauses the limiter's scope and the item is asked again, a transient error is
-        retried, up to MAX_ATTEMPTS; every other error is that item's result. runbot (which parses
-        its answers) and media given by URL go one by one."""
+        retried, up to MAX_ATTEMPTS; every other error is that item's result. When the batch
+        cannot go on (the limiter's Redis down, the bot's token refused), what was sent stays Sent
+        and every item not sent gets that exception. runbot (which parses its answers) and media
+        given by URL go one by one."""
         by_url = any(i.media is not None and (i.media.kind not in MEDIA_FILE_TYPES or "://" in i.media.file) for i in items)
         if self._parses_answers or by_url:
             return super().send_many(items)
@@ -533,12 +535,17 @@ class PyrogramGateway(Gateway):
                 results[n] = exc
         attempts = dict.fromkeys(range(len(items)), 0)
         todo = [n for n in range(len(items)) if results[n] is None]
-        while todo:
-            granted = self.limiter.acquire_many([items[n].chat_id for n in todo]) if self.limiter is not None else len(todo)
+        stop: Exception | None = None  # nothing more can be sent: the items left get this
+        while todo and stop is None:
+            try:
+                granted = self.limiter.acquire_many([items[n].chat_id for n in todo]) if self.limiter is not None else len(todo)
+            except Exception as exc:  # noqa: BLE001 - Redis down: nothing more goes, nothing sent is lost
+                stop = exc
+                break
             group, todo = todo[:granted], todo[granted:]
             try:
                 answers = self._run(self._send_group([items[n] for n in group], peers), send=True)
-            except TelegramError as exc:  # no answer at all (OutcomeUnknown): this group's, not the others'
+            except (TelegramError, BotUnauthorized) as exc:  # no answer at all: this group's, not the others'
                 answers = [exc] * len(group)
             retry, flood = [], 0
             for n, answer in zip(group, answers, strict=True):
@@ -548,10 +555,16 @@ class PyrogramGateway(Gateway):
                     continue
                 error = answer if isinstance(answer, (TelegramError, BotUnauthorized)) else error_to_domain(answer, send=True)
                 if isinstance(error, BotUnauthorized):
-                    raise error
+                    results[n] = stop = error  # Telegram refused the bot itself: nothing was sent
+                    continue
                 if isinstance(error, FloodWait):
                     if self.limiter is not None:
-                        self.limiter.pause(error.seconds, chat_id=items[n].chat_id)
+                        try:
+                            self.limiter.pause(error.seconds, chat_id=items[n].chat_id)
+                        except Exception as exc:  # noqa: BLE001 - Redis down: this item is not asked again
+                            results[n] = error
+                            stop = stop or exc
+                            continue
                     flood = max(flood, error.seconds)
                     if self.limiter is not None and error.seconds <= self.max_flood_wait and attempts[n] < MAX_ATTEMPTS:
                         retry.append(n)
@@ -562,9 +575,11 @@ class PyrogramGateway(Gateway):
                 results[n] = error
             if flood:
                 log.warning("FloodWait %ss on %d of a batch of %d: every sender pauses", flood, len(retry), len(group))
-            elif retry:
+            elif retry and stop is None:
                 self.sleep(BACKOFF_BASE)
             todo = retry + todo
+        for n in todo:
+            results[n] = stop
         return results  # type: ignore[return-value]
 
     def _input_peer(self, chat_id: int) -> raw.base.InputPeer | None:

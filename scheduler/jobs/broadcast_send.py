@@ -176,10 +176,9 @@ class BroadcastSendSweep:
             except Exception as exc:  # noqa: BLE001 - that row goes back
                 outcomes[n] = exc
         if batch:
-            try:
-                answers = self.gateway.send_many([item for _, item in batch])
-            except Exception as exc:  # noqa: BLE001 - Redis down, BotUnauthorized: the batch goes back
-                answers = [exc] * len(batch)
+            # Never raises: an item that could not be sent (Redis down, the token refused) has the
+            # exception, and goes back untouched; what was sent is recorded as sent.
+            answers = self.gateway.send_many([item for _, item in batch])
             for (n, _), answer in zip(batch, answers, strict=True):
                 refused = isinstance(answer, TelegramError) or not isinstance(answer, Exception)
                 outcomes[n] = self._result(rows[n], answer) if refused else answer

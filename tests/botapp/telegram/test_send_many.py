@@ -184,3 +184,42 @@ def test_a_lost_answer_in_a_container_is_that_items_outcome_unknown_and_sent_onc
     assert isinstance(results[2], OutcomeUnknown)  # asked again with the same random_id: Telegram refused the copy
     assert all(isinstance(r, Sent) for n, r in enumerate(results) if n != 2)
     assert [[m.text for m in telegram.bot_messages(u.id)[1:]] for u in users[:5]] == [["once"]] * 5
+
+
+def test_redis_lost_midway_keeps_what_was_sent_and_gives_the_rest_the_error(telegram, users):
+    """A batch that cannot go on must not lose what it sent: the caller hands back only the rest
+    (handing back a sent item would send it twice)."""
+
+    class DiesOnThirdGrant(BatchLimiter):
+        def acquire_many(self, chat_ids):
+            if len(self.grants) == 2:
+                raise redis.ConnectionError("Connection reset by peer")
+            return super().acquire_many(chat_ids)
+
+    gw = offline_gateway(telegram, peers=user_access_hash, limiter=DiesOnThirdGrant(per_grant=7), sleep=lambda s: None)
+    try:
+        results = gw.send_many([SendItem(u.id, "hi") for u in users])
+    finally:
+        gw.stop()
+    assert all(isinstance(r, Sent) for r in results[:14])
+    assert all(isinstance(r, redis.ConnectionError) for r in results[14:])
+    assert [len(telegram.bot_messages(u.id)) - 1 for u in users] == [1] * 14 + [0] * 16
+
+
+def test_a_revoked_token_midway_keeps_what_was_sent(telegram, users):
+    from botapp.telegram.gateway import BotUnauthorized
+
+    class RevokesAfterTwoGrants(BatchLimiter):
+        def acquire_many(self, chat_ids):
+            if len(self.grants) == 2:
+                telegram.revoke_token()
+            return super().acquire_many(chat_ids)
+
+    gw = offline_gateway(telegram, peers=user_access_hash, limiter=RevokesAfterTwoGrants(per_grant=7), sleep=lambda s: None)
+    try:
+        results = gw.send_many([SendItem(u.id, "hi") for u in users])
+    finally:
+        telegram.restore_token()
+        gw.stop()
+    assert all(isinstance(r, Sent) for r in results[:14])
+    assert all(isinstance(r, BotUnauthorized) for r in results[14:])
