@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import argparse
 import collections
+from datetime import timedelta
 
 import _setup  # noqa: F401
 from django.core.management import call_command
+from django.db import connection
 
-from botapp.models import TelegramUser
+from botapp import clock
+from botapp.models import PendingDeletion, TelegramUser
 from botapp.services.broadcasts import BroadcastMessage
 from botapp.services.outgoing import Outgoing
 from botapp.services.shortener import MemoryShortener
@@ -27,6 +30,7 @@ from botapp.telegram.gateway import Media, TgUser
 from botapp.telegram.router import Router
 from botapp.telegram.server.offline import OfflineBot, offline_gateway
 from botapp.telegram.server.server import TelegramServer
+from scheduler.jobs.deletions import delete_due_messages
 
 ADMIN = 1000
 STORAGE = -1001000000001
@@ -67,6 +71,29 @@ def run_once() -> dict[str, list[str]]:
         start = len(telegram.calls)
         assert worker.delete_messages(USER.id, ids) == 250
         found["deleting 250 messages"] = telegram.methods_called(start)
+
+        # The auto-delete sweep: 150 chats, one delivered file each, due (what delete_due_messages
+        # does in production: the files deleted across chats, then each user's "deleted" notice).
+        chats = list(range(USER.id + 1, USER.id + 151))
+        TelegramUser.objects.filter(telegram_id__in=chats).delete()
+        hashes = telegram.users_meet(chats)
+        TelegramUser.objects.bulk_create([TelegramUser(telegram_id=c, access_hash=hashes[c], first_name="U") for c in chats])
+        worker.peers_remember(hashes)
+        sent = [worker.send_text(c, "file").message_id for c in chats]
+        with connection.cursor() as cur:  # a scratch database: other benches leave due rows behind
+            cur.execute(f"TRUNCATE {PendingDeletion._meta.db_table}")
+        due = clock.now() - timedelta(minutes=1)
+        PendingDeletion.objects.bulk_create(
+            [
+                PendingDeletion(chat_id=c, message_ids=[m], delete_at=due, share_id="bench")
+                for c, m in zip(chats, sent, strict=True)
+            ]
+        )
+        start = len(telegram.calls)
+        assert delete_due_messages(gateway=worker).processed == len(chats)
+        assert telegram.live(sent) == []
+        found["auto-delete sweep, 150 chats, 1 file each"] = telegram.methods_called(start)
+        TelegramUser.objects.filter(telegram_id__in=chats).delete()
     finally:
         worker.stop()
 
