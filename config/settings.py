@@ -115,7 +115,7 @@ CACHE_KEY_PREFIX = env("CACHE_KEY_PREFIX", default="") or "courier"
 if CACHE_URL.startswith(("redis://", "rediss://", "unix://")):
     CACHES = {
         "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "BACKEND": "botapp.cache.SharedClientRedisCache",  # Django's, one client per pool
             "LOCATION": CACHE_URL,
             # A Redis that accepts connections and never answers costs a call 1.5 s, like the
             # limiter's (redis-py's default is 5 s): its users then fall back to the database.
