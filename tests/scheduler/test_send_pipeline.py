@@ -89,6 +89,35 @@ def test_a_user_is_answered_at_once_while_a_broadcast_saturates_the_limit_and_fl
     assert all(len(telegram.bot_messages(u.telegram_id)) == 1 for u in users)
 
 
+def send_broadcasts_in_two_processes(telegram, tmp_path, *, timeout: float, **env_extra):
+    """Two `manage.py send_broadcasts` processes (two Celery workers' job runs) at once, on
+    `telegram` through a socket; returns the processes and their (stdout, stderr)."""
+    with telegram_on_socket(telegram) as path:
+        db = connection.settings_dict
+        env = {
+            **os.environ,
+            "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+            "TELEGRAM_OFFLINE": "1",
+            "TELEGRAM_OFFLINE_SOCKET": str(path),
+            "TELEGRAM_SESSION_DIR": str(tmp_path),
+            "REDIS_URL": settings.REDIS_URL,
+            "LOG_LEVEL": "WARNING",
+            **env_extra,
+        }
+        workers = [
+            subprocess.Popen(
+                [sys.executable, "manage.py", "send_broadcasts"],
+                cwd=ROOT,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(2)
+        ]
+        return workers, [w.communicate(timeout=timeout) for w in workers]
+
+
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.slow
 def test_two_worker_processes_share_a_broadcast_once_each_within_the_limit(telegram, tmp_path):
@@ -103,29 +132,7 @@ def test_two_worker_processes_share_a_broadcast_once_each_within_the_limit(teleg
     telegram.latency = 0.05
     start = len(telegram.calls)
 
-    with telegram_on_socket(telegram) as path:
-        db = connection.settings_dict
-        env = {
-            **os.environ,
-            "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
-            "TELEGRAM_OFFLINE": "1",
-            "TELEGRAM_OFFLINE_SOCKET": str(path),
-            "TELEGRAM_SESSION_DIR": str(tmp_path),
-            "REDIS_URL": settings.REDIS_URL,
-            "LOG_LEVEL": "WARNING",
-        }
-        workers = [
-            subprocess.Popen(
-                [sys.executable, "manage.py", "send_broadcasts"],
-                cwd=ROOT,
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            for _ in range(2)
-        ]
-        outputs = [w.communicate(timeout=120) for w in workers]
+    workers, outputs = send_broadcasts_in_two_processes(telegram, tmp_path, timeout=120)
     assert [w.returncode for w in workers] == [0, 0], [err for _, err in outputs]
     assert all(" 0 processed" not in out for out, _ in outputs), outputs  # both took a share
 
@@ -149,30 +156,7 @@ def test_two_workers_share_a_paid_broadcast_in_containers_once_each_within_the_l
     telegram.jitter = 0.3  # as above: two processes on a loaded CI machine stall and bunch
     start, containers = len(telegram.calls), telegram.containers
 
-    with telegram_on_socket(telegram) as path:
-        db = connection.settings_dict
-        env = {
-            **os.environ,
-            "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
-            "TELEGRAM_OFFLINE": "1",
-            "TELEGRAM_OFFLINE_SOCKET": str(path),
-            "TELEGRAM_SESSION_DIR": str(tmp_path),
-            "TELEGRAM_PAID_BROADCASTS": "1",
-            "REDIS_URL": settings.REDIS_URL,
-            "LOG_LEVEL": "WARNING",
-        }
-        workers = [
-            subprocess.Popen(
-                [sys.executable, "manage.py", "send_broadcasts"],
-                cwd=ROOT,
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            for _ in range(2)
-        ]
-        outputs = [w.communicate(timeout=180) for w in workers]
+    workers, outputs = send_broadcasts_in_two_processes(telegram, tmp_path, timeout=180, TELEGRAM_PAID_BROADCASTS="1")
     assert [w.returncode for w in workers] == [0, 0], [err for _, err in outputs]
 
     assert [len(telegram.bot_messages(u.telegram_id)) for u in users] == [1] * len(users)  # each exactly once
