@@ -57,6 +57,7 @@ from botapp.telegram.gateway import (
     UserDeactivated,
     chunked,
 )
+from botapp.telegram.transport import Abridged
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +112,7 @@ def client_build(
         skip_updates=False,  # messages users sent while runbot was down are fetched at start
         parse_mode=enums.ParseMode.HTML,
         sleep_threshold=0,  # FloodWait reaches us; the global limiter decides who waits
+        protocol_factory=Abridged,  # kurigram's transport, small packets ciphered on the loop (transport.py)
         **options,
     )
 
@@ -287,6 +289,10 @@ async def _noop():
     return None
 
 
+class _NotCached(Exception):  # noqa: N818 - a signal between the gateway's halves, never raised out
+    """kurigram's storage has no access hash for this user (raised on the loop, before any call)."""
+
+
 async def _on_loop(fn, *args, **kwargs):
     """Call `fn` on the client's loop: kurigram's methods turn into blocking wrappers when called
     from a thread without a running loop."""
@@ -383,11 +389,16 @@ class PyrogramGateway(Gateway):
         self._refuse_the_loop()
         peer = self._peer_for(chat_id) if chat_id is not None and chat_id > 0 else None
         attempt = 1
+        granted = False
         while True:
-            if self.limiter is not None and paced:
+            if self.limiter is not None and paced and not granted:
                 self.limiter.acquire(chat_id if send else None)
+            granted = False
             try:
                 return self._run(self._on_loop(peer, fn, *args, **kwargs), send=send)
+            except _NotCached:  # nothing went to Telegram: the stored hash, and the slot still ours
+                peer, granted = self._stored_peer(chat_id), True
+                continue
             except FloodWait as exc:  # Telegram did nothing: waiting and asking again is safe
                 if self.limiter is not None:
                     self.limiter.pause(exc.seconds, chat_id=chat_id if send else None)
@@ -402,19 +413,22 @@ class PyrogramGateway(Gateway):
                 self.sleep(delay)
             attempt += 1
 
-    def _peer_for(self, user_id: int) -> tuple[int, int] | None:
-        """The (user id, access hash) to hand kurigram before calling, so that it never asks
-        Telegram who the user is (users.getUsers is a call the limiter does not see, and it fails
-        for users the bot never met). None: kurigram already has it."""
+    def _peer_for(self, user_id: int) -> tuple[int, int] | int | None:
+        """What to hand kurigram before calling, so that it never asks Telegram who the user is
+        (users.getUsers is a call the limiter does not see, and it fails for users the bot never
+        met): None when kurigram has the user, (user id, access hash) to give it, or the user id
+        alone: look in kurigram's storage first, on the loop in the call's own hop (runbot's
+        client stored the user from their update), and raise _NotCached when it is not there."""
         if user_id in self._known_peers:
             return None
         access_hash = self._peer_hashes.pop(user_id, None)  # a sweep's batch brought it (used once)
         if access_hash is not None:
             return user_id, access_hash
-        if self._run(self._knows(user_id)):  # kurigram cached it from the user's own update (runbot)
-            self._known_peers.add(user_id)
-            return None
-        access_hash = self.peers(user_id) if self.peers is not None else None  # stored by runbot
+        return user_id
+
+    def _stored_peer(self, user_id: int) -> tuple[int, int]:
+        """The access hash runbot stored for a user kurigram's storage does not have."""
+        access_hash = self.peers(user_id) if self.peers is not None else None
         if access_hash is None:
             raise PeerUnknown(f"user {user_id} has never written to the bot: no access hash")
         return user_id, access_hash
@@ -426,15 +440,22 @@ class PyrogramGateway(Gateway):
         except KeyError:
             return False
 
-    async def _on_loop(self, peer: tuple[int, int] | None, fn, *args, **kwargs):
-        """The call, on the client's loop, after handing kurigram the user's access hash (in the
-        same hop: a send costs one trip to the loop)."""
-        if peer is not None:
+    async def _on_loop(self, peer: tuple[int, int] | int | None, fn, *args, **kwargs):
+        """The call, on the client's loop, after making sure kurigram has the user's access hash
+        (`_peer_for`; in the same hop: a send costs one trip to the loop)."""
+        if isinstance(peer, int):
+            if not await self._knows(peer):
+                raise _NotCached(peer)
+            self._remember_known(peer)
+        elif peer is not None:
             await self.client.storage.update_peers([(peer[0], peer[1], "user", None)])
-            if len(self._known_peers) >= KNOWN_PEERS_MAX:  # a worker lives for millions of sends
-                self._known_peers.clear()  # forgotten ones are found in kurigram's storage again
-            self._known_peers.add(peer[0])
+            self._remember_known(peer[0])
         return await fn(*args, **kwargs)
+
+    def _remember_known(self, user_id: int) -> None:
+        if len(self._known_peers) >= KNOWN_PEERS_MAX:  # a worker lives for millions of sends
+            self._known_peers.clear()  # forgotten ones are found in kurigram's storage again
+        self._known_peers.add(user_id)
 
     def _refuse_the_loop(self) -> None:
         try:
@@ -453,7 +474,7 @@ class PyrogramGateway(Gateway):
         future = asyncio.run_coroutine_threadsafe(coro, self.loop)
         try:
             return future.result(timeout=CALL_TIMEOUT)
-        except (TelegramError, BotUnauthorized):
+        except (TelegramError, BotUnauthorized, _NotCached):
             raise
         except concurrent.futures.TimeoutError as exc:
             future.cancel()
@@ -950,7 +971,10 @@ class PyrogramGateway(Gateway):
     def is_member(self, chat_id: int, user_id: int) -> bool:
         peer = self._peer_for(user_id)
         if peer is not None:
-            self._run(self._on_loop(peer, _noop))
+            try:
+                self._run(self._on_loop(peer, _noop))
+            except _NotCached:
+                self._run(self._on_loop(self._stored_peer(user_id), _noop))
         return self._call(self._is_member, chat_id, user_id)
 
     async def _is_member(self, chat_id, user_id) -> bool:

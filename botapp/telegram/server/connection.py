@@ -23,6 +23,7 @@ from types import SimpleNamespace
 from pyrogram.storage import SQLiteStorage
 
 from botapp.telegram.server.server import TelegramServer
+from botapp.telegram.transport import LoopCrypto
 
 # Frames on the Unix socket: length (4 bytes, big-endian) + kind (1 byte) + payload.
 HELLO, PACKET, CONTROL, CONTROL_ANSWER = 1, 2, 3, 4
@@ -58,7 +59,7 @@ class _Connection:
                  crypto_executor_workers=1, loop=None, *, storage: SQLiteStorage):  # fmt: skip
         self.storage = storage
         self.loop = loop
-        self.protocol = SimpleNamespace(crypto_executor=None)  # crypto runs on the loop's default executor
+        self.protocol = SimpleNamespace(crypto_executor=LoopCrypto())  # as the production transport's
         self.queue: asyncio.Queue | None = None
 
     def _deliver(self, packet: bytes | None) -> None:
