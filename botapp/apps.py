@@ -8,11 +8,13 @@ class BotappConfig(AppConfig):
     verbose_name = "Courier bot"
 
     def ready(self):
-        from botapp.models import Sequence, SequenceStep
+        from botapp.models import ForceSubChannel, Sequence, SequenceStep
 
         for model in (Sequence, SequenceStep):
             post_save.connect(_sequence_steps_changed, sender=model, dispatch_uid=f"steps-saved-{model.__name__}")
             post_delete.connect(_sequence_steps_changed, sender=model, dispatch_uid=f"steps-deleted-{model.__name__}")
+        post_save.connect(_force_sub_changed, sender=ForceSubChannel, dispatch_uid="force-sub-saved")
+        post_delete.connect(_force_sub_changed, sender=ForceSubChannel, dispatch_uid="force-sub-deleted")
 
 
 def _sequence_steps_changed(**kwargs) -> None:
@@ -22,3 +24,11 @@ def _sequence_steps_changed(**kwargs) -> None:
 
     sequence_steps_forget()
     transaction.on_commit(sequence_steps_forget)
+
+
+def _force_sub_changed(**kwargs) -> None:
+    """runbot caches the enabled force-subscribe channels (botapp.services.invites): as above."""
+    from botapp.services.invites import force_sub_forget
+
+    force_sub_forget()
+    transaction.on_commit(force_sub_forget)

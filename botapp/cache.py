@@ -1,4 +1,5 @@
-"""Django's Redis cache, with one redis-py client per connection pool instead of one per call.
+"""Django's Redis cache, with one redis-py client per connection pool instead of one per call; and
+`HotValue`, what runbot reads on every update, cached in Redis and briefly in the process.
 
 Django's RedisCacheClient.get_client builds a new `redis.Redis` for every cache operation, and
 redis-py 8's constructor fills several hundred response callbacks each time: in a profile of
@@ -9,7 +10,14 @@ does.
 
 from __future__ import annotations
 
+import logging
+import time
+
+from django.core.cache import cache
 from django.core.cache.backends.redis import RedisCache, RedisCacheClient
+from redis import RedisError
+
+log = logging.getLogger(__name__)
 
 
 class SharedClientRedisCacheClient(RedisCacheClient):
@@ -31,3 +39,62 @@ class SharedClientRedisCache(RedisCache):
     def __init__(self, server, params):
         super().__init__(server, params)
         self._class = SharedClientRedisCacheClient
+
+
+# How long a process keeps a hot value (below) without asking Redis: another process's change
+# reaches it within this. The process that made the change forgets at once.
+HOT_LOCAL_TTL = 1.0
+
+
+class HotValue:
+    """A value runbot reads on every update and an operator changes rarely (the bot settings, the
+    onboarding steps, the force-subscribe channels): kept in the shared cache (Redis), so no
+    process queries the database for it, and in this process for HOT_LOCAL_TTL seconds, so most
+    updates do not ask Redis either. `load()` reads it from the database (a picklable value);
+    `forget()` drops both copies (signals call it when the rows change). With the cache
+    unreachable the value comes from the database, logged."""
+
+    _all: list[HotValue] = []
+
+    def __init__(self, key: str, load, *, timeout: int | None = None, what: str = ""):
+        self.key = key
+        self.load = load
+        self.timeout = timeout
+        self.what = what or key
+        self._local: tuple[float, object] | None = None
+        HotValue._all.append(self)
+
+    def get(self):
+        now = time.monotonic()
+        local = self._local
+        if local is not None and local[0] > now:
+            return local[1]
+        try:
+            value = cache.get(self.key)
+        except RedisError as exc:
+            log.warning("cache unreachable, reading %s from the database: %s", self.what, exc)
+            return self.load()
+        if value is None:
+            value = self.load()
+            try:
+                cache.set(self.key, value, self.timeout) if self.timeout else cache.set(self.key, value)
+            except RedisError as exc:
+                log.warning("cache unreachable, %s not cached: %s", self.what, exc)
+        self._local = (now + HOT_LOCAL_TTL, value)
+        return value
+
+    def forget(self) -> None:
+        self._local = None
+        try:
+            cache.delete(self.key)
+        except RedisError as exc:  # the entry expires on its own
+            log.error("cache unreachable, %s stays cached until its entry expires: %s", self.what, exc)
+
+    def forget_local(self) -> None:
+        self._local = None
+
+    @classmethod
+    def forget_local_all(cls) -> None:
+        """Drop every value this process holds (tests, between cases; the shared cache is theirs to clear)."""
+        for hot in cls._all:
+            hot.forget_local()

@@ -2,12 +2,11 @@
 
 import logging
 
-from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models, transaction
-from redis import RedisError
 
+from botapp.cache import HotValue
 from botapp.models.files import TELEGRAM_DELETE_WINDOW_MINUTES
 
 log = logging.getLogger(__name__)
@@ -153,28 +152,22 @@ class BotSettings(models.Model):
 
     @classmethod
     def load(cls) -> "BotSettings":
-        """The settings row, from the cache when it is there (no query), else from the database."""
+        """The settings row, from this process's copy or the shared cache when it is there (no
+        query; botapp.cache.HotValue), else from the database."""
         names = {f.attname for f in cls._meta.concrete_fields}
-        try:
-            values = cache.get(CACHE_KEY)
-        except RedisError as exc:
-            log.warning("cache unreachable, reading bot settings from the database: %s", exc)
-            values = None
-        if values is not None:
-            # Fields unknown to this code (an older or newer release) are left out; new ones keep their default.
-            obj = cls(**{k: v for k, v in values.items() if k in names})
-            obj._state.adding, obj._state.db = False, "default"
-            return obj
-        obj, _ = cls.objects.get_or_create(pk=1)
-        try:
-            cache.set(CACHE_KEY, {name: getattr(obj, name) for name in names})
-        except RedisError as exc:
-            log.warning("cache unreachable, bot settings not cached: %s", exc)
+        # Fields unknown to this code (an older or newer release) are left out; new ones keep their default.
+        obj = cls(**{k: v for k, v in SETTINGS.get().items() if k in names})
+        obj._state.adding, obj._state.db = False, "default"
         return obj
 
 
+def _settings_values() -> dict:
+    obj, _ = BotSettings.objects.get_or_create(pk=1)
+    return {f.attname: getattr(obj, f.attname) for f in BotSettings._meta.concrete_fields}
+
+
+SETTINGS = HotValue(CACHE_KEY, _settings_values, what="bot settings")
+
+
 def _cache_forget() -> None:
-    try:
-        cache.delete(CACHE_KEY)
-    except RedisError as exc:  # the entry expires on its own (CACHES TIMEOUT)
-        log.error("cache unreachable, bot settings stay cached until the entry expires: %s", exc)
+    SETTINGS.forget()

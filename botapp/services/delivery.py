@@ -11,6 +11,7 @@ import re
 from datetime import timedelta
 
 from botapp import clock
+from botapp.db import row_by
 from botapp.models import (
     BotSettings,
     ChannelJoinRequest,
@@ -22,7 +23,7 @@ from botapp.models import (
 from botapp.services.autodelete import deletion_schedule, deletion_warning
 from botapp.services.captions import caption_render
 from botapp.services.files import deep_link
-from botapp.services.invites import invite_link_current
+from botapp.services.invites import force_sub_channels, invite_link_current
 from botapp.services.legacy import legacy_file_resolve, legacy_payload_parse
 from botapp.services.moderation import ban_in_force, ban_notice
 from botapp.services.premium import premium_offer, user_is_premium
@@ -127,7 +128,7 @@ class Delivery:
             self.file(stored.share_id)
 
     def file(self, share_id: str) -> None:
-        stored = StoredFile.objects.filter(share_id=share_id).first()
+        stored = row_by(StoredFile, "share_id", share_id)
         if stored is None:
             self.say(NO_FILE)
             return
@@ -216,7 +217,7 @@ def channels_missing(*, gateway: Gateway, user_id: int) -> list[ForceSubChannel]
     """Enabled force-subscribe channels the user has not joined (or, in join-request mode, asked to
     join), asking Telegram about each. A channel the bot cannot see is logged and left out, so a
     misconfiguration never locks every user out."""
-    channels = list(ForceSubChannel.objects.filter(enabled=True))
+    channels = force_sub_channels()
     missing = []
     for channel in channels:
         try:

@@ -7,10 +7,8 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
-from django.core.cache import cache
-from redis.exceptions import RedisError
-
 from botapp import clock
+from botapp.cache import HotValue
 from botapp.models import SequenceMessage, SequenceStep, TelegramUser
 
 log = logging.getLogger(__name__)
@@ -36,30 +34,23 @@ def sequences_enroll(*, user: TelegramUser) -> int:
 
 def sequence_steps_enabled() -> list[tuple[int, int, str]]:
     """(step id, delay in minutes, its sequence's start payload) of every enabled sequence's
-    steps: runbot needs them for every new user, so they are kept in the shared cache (Redis),
-    forgotten whenever a sequence or a step is saved or deleted (botapp.signals)."""
-    try:
-        found = cache.get(STEPS_KEY)
-    except RedisError as exc:
-        log.warning("cache unreachable, reading sequence steps from the database: %s", exc)
-        found = None
-    if found is None:
-        found = [
-            tuple(row)
-            for row in SequenceStep.objects.filter(sequence__enabled=True).values_list(
-                "id", "delay_minutes", "sequence__start_payload"
-            )
-        ]
-        try:
-            cache.set(STEPS_KEY, found, STEPS_TIMEOUT)
-        except RedisError as exc:
-            log.warning("cache unreachable, sequence steps not cached: %s", exc)
-    return found
+    steps: runbot needs them for every new user, so they are a HotValue (Redis, and this process
+    for a second), forgotten whenever a sequence or a step is saved or deleted (botapp.apps)."""
+    return STEPS.get()
+
+
+def _steps_load() -> list[tuple[int, int, str]]:
+    return [
+        tuple(row)
+        for row in SequenceStep.objects.filter(sequence__enabled=True).values_list(
+            "id", "delay_minutes", "sequence__start_payload"
+        )
+    ]
+
+
+STEPS = HotValue(STEPS_KEY, _steps_load, timeout=STEPS_TIMEOUT, what="sequence steps")
 
 
 def sequence_steps_forget() -> None:
     """Drop the cached steps: the next new user reads them again."""
-    try:
-        cache.delete(STEPS_KEY)
-    except RedisError as exc:  # the entry expires on its own (STEPS_TIMEOUT)
-        log.error("cache unreachable, sequence steps stay cached up to %s s: %s", STEPS_TIMEOUT, exc)
+    STEPS.forget()

@@ -9,6 +9,7 @@ from django.db import connection
 from django.db.models import Count
 
 from botapp import clock
+from botapp.db import row_by
 from botapp.models import TelegramUser
 from botapp.telegram.gateway import TgUser, UserBlocked, UserDeactivated
 from botapp.telegram.limits import START_PAYLOAD_LENGTH, USERNAME_LENGTH
@@ -41,7 +42,7 @@ def user_seen(*, tg: TgUser, start_payload: str = "") -> tuple[TelegramUser, boo
     }
     if tg.access_hash is not None:
         fields["access_hash"] = tg.access_hash
-    user = TelegramUser.objects.filter(telegram_id=tg.id).first()
+    user = row_by(TelegramUser, "telegram_id", tg.id)
     if user is None:
         user = TelegramUser(
             telegram_id=tg.id,

@@ -12,6 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from botapp import clock
 from botapp.models import BotSettings, SequenceMessage, TelegramUser
 from botapp.services.files import file_store
+from botapp.services.invites import force_sub_channels
 from botapp.services.sequences import sequence_steps_enabled
 from botapp.services.users import LAST_SEEN_STEP
 from botapp.telegram.gateway import TgUser
@@ -35,10 +36,11 @@ def links(telegram, db):
 
 @pytest.fixture
 def settings_cached(conf):
-    """runbot's steady state: the settings and the onboarding steps were read once since they last
-    changed, and are cached."""
+    """runbot's steady state: the settings, the onboarding steps and the force-subscribe channels
+    were read once since they last changed, and are cached."""
     BotSettings.load()
     sequence_steps_enabled()
+    force_sub_channels()
     return conf
 
 
@@ -96,8 +98,8 @@ def test_new_user_from_a_file_link(chat, settings_cached, links, n):
     events, queries = counted(chat, TgUser(id=6000 + n, first_name="New"), f"/start {links[n].share_id}")
 
     assert actions(events) == ["copy"] * n + ["send"]
-    # the user looked up, inserted; the file; force-subscribe channels; the pending deletion
-    assert len(queries) == 5, listing(queries)
+    # the user looked up, inserted; the file; the pending deletion (force-subscribe channels: cached)
+    assert len(queries) == 4, listing(queries)
 
 
 @pytest.mark.parametrize("n", SIZES)
@@ -106,10 +108,10 @@ def test_new_user_from_a_file_link_gets_the_verify_prompt(chat, verification_on,
     events, queries = counted(chat, TgUser(id=7000 + n, first_name="New"), f"/start {links[n].share_id}")
 
     assert [e.text.split(":")[0] for e in events] == ["Verify once to get your files"]
-    # the user looked up, inserted; the file; channels; then in a transaction (2 statements) the
-    # user's row locked, a pending token looked up (one racing this request's might have made it),
-    # the day's token counter taken (one upsert), the token inserted with its shortlink
-    assert len(queries) == 10, listing(queries)
+    # the user looked up, inserted; the file; then in a transaction (2 statements) the user's row
+    # locked, a pending token looked up (one racing this request's might have made it), the day's
+    # token counter taken (one upsert), the token inserted with its shortlink
+    assert len(queries) == 9, listing(queries)
 
 
 @pytest.mark.parametrize("n", SIZES)
@@ -122,8 +124,8 @@ def test_verified_user_gets_the_files(chat, verification_on, links, n):
     events, queries = counted(chat, user, f"/start {links[n].share_id}")
 
     assert actions(events) == ["copy"] * n + ["send"]
-    # the user; the file; channels; the pending deletion
-    assert len(queries) == 4, listing(queries)
+    # the user; the file; the pending deletion
+    assert len(queries) == 3, listing(queries)
 
 
 @pytest.mark.parametrize("n", SIZES)
@@ -134,13 +136,13 @@ def test_returning_unverified_user_gets_the_verify_prompt(chat, verification_on,
 
     events, queries = counted(chat, user, f"/start {links[n].share_id}")
     assert [e.text.split(":")[0] for e in events] == ["Verify once to get your files"]
-    # the user; the file; channels; a pending token looked up; in a transaction: the user's row
-    # locked, the token looked up again, the counter taken, the token inserted
-    assert len(queries) == 10, listing(queries)
+    # the user; the file; a pending token looked up; in a transaction: the user's row locked, the
+    # token looked up again, the counter taken, the token inserted
+    assert len(queries) == 9, listing(queries)
 
     again, queries = counted(chat, user, f"/start {links[n].share_id}")
     assert again[0].buttons == events[0].buttons
-    assert len(queries) == 4, listing(queries)  # the pending token found: nothing written
+    assert len(queries) == 3, listing(queries)  # the pending token found: nothing written
 
 
 @pytest.mark.django_db(transaction=True)
@@ -152,11 +154,13 @@ def test_outside_a_test_transaction_the_counts_are_the_same(chat, links):
     conf.save()
     BotSettings.load()
     assert len(counted(chat, TgUser(id=5301, first_name="New"), "/start")[1]) == 3  # the steps read, then cached
+    # the force-subscribe channels read, then cached
     assert len(counted(chat, TgUser(id=5302, first_name="New"), f"/start {links[50].share_id}")[1]) == 5
+    assert len(counted(chat, TgUser(id=5304, first_name="New"), f"/start {links[50].share_id}")[1]) == 4
     conf.verification_enabled = True
     conf.save()
     BotSettings.load()
-    assert len(counted(chat, TgUser(id=5303, first_name="New"), f"/start {links[50].share_id}")[1]) == 10
+    assert len(counted(chat, TgUser(id=5303, first_name="New"), f"/start {links[50].share_id}")[1]) == 9
 
 
 def test_last_seen_is_written_at_most_once_an_hour(chat, settings_cached):
