@@ -70,22 +70,41 @@ def _key(name: str) -> str:
 
 def _add(counts: dict[str, int | str]) -> None:
     """Record increments ({"day|<date>|<field>": n, "file|<id>|n": n}) and last deliveries
-    ({"file|<id>|at": iso time}): in Redis in one MULTI (a flush never takes half of them)."""
+    ({"file|<id>|at": iso time}): in Redis in one script call (a flush never takes half of them)."""
     client = _redis()
     if client is not None:
         try:
-            pipe = client.pipeline()
+            args = []
             for name, value in counts.items():
-                if isinstance(value, int):
-                    pipe.hincrby(_key(PENDING), name, value)
-                else:
-                    pipe.hset(_key(PENDING), name, value)
-            pipe.execute()
+                args += [name, "i" if isinstance(value, int) else "s", value]
+            _add_script(client)(keys=[_key(PENDING)], args=args, client=client)
             return
         except RedisError as exc:
             log.warning("Redis unreachable: counters go straight to the database: %s", exc)
     with transaction.atomic():
         _apply(counts)
+
+
+# Increments (HINCRBY) and values (HSET) into the waiting hash, atomically, in one round trip:
+# ARGV holds (name, "i" or "s", value) triples.
+_ADD = """
+for i = 1, #ARGV, 3 do
+  if ARGV[i + 1] == 'i' then
+    redis.call('HINCRBY', KEYS[1], ARGV[i], ARGV[i + 2])
+  else
+    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 2])
+  end
+end
+return 1
+"""
+_scripts: dict[int, object] = {}
+
+
+def _add_script(client):
+    script = _scripts.get(id(client))
+    if script is None:
+        script = _scripts[id(client)] = client.register_script(_ADD)
+    return script
 
 
 def stat_increment(*, field: str, by: int = 1) -> None:

@@ -19,11 +19,15 @@ import functools
 import os
 import struct
 from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
 from pyrogram.storage import SQLiteStorage
 
-from botapp.telegram.server.server import TelegramServer
 from botapp.telegram.transport import LoopCrypto
+
+if TYPE_CHECKING:  # a client of `manage.py telegram_server` never imports the server (its wire
+    # module reads requests with kurigram's Vector.read patched: the server's side, not a client's)
+    from botapp.telegram.server.server import TelegramServer
 
 # Frames on the Unix socket: length (4 bytes, big-endian) + kind (1 byte) + payload.
 HELLO, PACKET, CONTROL, CONTROL_ANSWER = 1, 2, 3, 4
@@ -147,7 +151,7 @@ def offline_client_options(
     """`Client(**options)` for a client of the in-memory Telegram: `target` is a server in this
     process or the path of `manage.py telegram_server`'s socket."""
     storage = ProvisionedStorage(name, workdir=workdir, in_memory=in_memory, api_id=api_id, bot_token=bot_token)
-    if isinstance(target, TelegramServer):
+    if not isinstance(target, str | os.PathLike):
         factory = functools.partial(InProcessConnection, server=target, storage=storage)
     else:
         factory = functools.partial(SocketConnection, path=str(target), storage=storage)

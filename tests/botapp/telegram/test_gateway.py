@@ -120,6 +120,21 @@ def test_a_worker_sends_to_a_user_runbot_has_seen_in_one_call_without_resolving_
     assert TelegramUser.objects.get(telegram_id=met.id).access_hash == telegram.users[met.id].access_hash
 
 
+def test_a_fresh_workers_first_send_looks_in_its_client_then_the_database_in_one_slot(telegram, met):
+    """The client's storage is asked on the loop in the send's own hop; when it does not have the
+    user, the stored access hash goes with the same limiter slot (nothing reached Telegram)."""
+    limiter = CountingLimiter()
+    worker = offline_gateway(telegram, peers=user_access_hash, limiter=limiter, sleep=lambda s: None)
+    try:
+        start = len(telegram.calls)
+        worker.send_text(met.id, "News")
+        worker.send_text(met.id, "More")  # now kurigram has the user: no lookup at all
+        assert telegram.methods_called(start) == ["messages.SendMessage"] * 2
+        assert limiter.slots == [met.id, met.id]
+    finally:
+        worker.stop()
+
+
 # --- 1. one limiter slot per call; a FloodWait partway never re-sends ------------------------------
 
 
