@@ -538,7 +538,7 @@ class PyrogramGateway(Gateway):
             return message.id
         message, entities = await self._parsed(text)
         keyboard = markup(buttons)
-        answer = await self.client.invoke(
+        answer = await self._invoke(
             raw.functions.messages.SendMessage(
                 peer=await self.client.resolve_peer(chat_id),
                 message=message,
@@ -674,24 +674,33 @@ class PyrogramGateway(Gateway):
         return raw.functions.messages.SendMedia(media=media, **common)
 
     async def _invoke_many(self, queries: list) -> list:
-        """Each query's answer (or the exception it raised), sent as one MTProto container
-        (core.telegram.org/mtproto/service_messages#containers): one encryption and one write for
-        all, where kurigram's `invoke` makes one of each per request and a hop to its crypto
-        thread. This leans on kurigram's `Session` (msg_factory, results, salt, connection; pinned
-        in requirements/): whatever is not a plain answer (no answer in time, a new server salt, a
-        bad message notice) is asked again through kurigram's own `invoke`, which retries as it
-        always does (the same random_id: Telegram sends a message once)."""
-        if len(queries) < 2:
-            return [await self._invoke_one(q) for q in queries]
+        """Each query's answer (or the exception it raised), one query as one MTProto message and
+        several as one container (core.telegram.org/mtproto/service_messages#containers): each
+        request serialised once, one encryption and one write for all, where kurigram's `invoke`
+        serialises a request twice (once to measure it), starts a task and a timer to wait for
+        the session and another pair to wait for the answer, and stores every user and chat of
+        the answer in its SQLite storage. This leans on kurigram's `Session` (msg_factory,
+        results, salt, connection; pinned in requirements/): whatever is not a plain answer (no
+        answer in time, a new server salt, a bad message notice, a connection lost before the
+        write) is asked again through kurigram's own `invoke`, which retries as it always does
+        (the same random_id: Telegram sends a message once)."""
         session = self.client.session
         if not self.client.is_connected or session is None:
             raise ConnectionError("Client has not been started yet")
-        await asyncio.wait_for(session.is_started.wait(), session.WAIT_TIMEOUT)
+        if not session.is_started.is_set():
+            await asyncio.wait_for(session.is_started.wait(), session.WAIT_TIMEOUT)
         wrapped = [raw.functions.InvokeWithoutUpdates(query=q) if self.client.no_updates else q for q in queries]
         messages = [await session.msg_factory.create(_Written(q.write())) for q in wrapped]
         for message in messages:
             session.results[message.msg_id] = SessionResult()
-        for start, end in _container_bounds([m.length for m in messages]):
+        if len(messages) == 1:
+            payload = mtproto.pack(messages[0], session.salt, session.session_id, session.auth_key, session.auth_key_id)
+            try:
+                await session.connection.send(payload)
+            except OSError as exc:  # not sent
+                session.results[messages[0].msg_id].value = exc
+                session.results[messages[0].msg_id].event.set()
+        for start, end in _container_bounds([m.length for m in messages]) if len(messages) > 1 else ():
             # Not msg_factory.create(MsgContainer(...)): it writes every message to measure the
             # container, and pack writes them again. A container is not content-related.
             body = _Written(MsgContainer(messages[start:end]).write())
@@ -707,17 +716,15 @@ class PyrogramGateway(Gateway):
                     session.results[message.msg_id].event.set()
                 break
 
-        async def all_answered():
-            for message in messages:
-                await session.results[message.msg_id].event.wait()
-
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(all_answered(), session.WAIT_TIMEOUT)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(session.WAIT_TIMEOUT):
+                for message in messages:
+                    await session.results[message.msg_id].event.wait()
         answers = []
         for query, message in zip(queries, messages, strict=True):
             value = session.results.pop(message.msg_id).value
             if isinstance(value, OSError):
-                answers.append(value)
+                answers.append(await self._invoke_one(query) if len(queries) == 1 else value)
                 continue
             if isinstance(value, raw.types.RpcError):
                 try:
@@ -738,6 +745,13 @@ class PyrogramGateway(Gateway):
             return await self.client.invoke(query)
         except Exception as exc:  # noqa: BLE001 - that query's result
             return exc
+
+    async def _invoke(self, query):
+        """One request, sent as `_invoke_many` sends them; raises what kurigram's invoke raises."""
+        (answer,) = await self._invoke_many([query])
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
 
     def send_media(
         self, chat_id: int, media: Media, *, caption: str = "", buttons: Keyboard | None = None, protect: bool = False
@@ -870,7 +884,7 @@ class PyrogramGateway(Gateway):
     async def _forward(self, chat_id, from_chat_id, ids, protect) -> list[int]:
         """kurigram's forward_messages(hide_sender_name=True), reading only the new ids (a copy
         carries no button of ours to tap)."""
-        answer = await self.client.invoke(
+        answer = await self._invoke(
             raw.functions.messages.ForwardMessages(
                 from_peer=await self.client.resolve_peer(from_chat_id),
                 id=ids,
@@ -925,7 +939,7 @@ class PyrogramGateway(Gateway):
         return deleted + sum(self.delete_messages(chat_id, ids) for chat_id, ids in others)
 
     async def _delete_ids(self, ids: list[int]) -> int:
-        answer = await self.client.invoke(raw.functions.messages.DeleteMessages(id=ids, revoke=True))
+        answer = await self._invoke(raw.functions.messages.DeleteMessages(id=ids, revoke=True))
         return answer.pts_count
 
     def edit_text(self, chat_id: int, message_id: int, text: str, *, buttons: Keyboard | None = None) -> None:

@@ -182,9 +182,9 @@ def limited(telegram):
 
 
 def scripted(gateway, name, *failures):
-    """The gateway's kurigram method `name` raises `failures` (kurigram's own exceptions) one per
-    call, then does its real work. Returns the list of calls."""
-    real, pending, calls = getattr(gateway.client, name), list(failures), []
+    """The gateway's request path `name` (its `_invoke`: one request on the wire) raises `failures`
+    (kurigram's own exceptions) one per call, then does its real work. Returns the list of calls."""
+    real, pending, calls = getattr(gateway, name), list(failures), []
 
     async def method(*args, **kwargs):
         calls.append(args)
@@ -192,7 +192,7 @@ def scripted(gateway, name, *failures):
             raise pending.pop(0)
         return await real(*args, **kwargs)
 
-    setattr(gateway.client, name, method)
+    setattr(gateway, name, method)
     return calls
 
 
@@ -218,14 +218,14 @@ def test_transient_errors_back_off_exponentially_three_attempts_at_most(telegram
     # Transient: the request never reached Telegram (the connection was down), so sending again is safe.
     sleeps = []
     gateway = limited(Recorder(), sleep=sleeps.append)
-    calls = scripted(gateway, "invoke", ConnectionError("lost"), ConnectionError("lost"), ConnectionError("lost"))
+    calls = scripted(gateway, "_invoke", ConnectionError("lost"), ConnectionError("lost"), ConnectionError("lost"))
     with pytest.raises(TransientError):
         gateway.send_text(7, "hi")
     assert len(calls) == 3 and sleeps == [0.5, 1.0]
     assert telegram.bot_messages(7) == []
 
     gateway = limited(Recorder(), sleep=sleeps.append)
-    scripted(gateway, "invoke", ConnectionError("lost"))
+    scripted(gateway, "_invoke", ConnectionError("lost"))
     assert gateway.send_text(7, "hi") == Sent(7, telegram.bot_messages(7)[0].id)
     assert [m.text for m in telegram.bot_messages(7)] == ["hi"]
 
