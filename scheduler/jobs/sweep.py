@@ -122,17 +122,23 @@ class Sweep(RowIsolation[Row, Result]):
 
 def sweep_outcome(job, *, batch_size: int, time_budget: float, concurrency: int = 8) -> Outcome:
     """Run a sweep over `job` (an object with claim, work and record, and maybe work_many with
-    its `group` size) and say what it did."""
-    processed, failed, batches = Sweep(
+    its `group` size) and say what it did. A job that works in groups (work_many: one Telegram
+    call for many rows, the deletion sweeps) runs as a `Stream` of `concurrency` groups in flight,
+    so that claiming the next batch and recording the last one overlap the calls instead of
+    stopping them; a job that works row by row runs in `Sweep`."""
+    work_many = getattr(job, "work_many", None)
+    loop = Stream if work_many is not None else Sweep
+    options = {"in_flight": concurrency} if loop is Stream else {"concurrency": concurrency}
+    processed, failed, batches = loop(
         job.claim,
         job.work,
         job.record,
         batch_size=batch_size,
         time_budget=time_budget,
-        concurrency=concurrency,
         handback=getattr(job, "handback", None),
-        work_many=getattr(job, "work_many", None),
+        work_many=work_many,
         group=getattr(job, "group", 1),
+        **options,
     ).run()
     return Outcome(processed, failed, detail=f"{batches} batch(es)")
 

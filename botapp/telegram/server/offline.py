@@ -8,14 +8,18 @@ instead of on a pool: tests keep their database transaction, and the sandbox its
 
 from __future__ import annotations
 
+import os
 import queue
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from botapp.telegram.gateway import ChannelPost
 from botapp.telegram.handlers import UpdatePump
 from botapp.telegram.pyrogram_gateway import PyrogramGateway, client_build
-from botapp.telegram.server.server import TelegramServer
+
+if TYPE_CHECKING:  # a client of `manage.py telegram_server` (a socket path) never loads the server
+    from botapp.telegram.server.server import TelegramServer
 
 API_ID = 1
 API_HASH = "0" * 32
@@ -28,7 +32,7 @@ def offline_gateway(
     """A started PyrogramGateway whose client talks to `target` (in memory unless `workdir` is given);
     `options` go to PyrogramGateway (limiter, peers, paid)."""
     if bot_token is None:
-        bot_token = target.bot.token if isinstance(target, TelegramServer) else "7000000001:offline-token"
+        bot_token = "7000000001:offline-token" if isinstance(target, str | os.PathLike) else target.bot.token
     client = client_build(
         name=name,
         api_id=API_ID,
