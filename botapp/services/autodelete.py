@@ -24,6 +24,7 @@ from django.db import transaction
 from django.db.models import F, OuterRef, Subquery
 
 from botapp import clock
+from botapp.db import ids_delete, ids_update
 from botapp.models import BotSettings, ClaimStatus, PendingDeletion, TelegramUser
 from botapp.services.files import deep_link
 from botapp.services.texts import human_span
@@ -113,9 +114,7 @@ class DeletionSweep:
                 .values_list("id", "chat_id", "message_ids", "share_id", "notice_due", "access_hash")[:n]
             )
             if rows:
-                PendingDeletion.objects.filter(id__in=[r[0] for r in rows]).update(
-                    status=ClaimStatus.CLAIMED, lease_until=now + LEASE
-                )
+                ids_update(PendingDeletion, [r[0] for r in rows], status=ClaimStatus.CLAIMED, lease_until=now + LEASE)
         self.gateway.peers_remember({r[1]: r[5] for r in rows})
         return [Due(*r[:5]) for r in rows]
 
@@ -213,7 +212,7 @@ class DeletionSweep:
         finished = [r.id for r in results if r.outcome != "retry"]
         retry = [r.id for r in results if r.outcome == "retry"]
         if finished:
-            PendingDeletion.objects.filter(id__in=finished).delete()
+            ids_delete(PendingDeletion, finished)
         if retry:
             now = clock.now()
             PendingDeletion.objects.filter(id__in=retry, attempts__lt=MAX_ATTEMPTS - 1).update(

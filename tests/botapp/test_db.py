@@ -36,3 +36,23 @@ def test_row_by_binds_each_value_and_finds_nothing_as_none():
 def test_row_by_refuses_a_column_that_is_not_unique():
     with pytest.raises(ValueError, match="not unique"):
         row_by(TelegramUser, "first_name", "Ann")
+
+
+def test_ids_update_and_ids_delete_touch_exactly_those_rows():
+    from datetime import timedelta
+
+    from botapp import clock
+    from botapp.db import ids_delete, ids_update
+    from botapp.models import ClaimStatus, PendingDeletion
+
+    now = clock.now()
+    rows = [PendingDeletion.objects.create(chat_id=100 + i, message_ids=[i], delete_at=now) for i in range(5)]
+    ids = [r.pk for r in rows]
+    assert ids_update(PendingDeletion, ids[:3], status=ClaimStatus.CLAIMED, lease_until=now + timedelta(minutes=5)) == 3
+    claimed = PendingDeletion.objects.filter(status=ClaimStatus.CLAIMED)
+    assert sorted(claimed.values_list("pk", flat=True)) == ids[:3]
+    assert all(r.lease_until == now + timedelta(minutes=5) for r in claimed)
+    assert ids_update(PendingDeletion, [], status=ClaimStatus.PENDING) == 0
+    assert ids_delete(PendingDeletion, ids[1:4]) == 3
+    assert sorted(PendingDeletion.objects.values_list("pk", flat=True)) == [ids[0], ids[4]]
+    assert ids_delete(PendingDeletion, []) == 0
