@@ -54,8 +54,14 @@ def _vector_fields(module_name: str) -> dict[str, type]:
 
 
 def _read_vector(cls, data, t=None, *args):
-    if t is not None or not getattr(_strict, "on", False):
+    if t is not None:
         return _vector_read(cls, data, t, *args)
+    if not getattr(_strict, "on", False):
+        # kurigram's guess, without its `len(data.read())`: that copies the rest of the packet for
+        # every vector, so reading a container of 100 requests copied megabytes.
+        count = Int.read(data)
+        size = (len(data.getbuffer()) - data.tell()) / count if count else 0
+        return List(Vector.read_bare(data, size) for _ in range(count))
     frame = sys._getframe(2)  # Vector.read <- TLObject.read <- the generated read() of the owner
     line = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
     field = line.split("=", 1)[0].strip()
