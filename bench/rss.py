@@ -158,6 +158,8 @@ def prepare(path, users: int) -> int:
 def slope(points: list[tuple[int, float]]) -> float:
     """Least-squares slope of y against x."""
     n = len(points)
+    if n < 2:
+        return 0.0
     mx, my = sum(p[0] for p in points) / n, sum(p[1] for p in points) / n
     sxx = sum((p[0] - mx) ** 2 for p in points)
     return sum((p[0] - mx) * (p[1] - my) for p in points) / sxx if sxx else 0.0
@@ -275,6 +277,8 @@ def main():
     steady = [
         (s[1], s[2]["VmRSS"] / 1024) for s in samples if s[1] >= args.users // 10 and s[2]["Threads"] > ready["threads"] // 2
     ]
+    if not steady:  # a run too short to be sampled with the pool up (tests/test_bench_scripts.py's)
+        steady = [(s[1], s[2]["VmRSS"] / 1024) for s in samples]
     per_100k = slope(steady) * 100_000
     last = steady[-1][1]
     setting = f"TELEGRAM_RATE={args.rate:g}" if args.rate else "TELEGRAM_PAID_BROADCASTS=1"
