@@ -16,6 +16,10 @@ class BotappConfig(AppConfig):
         post_save.connect(_force_sub_changed, sender=ForceSubChannel, dispatch_uid="force-sub-saved")
         post_delete.connect(_force_sub_changed, sender=ForceSubChannel, dispatch_uid="force-sub-deleted")
 
+        from botapp.runtime import gc_tune
+
+        gc_tune()  # every Courier process: see botapp/runtime.py
+
 
 def _sequence_steps_changed(**kwargs) -> None:
     """runbot caches the enabled sequences' steps (botapp.services.sequences): forget them now, and

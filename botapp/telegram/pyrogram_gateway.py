@@ -34,6 +34,7 @@ from pyrogram.raw.core import Message, MsgContainer
 from pyrogram.session import Session
 from pyrogram.session.session import Result as SessionResult
 
+from botapp.runtime import gc_tune
 from botapp.telegram.gateway import (
     DELETE_CHUNK,
     BadRequest,
@@ -143,10 +144,13 @@ class _MessageIds(list):
 
 
 def session_tune(client: Client) -> None:
-    """After the client has started: its session's seen-message ids in a `_MessageIds`."""
+    """After the client has started: its session's seen-message ids in a `_MessageIds`, and what
+    signing in built (kurigram's TL classes among it) frozen out of the garbage collector's walks
+    (botapp/runtime.py)."""
     session = getattr(client, "session", None)
     if session is not None and type(session.stored_msg_ids) is list:
         session.stored_msg_ids = _MessageIds(session.stored_msg_ids)
+    gc_tune()
 
 
 def error_to_domain(exc: BaseException, *, send: bool = False) -> TelegramError | BotUnauthorized:
