@@ -51,43 +51,38 @@ def row_by(model: type[M], field: str, value) -> M | None:
     return model.from_db(alias, names, row)
 
 
-def _ids_literal(ids) -> str:
-    return "{" + ",".join(str(int(i)) for i in ids) + "}"
+def _by_ids(model: type[models.Model], ids, statement, orm):
+    """Run `statement(connection, quote, table, where)` -> (sql, params) on PostgreSQL with the
+    ids as one array literal after its params, or `orm(queryset)` elsewhere (the SQLite sandbox)."""
+    ids = list(ids)
+    if not ids:
+        return 0
+    connection = connections[router.db_for_write(model)]
+    if connection.vendor != "postgresql":
+        return orm(model._default_manager.filter(pk__in=ids))
+    quote, meta = connection.ops.quote_name, model._meta
+    sql, params = statement(connection, quote, quote(meta.db_table), f"{quote(meta.pk.column)} = ANY(%s::bigint[])")
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, "{" + ",".join(str(int(i)) for i in ids) + "}"])
+        return cursor.rowcount
 
 
 def ids_update(model: type[models.Model], ids, **values) -> int:
     """`model.objects.filter(pk__in=ids).update(**values)` (plain values only), as one statement
     with the ids as one array: for a sweep's batch of 500 ids, the ORM's IN list of 500 parameters
     cost more CPU (Django compiling it, psycopg splitting the query) than the database did."""
-    ids = list(ids)
-    if not ids:
-        return 0
-    alias = router.db_for_write(model)
-    connection = connections[alias]
-    if connection.vendor != "postgresql":
-        return model._default_manager.filter(pk__in=ids).update(**values)
-    meta = model._meta
-    fields = [meta.get_field(name) for name in values]
-    sets = ", ".join(f"{connection.ops.quote_name(f.column)} = %s" for f in fields)
-    params = [f.get_db_prep_save(values[f.name], connection) for f in fields]
-    sql = f"UPDATE {connection.ops.quote_name(meta.db_table)} SET {sets} WHERE {connection.ops.quote_name(meta.pk.column)} = ANY(%s::bigint[])"
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [*params, _ids_literal(ids)])
-        return cursor.rowcount
+
+    def statement(connection, quote, table, where):
+        fields = [model._meta.get_field(name) for name in values]
+        sets = ", ".join(f"{quote(f.column)} = %s" for f in fields)
+        return f"UPDATE {table} SET {sets} WHERE {where}", [f.get_db_prep_save(values[f.name], connection) for f in fields]
+
+    return _by_ids(model, ids, statement, lambda qs: qs.update(**values))
 
 
 def ids_delete(model: type[models.Model], ids) -> int:
     """`model.objects.filter(pk__in=ids).delete()` for a model nothing references and no signal
     watches, as one statement with the ids as one array (see `ids_update`)."""
-    ids = list(ids)
-    if not ids:
-        return 0
-    alias = router.db_for_write(model)
-    connection = connections[alias]
-    if connection.vendor != "postgresql":
-        return model._default_manager.filter(pk__in=ids).delete()[0]
-    meta = model._meta
-    sql = f"DELETE FROM {connection.ops.quote_name(meta.db_table)} WHERE {connection.ops.quote_name(meta.pk.column)} = ANY(%s::bigint[])"
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [_ids_literal(ids)])
-        return cursor.rowcount
+    return _by_ids(
+        model, ids, lambda connection, quote, table, where: (f"DELETE FROM {table} WHERE {where}", []), lambda qs: qs.delete()[0]
+    )
