@@ -31,7 +31,7 @@ class PremiumPlanAdmin(ModelAdmin):
 
 @admin.register(UserBan)
 class UserBanAdmin(ModelAdmin):
-    """Made with /ban in the bot; lifted here or with /unban."""
+    """Made with /ban in the bot or *Ban* on Telegram users; lifted here, with *Unban* there or with /unban."""
 
     list_display = ("user", "created_at", "until", "reason", "banned_by", "lifted_at", "lifted_by")
     list_filter = ("created_at", "until", "lifted_at")

@@ -5,7 +5,7 @@ import csv
 from datetime import timedelta
 
 from django.contrib import admin, messages
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.http import HttpResponse
 from django.template.loader import render_to_string
 from django.urls import reverse
@@ -17,8 +17,10 @@ from botapp.admin.base import InternalAdmin, ModelAdmin
 from botapp.models import (
     ButtonClick,
     TelegramUser,
+    UserBan,
 )
-from botapp.services.users import users_ban, users_unban, users_verification_reset
+from botapp.services.moderation import ban_in_force_q, users_ban, users_unban
+from botapp.services.users import users_verification_reset
 
 # What Telegram tells us (and runbot keeps up to date): never typed by an operator.
 TELEGRAM_FIELDS = ("telegram_id", "username", "first_name", "last_name", "language_code", "start_payload")
@@ -26,16 +28,29 @@ BAN_DAYS = 30
 ACTIVITY_ROWS = 10  # per kind on a user's page; the rest through "all …"
 
 
+def admin_ban_now() -> Exists:
+    """The user has an admin ban in force (`/ban`, or *Ban* here): one subquery, no query per row."""
+    return Exists(UserBan.objects.filter(ban_in_force_q(clock.now()), user=OuterRef("pk")))
+
+
 class BannedFilter(admin.SimpleListFilter):
+    """Either kind of ban in force: an admin's (`/ban`, *Ban* here) or a verification bypass's."""
+
     title = "banned"
     parameter_name = "banned"
 
     def lookups(self, request, model_admin):
-        return [("yes", "Banned now"), ("no", "Not banned")]
+        return [("yes", "Banned now"), ("admin", "By an admin"), ("bypass", "For a verification bypass"), ("no", "Not banned")]
 
     def queryset(self, request, queryset):
-        banned = Q(banned_until__gt=clock.now())
-        return {"yes": queryset.filter(banned), "no": queryset.exclude(banned)}.get(self.value(), queryset)
+        admin_ban = Q(admin_banned=True) & Q(admin_ban_now())
+        bypass = Q(banned_until__gt=clock.now())
+        return {
+            "yes": queryset.filter(admin_ban | bypass),
+            "admin": queryset.filter(admin_ban),
+            "bypass": queryset.filter(bypass),
+            "no": queryset.exclude(admin_ban | bypass),
+        }.get(self.value(), queryset)
 
 
 class VerifiedFilter(admin.SimpleListFilter):
@@ -75,7 +90,6 @@ class TelegramUserAdmin(ModelAdmin):
     list_display = ("telegram_id", "name", "state", "start_payload", "joined_at", "last_seen_at", "verified", "banned")
     list_filter = (
         "state",
-        "admin_banned",
         BannedFilter,
         VerifiedFilter,
         LastSeenFilter,
@@ -90,7 +104,7 @@ class TelegramUserAdmin(ModelAdmin):
     fieldsets = (
         (None, {"fields": (*TELEGRAM_FIELDS, "state", "joined_at", "last_seen_at")}),
         ("Access", {"fields": ("verified_until", "verification_count", "bypass_count", "banned_until")}),
-        ("Premium and /ban", {"fields": ("premium_until", "admin_banned")}),
+        ("Premium and admin bans", {"fields": ("premium_until", "admin_banned")}),
         ("Activity", {"fields": ("activity",)}),
     )
     readonly_fields = (
@@ -123,9 +137,13 @@ class TelegramUserAdmin(ModelAdmin):
     def verified(self, obj):
         return bool(obj.verified_until and obj.verified_until > clock.now())
 
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(admin_ban_now=admin_ban_now())
+
     @display(description="banned", boolean=True)
     def banned(self, obj):
-        return bool(obj.banned_until and obj.banned_until > clock.now())
+        """An admin ban or a verification-bypass ban in force."""
+        return bool(getattr(obj, "admin_ban_now", False) or (obj.banned_until and obj.banned_until > clock.now()))
 
     @display(description="what they got")
     def activity(self, obj):
@@ -147,14 +165,18 @@ class TelegramUserAdmin(ModelAdmin):
             sections.append({"title": title, "rows": list(rows[:ACTIVITY_ROWS]), "count": count, "url": url, "kind": model})
         return render_to_string("admin/botapp/user_activity.html", {"sections": sections})
 
-    @action(description=f"Ban for {BAN_DAYS} days (no files while verification is on)")
+    @action(description=f"Ban for {BAN_DAYS} days (as /ban: no files)")
     def ban(self, request, queryset):
-        n = users_ban(user_ids=list(queryset.values_list("pk", flat=True)), days=BAN_DAYS)
+        reason = f"console: {request.user.get_username()}"
+        n, admins = users_ban(users=queryset.order_by("pk"), duration=timedelta(days=BAN_DAYS), reason=reason)
         self.message_user(request, f"Banned {n} user(s) for {BAN_DAYS} days.", messages.WARNING)
+        if admins:
+            names = ", ".join(str(u.telegram_id) for u in admins)
+            self.message_user(request, f"Admins cannot be banned (ADMIN_IDS): {names} left as they were.", messages.ERROR)
 
-    @action(description="Unban")
+    @action(description="Unban (admin and bypass bans)")
     def unban(self, request, queryset):
-        n = users_unban(user_ids=list(queryset.values_list("pk", flat=True)))
+        n = users_unban(users=queryset.order_by("pk"))
         self.message_user(request, f"Unbanned {n} user(s).")
 
     @action(description="Reset verification (verify again for the next file)")

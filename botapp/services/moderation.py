@@ -7,6 +7,7 @@ the delivery gate no query (`TelegramUser.admin_banned`).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from django.db import transaction
@@ -16,7 +17,8 @@ from botapp import clock
 from botapp.models import AdminCommand, TelegramUser, UserBan
 
 
-def _in_force(now: datetime) -> Q:
+def ban_in_force_q(now: datetime) -> Q:
+    """UserBan rows in force at `now`."""
     return Q(lifted_at__isnull=True) & (Q(until__isnull=True) | Q(until__gt=now))
 
 
@@ -37,23 +39,51 @@ def user_unban(*, user: TelegramUser, lifted_by: int | None = None) -> bool:
     """Lift the user's ban now. Returns whether a ban was in force."""
     now = clock.now()
     with transaction.atomic():
-        lifted = UserBan.objects.filter(_in_force(now), user=user).update(lifted_at=now, lifted_by=lifted_by)
+        lifted = UserBan.objects.filter(ban_in_force_q(now), user=user).update(lifted_at=now, lifted_by=lifted_by)
         UserBan.objects.filter(user=user, lifted_at__isnull=True).update(lifted_at=now, lifted_by=lifted_by)  # expired ones
         TelegramUser.objects.filter(pk=user.pk).update(admin_banned=False)
     user.admin_banned = False
     return bool(lifted)
 
 
+def users_ban(*, users: Iterable[TelegramUser], duration: timedelta, reason: str) -> tuple[int, list[TelegramUser]]:
+    """The console's *Ban*: each user banned as `/ban` would (`user_ban`), except admins (ADMIN_IDS),
+    whom the bot refuses to ban too. Returns how many were banned and the admins left alone."""
+    from botapp.config import admin_ids_load
+
+    admins = admin_ids_load()
+    banned, skipped = 0, []
+    for user in users:
+        if user.telegram_id in admins:
+            skipped.append(user)
+            continue
+        user_ban(user=user, duration=duration, reason=reason)
+        banned += 1
+    return banned, skipped
+
+
+def users_unban(*, users: Iterable[TelegramUser]) -> int:
+    """The console's *Unban*: lift the admin ban (`/ban`) and the verification-bypass ban of each
+    user. Returns how many had either in force."""
+    now = clock.now()
+    lifted = 0
+    for user in users:
+        bypass = TelegramUser.objects.filter(pk=user.pk, banned_until__gt=now).update(banned_until=None)
+        admin = user.admin_banned and user_unban(user=user)
+        lifted += bool(bypass or admin)
+    return lifted
+
+
 def ban_in_force(*, user: TelegramUser, now: datetime | None = None) -> UserBan | None:
     """The admin ban holding the user back at `now`, or None. No query for a user never banned."""
     if not user.admin_banned:
         return None
-    return UserBan.objects.filter(_in_force(now or clock.now()), user=user).order_by("-created_at").first()
+    return UserBan.objects.filter(ban_in_force_q(now or clock.now()), user=user).order_by("-created_at").first()
 
 
 def bans_in_force(*, limit: int = 50) -> tuple[list[UserBan], int]:
     """Bans in force (newest first, at most `limit`) and how many there are in all."""
-    bans = UserBan.objects.filter(_in_force(clock.now())).select_related("user").order_by("-created_at")
+    bans = UserBan.objects.filter(ban_in_force_q(clock.now())).select_related("user").order_by("-created_at")
     return list(bans[:limit]), bans.count()
 
 

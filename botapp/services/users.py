@@ -180,17 +180,6 @@ def join_request_record(*, channel_id: int, user_id: int) -> None:
     ChannelJoinRequest.objects.get_or_create(channel_id=channel_id, user_id=user_id)
 
 
-def users_ban(*, user_ids: list[int], days: int) -> int:
-    """Ban these users (TelegramUser pks) for `days` from now, as a second verification bypass
-    would: while verification is on they get no files until it ends. Returns how many."""
-    return TelegramUser.objects.filter(pk__in=user_ids).update(banned_until=clock.now() + timedelta(days=days))
-
-
-def users_unban(*, user_ids: list[int]) -> int:
-    """Lift any ban of these users now. Returns how many were banned."""
-    return TelegramUser.objects.filter(pk__in=user_ids, banned_until__gt=clock.now()).update(banned_until=None)
-
-
 def users_verification_reset(*, user_ids: list[int]) -> int:
     """Forget these users' verification: with verification on, their next file asks them to
     verify again. Returns how many were verified."""

@@ -3,13 +3,15 @@ a user's page listing what they got, and stored files leading with their link.""
 
 import csv
 import io
+import re
 from datetime import timedelta
 
 import pytest
 from django.urls import reverse
 
 from botapp import clock
-from botapp.models import BotSettings, StoredFile, TelegramUser
+from botapp.models import BotSettings, StoredFile, TelegramUser, UserBan
+from botapp.services.moderation import ban_in_force, user_ban
 from tests.conftest import STORAGE
 from tests.factories import (
     BroadcastDeliveryFactory,
@@ -33,6 +35,12 @@ def listed(response):
     return {u.username for u in response.context["cl"].result_list}
 
 
+def banned_column(response) -> list[str]:
+    """The title of each row's "banned" cell (unfold draws a boolean as an icon titled True/False)."""
+    cells = response.content.decode().split('class="field-banned')[1:]
+    return [re.search(r'title="(True|False)"', cell).group(1) for cell in cells]
+
+
 def test_searching_at_username_finds_the_user(operator):
     TelegramUserFactory(username="alice")
     TelegramUserFactory(username="bob")
@@ -43,28 +51,52 @@ def test_filters_for_banned_verified_last_seen_and_payload(operator):
     now = clock.now()
     TelegramUserFactory(username="banned", banned_until=now + timedelta(days=1))
     TelegramUserFactory(username="was_banned", banned_until=now - timedelta(days=1))
+    user_ban(user=TelegramUserFactory(username="admin_banned"), duration=timedelta(days=1))
+    ended = TelegramUserFactory(username="ban_ended", admin_banned=True)  # the flag stays until /unban
+    UserBan.objects.create(user=ended, created_at=now - timedelta(days=2), until=now - timedelta(days=1))
     TelegramUserFactory(username="verified", verified_until=now + timedelta(hours=1))
     TelegramUserFactory(username="away", last_seen_at=now - timedelta(days=40), start_payload="promo-autumn")
     url = reverse(USERS)
-    assert listed(operator.get(url, {"banned": "yes"})) == {"banned"}
+    assert listed(operator.get(url, {"banned": "yes"})) == {"banned", "admin_banned"}
+    assert listed(operator.get(url, {"banned": "admin"})) == {"admin_banned"}
+    assert listed(operator.get(url, {"banned": "bypass"})) == {"banned"}
+    assert listed(operator.get(url, {"banned": "no"})) == {"was_banned", "ban_ended", "verified", "away"}
+    assert banned_column(operator.get(url, {"banned": "yes"})) == ["True", "True"]
+    assert banned_column(operator.get(url, {"banned": "no"})) == ["False"] * 4
     assert listed(operator.get(url, {"verified": "yes"})) == {"verified"}
     assert listed(operator.get(url, {"seen": "old"})) == {"away"}
     assert listed(operator.get(url, {"start_payload__icontains": "autumn"})) == {"away"}
 
 
-def test_ban_unban_and_reset_verification_act_on_the_selected_users(operator):
+def test_ban_is_the_bots_ban_and_unban_lifts_both_kinds(operator, admin_user):
     alice = TelegramUserFactory(verified_until=clock.now() + timedelta(hours=3))
-    bob = TelegramUserFactory()
+    bob = TelegramUserFactory(banned_until=clock.now() + timedelta(hours=6))  # a verification bypass
+    carol = TelegramUserFactory()
     url = reverse(USERS)
-    operator.post(url, {"action": "ban", "_selected_action": [alice.pk]})
-    alice.refresh_from_db()
-    assert alice.banned_until - clock.now() > timedelta(days=29)
-    assert TelegramUser.objects.get(pk=bob.pk).banned_until is None
+    response = operator.post(url, {"action": "ban", "_selected_action": [alice.pk]}, follow=True)
+    assert "Banned 1 user(s) for 30 days." in response.content.decode()
+    ban = ban_in_force(user=TelegramUser.objects.get(pk=alice.pk))  # what the delivery gate asks
+    assert ban is not None and ban.until - clock.now() > timedelta(days=29)
+    assert ban.reason == f"console: {admin_user.get_username()}" and ban.banned_by is None
+    assert ban_in_force(user=TelegramUser.objects.get(pk=carol.pk)) is None
 
-    operator.post(url, {"action": "unban", "_selected_action": [alice.pk, bob.pk]})
+    response = operator.post(url, {"action": "unban", "_selected_action": [alice.pk, bob.pk, carol.pk]}, follow=True)
+    assert "Unbanned 2 user(s)." in response.content.decode()
+    assert ban_in_force(user=TelegramUser.objects.get(pk=alice.pk)) is None
+    assert TelegramUser.objects.get(pk=bob.pk).banned_until is None
     operator.post(url, {"action": "reset_verification", "_selected_action": [alice.pk]})
-    alice.refresh_from_db()
-    assert alice.banned_until is None and alice.verified_until is None
+    assert TelegramUser.objects.get(pk=alice.pk).verified_until is None
+
+
+def test_admins_are_not_banned_from_the_console_either(operator, settings):
+    settings.ADMIN_IDS = "1000"
+    admin = TelegramUserFactory(telegram_id=1000)
+    dave = TelegramUserFactory()
+    response = operator.post(reverse(USERS), {"action": "ban", "_selected_action": [admin.pk, dave.pk]}, follow=True)
+    page = response.content.decode()
+    assert "Banned 1 user(s) for 30 days." in page and "Admins cannot be banned (ADMIN_IDS): 1000" in page
+    assert ban_in_force(user=TelegramUser.objects.get(pk=admin.pk)) is None
+    assert ban_in_force(user=TelegramUser.objects.get(pk=dave.pk)) is not None
 
 
 def test_csv_export_has_one_row_per_selected_user(operator):
