@@ -41,6 +41,39 @@ class SharedClientRedisCache(RedisCache):
         self._class = SharedClientRedisCacheClient
 
 
+# A Redis that accepts connections and never answers costs each cache call its socket timeout
+# (1.5 s, config/settings.py), and runbot makes several per update: after one failure this process
+# leaves the cache alone for CACHE_RETRY_AFTER seconds (hot values come from the database,
+# counters go to it), then asks again. The limiter does the same with its own Redis client.
+CACHE_RETRY_AFTER = 10.0
+_down_until = 0.0
+_warned_at = -1e9
+_monotonic = time.monotonic  # tests move it
+
+
+def cache_usable() -> bool:
+    """False for CACHE_RETRY_AFTER seconds after a cache call failed (`cache_failed`)."""
+    return _monotonic() >= _down_until
+
+
+def cache_failed(exc: Exception, what: str) -> None:
+    """A cache call failed: stop asking for a while. Logged as an error once a minute."""
+    global _down_until, _warned_at
+    now = _monotonic()
+    _down_until = now + CACHE_RETRY_AFTER
+    if now - _warned_at > 60:
+        _warned_at = now
+        log.error("cache unreachable (%s): %s; not asked again for %.0f s", exc, what, CACHE_RETRY_AFTER)
+    else:
+        log.warning("cache unreachable (%s): %s", what, exc)
+
+
+def cache_recovered() -> None:
+    """Ask the cache again at once (tests)."""
+    global _down_until
+    _down_until = 0.0
+
+
 # How long a process keeps a hot value (below) without asking Redis: another process's change
 # reaches it within this. The process that made the change forgets at once.
 HOT_LOCAL_TTL = 1.0
@@ -52,7 +85,8 @@ class HotValue:
     process queries the database for it, and in this process for HOT_LOCAL_TTL seconds, so most
     updates do not ask Redis either. `load()` reads it from the database (a picklable value);
     `forget()` drops both copies (signals call it when the rows change). With the cache
-    unreachable the value comes from the database, logged."""
+    unreachable the value comes from the database (and is kept in the process for the same
+    second); after a failure the cache is not asked again for CACHE_RETRY_AFTER (`cache_usable`)."""
 
     _all: list[HotValue] = []
 
@@ -69,23 +103,27 @@ class HotValue:
         local = self._local
         if local is not None and local[0] > now:
             return local[1]
-        try:
-            value = cache.get(self.key)
-        except RedisError as exc:
-            log.warning("cache unreachable, reading %s from the database: %s", self.what, exc)
-            return self.load()
+        value = None
+        usable = cache_usable()
+        if usable:
+            try:
+                value = cache.get(self.key)
+            except RedisError as exc:
+                cache_failed(exc, f"reading {self.what} from the database")
+                usable = False
         if value is None:
             value = self.load()
-            try:
-                cache.set(self.key, value, self.timeout) if self.timeout else cache.set(self.key, value)
-            except RedisError as exc:
-                log.warning("cache unreachable, %s not cached: %s", self.what, exc)
+            if usable:
+                try:
+                    cache.set(self.key, value, self.timeout) if self.timeout else cache.set(self.key, value)
+                except RedisError as exc:
+                    cache_failed(exc, f"{self.what} not cached")
         self._local = (now + HOT_LOCAL_TTL, value)
         return value
 
     def forget(self) -> None:
         self._local = None
-        try:
+        try:  # asked even while the cache seems down: a stale entry would outlive the outage
             cache.delete(self.key)
         except RedisError as exc:  # the entry expires on its own
             log.error("cache unreachable, %s stays cached until its entry expires: %s", self.what, exc)

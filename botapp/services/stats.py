@@ -34,6 +34,7 @@ from django.db.models.functions import Coalesce, Greatest
 from redis import RedisError
 
 from botapp import clock
+from botapp.cache import cache_failed, cache_usable
 from botapp.models import DailyStat, StoredFile
 
 log = logging.getLogger(__name__)
@@ -71,7 +72,7 @@ def _key(name: str) -> str:
 def _add(counts: dict[str, int | str]) -> None:
     """Record increments ({"day|<date>|<field>": n, "file|<id>|n": n}) and last deliveries
     ({"file|<id>|at": iso time}): in Redis in one script call (a flush never takes half of them)."""
-    client = _redis()
+    client = _redis() if cache_usable() else None
     if client is not None:
         try:
             args = []
@@ -80,7 +81,7 @@ def _add(counts: dict[str, int | str]) -> None:
             _add_script(client)(keys=[_key(PENDING)], args=args, client=client)
             return
         except RedisError as exc:
-            log.warning("Redis unreachable: counters go straight to the database: %s", exc)
+            cache_failed(exc, "counters go straight to the database")
     with transaction.atomic():
         _apply(counts)
 
