@@ -64,3 +64,22 @@ def test_lists_fit_a_laptop_and_the_dashboard_and_broadcast_page_fit_a_phone(log
         tab.goto(path)
         assert tab.evaluate("document.documentElement.scrollWidth") <= 390, path
     phone.close()
+
+
+def test_an_operator_bans_a_user_from_the_list_as_the_bots_ban_does(logged_in):
+    from botapp.services.moderation import ban_in_force
+    from tests.factories import TelegramUserFactory
+
+    mallory = TelegramUserFactory(username="mallory", first_name="Mallory")
+    TelegramUserFactory(username="alice", first_name="Alice")
+    page = logged_in
+    page.goto("/botapp/telegramuser/")
+    page.get_by_role("row").filter(has_text="@mallory").get_by_role("checkbox").check()
+    page.locator("select[name=action]").select_option(label="Ban for 30 days (as /ban: no files)")
+    page.get_by_role("button", name="Run").click()
+    page.get_by_text("Banned 1 user(s) for 30 days.").wait_for()
+    assert ban_in_force(user=TelegramUser.objects.get(pk=mallory.pk)) is not None
+
+    page.goto("/botapp/telegramuser/?banned=admin")
+    rows = page.get_by_role("row").filter(has_text="@")
+    assert rows.count() == 1 and "@mallory" in rows.first.inner_text()
