@@ -30,7 +30,7 @@ ACTIVITY_ROWS = 10  # per kind on a user's page; the rest through "all …"
 
 def admin_ban_now() -> Exists:
     """The user has an admin ban in force (`/ban`, or *Ban* here): one subquery, no query per row."""
-    return Exists(UserBan.objects.filter(ban_in_force_q(clock.now()), user=OuterRef("pk")))
+    return Exists(UserBan.objects.filter(ban_in_force_q(now=clock.now()), user=OuterRef("pk")))
 
 
 class BannedFilter(admin.SimpleListFilter):

@@ -17,7 +17,7 @@ from botapp import clock
 from botapp.models import AdminCommand, TelegramUser, UserBan
 
 
-def ban_in_force_q(now: datetime) -> Q:
+def ban_in_force_q(*, now: datetime) -> Q:
     """UserBan rows in force at `now`."""
     return Q(lifted_at__isnull=True) & (Q(until__isnull=True) | Q(until__gt=now))
 
@@ -39,7 +39,7 @@ def user_unban(*, user: TelegramUser, lifted_by: int | None = None) -> bool:
     """Lift the user's ban now. Returns whether a ban was in force."""
     now = clock.now()
     with transaction.atomic():
-        lifted = UserBan.objects.filter(ban_in_force_q(now), user=user).update(lifted_at=now, lifted_by=lifted_by)
+        lifted = UserBan.objects.filter(ban_in_force_q(now=now), user=user).update(lifted_at=now, lifted_by=lifted_by)
         UserBan.objects.filter(user=user, lifted_at__isnull=True).update(lifted_at=now, lifted_by=lifted_by)  # expired ones
         TelegramUser.objects.filter(pk=user.pk).update(admin_banned=False)
     user.admin_banned = False
@@ -78,12 +78,12 @@ def ban_in_force(*, user: TelegramUser, now: datetime | None = None) -> UserBan 
     """The admin ban holding the user back at `now`, or None. No query for a user never banned."""
     if not user.admin_banned:
         return None
-    return UserBan.objects.filter(ban_in_force_q(now or clock.now()), user=user).order_by("-created_at").first()
+    return UserBan.objects.filter(ban_in_force_q(now=now or clock.now()), user=user).order_by("-created_at").first()
 
 
 def bans_in_force(*, limit: int = 50) -> tuple[list[UserBan], int]:
     """Bans in force (newest first, at most `limit`) and how many there are in all."""
-    bans = UserBan.objects.filter(ban_in_force_q(clock.now())).select_related("user").order_by("-created_at")
+    bans = UserBan.objects.filter(ban_in_force_q(now=clock.now())).select_related("user").order_by("-created_at")
     return list(bans[:limit]), bans.count()
 
 
