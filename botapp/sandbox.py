@@ -57,6 +57,10 @@ SEND_RE = re.compile(
     re.IGNORECASE,
 )
 SIZE_UNITS = {"B": 1, "KB": 1024, "MB": 1024**2, "GB": 1024**3}
+# Telegram's documented limits: user ids have at most 52 significant bits (Bot API, User.id); an
+# upload is at most 8,000 parts of 512 KB for Premium users (4,000 otherwise: core.telegram.org/api/files).
+MAX_USER_ID = 2**52 - 1
+MAX_FILE_SIZE = 8000 * 512 * 1024
 POST_RE = re.compile(r"^post\s+(?P<text>.+)$")
 FORWARD_RE = re.compile(r"^(?P<user>\d+)\s+forwards\s+#?(?P<message>\d+)$")
 FORCESUB_RE = re.compile(r"^forcesub\s+(?P<title>[^\s]+)(?:\s+(?P<span>(\d+\s*[smhd]\s*)+))?(?:\s+(?P<requests>requests))?$")
@@ -168,7 +172,10 @@ class Sandbox:
         try:
             understood = self._feed(line)
         except OverflowError:
-            self.note(f"that is too far: {line!r} (wait at most a few years)")
+            if WAIT_RE.match(line) or FORCESUB_RE.match(line) or LINK_RE.match(line):
+                self.note(f"that is too far: {line!r} (wait at most a few years)")
+            else:
+                self.note(f"a number in {line!r} is too large for Telegram")
             return False
         self.send_queued()
         return understood
@@ -190,10 +197,13 @@ class Sandbox:
         if user and int(user[1]) == 0:
             self.note("Telegram user ids start at 1")
             return False
+        if user and int(user[1]) > MAX_USER_ID:
+            self.note(f"Telegram user ids have at most 52 bits (up to {MAX_USER_ID:,})")
+            return False
         if m := WAIT_RE.match(line):
             self.wait(duration_parse(m["span"]))
         elif m := TAP_RE.match(line):
-            self.tap(int(m["user"]), m["label"].strip())
+            return self.tap(int(m["user"]), m["label"].strip())
         elif m := BLOCK_RE.match(line):
             self.telegram.block(int(m["user"]))
             self.bot.pump.process()  # runbot hears of it (UpdateBotStopped)
@@ -224,6 +234,9 @@ class Sandbox:
         elif m := SEND_RE.match(line):
             media = Media(m["kind"].lower(), m["file"])
             size = round(float(m["size"]) * SIZE_UNITS[m["unit"].upper()]) if m["size"] else None
+            if size is not None and size > MAX_FILE_SIZE:
+                self.note(f"Telegram takes files of at most {MAX_FILE_SIZE // 1024**2:,} MB (a Premium user's limit)")
+                return False
             self.telegram.user_sends(self.user(int(m["user"])), m["caption"] or "", media=media, file_size=size)
             self.bot.pump.process()
         elif m := POST_RE.match(line):
@@ -287,33 +300,35 @@ class Sandbox:
         self.telegram.user_sends(self.user(user_id), text)
         self.bot.pump.process()
 
-    def tap(self, user_id: int, label: str) -> None:
+    def tap(self, user_id: int, label: str) -> bool:
+        """Tap the button; False (after a note) when the user has no message with it."""
         found = self.telegram.find_button(user_id, label)
         if found is None:
             self.note(f"user {user_id} has no message with a button {label!r}")
-            return
+            return False
         msg, button = found
         if button.callback_data is not None:
             self.telegram.tap(self.user(user_id), msg.id, button.callback_data)
             self.bot.pump.process()
-            return
+            return True
         opened = self.telegram.open_invite(button.url, self.user(user_id))
         if opened != "unknown":  # an invite link the bot made
             self.note(f"user {user_id} opens {button.url}: {INVITE_OUTCOMES[opened]}")
             if opened == "requested":
                 self.bot.pump.process()  # runbot hears of the join request
-            return
+            return True
         try:
             target = self.follow(button.url)
         except ClickLinkExpired:
             self.note(f"user {user_id} opens an expired button link (CLICK_LINK_DAYS): a page says so, no click counted")
-            return
+            return True
         payload = self.deep_link_payload(target)
         if payload is None:
             self.note(f"user {user_id} opens {target} (outside the bot)")
-            return
+            return True
         # Telegram turns an opened t.me/<bot>?start=X link into "/start X" from the user.
         self.say(user_id, f"/start {payload}".strip())
+        return True
 
     def post_link_note(self, message_id: int) -> None:
         from botapp.models import StoredFile
@@ -329,6 +344,8 @@ class Sandbox:
         chat_id = FORCESUB_FIRST - ForceSubChannel.objects.count()
         self.telegram.create_channel(chat_id, title=title)
         minutes = int(ttl.total_seconds() // 60)
+        if not minutes:  # the operator's own link, made in Telegram: it joins (or asks to) as any invite does
+            self.telegram.invite_add(chat_id, f"https://t.me/+{title.lower()}", request_needed=requests)
         ForceSubChannel.objects.create(
             chat_id=chat_id,
             title=title,
@@ -461,7 +478,11 @@ def setting_edit(*, field: str, value: str) -> str:
     if field not in names:
         return f"Bot settings have no {field!r}: " + ", ".join(sorted(names))
     form_class = modelform_factory(BotSettings, form=BotSettingsForm, fields=[field])
-    return _form_save(form_class(data={field: _form_value(BotSettings, field, value)}, instance=conf))
+    try:
+        data = {field: _form_value(BotSettings, field, value)}
+    except ValueError as exc:
+        return str(exc)
+    return _form_save(form_class(data=data, instance=conf))
 
 
 def link_edit(*, share_id: str, field: str, value: str) -> str:
@@ -481,7 +502,11 @@ def link_edit(*, share_id: str, field: str, value: str) -> str:
             return "expires_at takes a span from now (2h, 30m, 1d) or never"
         value = (clock.now() + duration_parse(value)).isoformat()
     form_class = modelform_factory(StoredFile, fields=[field])
-    return _form_save(form_class(data={field: _form_value(StoredFile, field, value)}, instance=stored))
+    try:
+        data = {field: _form_value(StoredFile, field, value)}
+    except ValueError as exc:
+        return str(exc)
+    return _form_save(form_class(data=data, instance=stored))
 
 
 def _form_value(model, field: str, value: str) -> str:
@@ -489,8 +514,10 @@ def _form_value(model, field: str, value: str) -> str:
     kind = model._meta.get_field(field)
     word = value.strip().lower()
     if kind.get_internal_type() == "BooleanField":
+        if word not in (*YES, *NO, *(("default", "") if kind.null else ())):
+            raise ValueError(f"{field} is yes or no" + (" (or default)" if kind.null else "") + f", not {value.strip()!r}")
         if kind.null:
-            return {"default": "unknown", **dict.fromkeys(YES, "true"), **dict.fromkeys(NO, "false")}.get(word, word)
+            return {"default": "unknown", "": "unknown", **dict.fromkeys(YES, "true"), **dict.fromkeys(NO, "false")}[word]
         return "on" if word in YES else ""
     return "" if word in ("default", "never") else value.strip()
 

@@ -139,3 +139,22 @@ def test_sandbox_whole_journey(monkeypatch):
             {"text": "❌ Close", "callback_data": "close"},
         ]
     ]
+
+
+@pytest.mark.django_db
+def test_the_sandbox_knows_its_own_storage_channel_and_admins(monkeypatch, settings):
+    """The settings form refuses the sandbox's storage channel as the backup, as it would refuse
+    STORAGE_CHANNEL_ID's; the sandbox's admin is one; and nothing of it outlives the sandbox."""
+    settings.STORAGE_CHANNEL_ID = ""
+    settings.ADMIN_IDS = ""
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stdin", io.StringIO("set backup_channel_id -1001000000001\n1000: /stats\n"))
+    with pytest.raises(SystemExit) as exit_:
+        call_command("runbot", "--sandbox", stdout=out)
+    assert exit_.value.code == 1
+    lines = out.getvalue().splitlines()
+    assert (
+        lines[0] == ".. Bot settings: backup_channel_id: That is the storage channel itself: the backup needs a second channel."
+    )
+    assert any(line.startswith("-> 1000 #") and "Users" in line for line in lines[1:]), lines
+    assert settings.STORAGE_CHANNEL_ID == "" and settings.ADMIN_IDS == ""

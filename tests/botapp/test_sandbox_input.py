@@ -14,7 +14,13 @@ pytestmark = pytest.mark.django_db
 
 LINES = st.one_of(
     st.text(max_size=60),
-    st.builds(lambda u, t: f"{u}: {t}", st.integers(0, 10**12), st.text(max_size=40)),
+    st.builds(lambda u, t: f"{u}: {t}", st.integers(0, 10**21), st.text(max_size=40)),
+    st.builds(lambda u: f"{u} blocks", st.integers(0, 10**21)),
+    st.builds(
+        lambda n, unit: f"1000 sends document a.pdf[{n}{unit}] x",
+        st.integers(0, 10**16),
+        st.sampled_from(["B", "KB", "MB", "GB"]),
+    ),
     st.builds(lambda u, t: f"{u} tap {t}", st.integers(0, 10**6), st.text(max_size=20)),
     st.builds(lambda n, unit: f"wait {n}{unit}", st.integers(0, 10**15), st.sampled_from("smhd")),
 )
@@ -44,8 +50,20 @@ def test_durations():
 
 
 def test_a_tap_without_a_matching_button_says_so(box):
-    box.feed("1001 tap Nothing here")
+    assert not box.feed("1001 tap Nothing here")  # piped input then exits 1
     assert "has no message with a button 'Nothing here'" in box.out.getvalue()
+
+
+def test_numbers_beyond_telegrams_say_so_and_the_sandbox_goes_on(box, telegram):
+    assert not box.feed("99999999999999999999: /start")
+    assert not box.feed("1000 sends document a.pdf[99999999999999GB] big")
+    assert not box.feed("1000 sends document a.pdf[4001MB] big")
+    out = box.out.getvalue()
+    assert ".. Telegram user ids have at most 52 bits (up to 4,503,599,627,370,495)" in out
+    assert out.count(".. Telegram takes files of at most 4,000 MB (a Premium user's limit)") == 2
+    assert box.feed("1000 sends document a.pdf[4000MB] biggest")  # the limit itself goes
+    assert box.feed("1000 replies: /broadcast")  # what crashed the sandbox after a huge file before
+    assert "too far" not in box.out.getvalue()
 
 
 def test_blocks(box, gateway, chat):

@@ -69,3 +69,26 @@ def test_join_request_links_in_the_sandbox(box, stored):
     assert out[-1].endswith("asked to join (the bot hears of it)")
     _, out = transcript(box, "1003 tap Try again")
     assert any('copy document "Report"' in line for line in out)
+
+
+def test_a_fixed_invite_link_joins_too(box, stored):
+    results, out = transcript(box, "forcesub News", f"1001: /start {stored.share_id}", "1001 tap Join News", "1001 tap Try again")
+    assert all(results)
+    assert out[0] == ".. force-subscribe channel News (-1002000000001): a fixed invite link"
+    assert ".. user 1001 opens https://t.me/+news: joined the channel" in out
+    assert any(line.startswith("-> 1001 ") and 'copy document "Report"' in line for line in out)
+
+
+def test_a_switch_takes_yes_or_no_and_nothing_else(box, stored):
+    results, out = transcript(
+        box,
+        "set verification_enabled yes",
+        "set verification_enabled maybe",
+        f"link {stored.share_id} skip_verification perhaps",
+        f"link {stored.share_id} protect_content sometimes",
+    )
+    assert results == [True, False, False, False]
+    assert out[1] == ".. Bot settings: verification_enabled: verification_enabled is yes or no, not 'maybe'"
+    assert out[2].endswith(": skip_verification is yes or no, not 'perhaps'")
+    assert out[3].endswith(": protect_content is yes or no (or default), not 'sometimes'")
+    assert BotSettings.load().verification_enabled is True

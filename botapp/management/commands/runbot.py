@@ -111,6 +111,8 @@ class Command(BaseCommand):
         log.info("runbot stopped")
 
     def sandbox(self, *, as_json: bool, demo: bool) -> None:
+        from django.test.utils import override_settings
+
         from botapp import clock
         from botapp.sandbox import Sandbox, demo_setup, stdin_is_tty
         from botapp.services.shortener import MemoryShortener
@@ -128,48 +130,54 @@ class Command(BaseCommand):
         from celery import current_app
 
         current_app.conf.broker_url = "memory://localhost/"
-        if not settings.PUBLIC_URL:
-            settings.PUBLIC_URL = "https://courier.example"  # tracked buttons need an address; the sandbox follows them itself
         # One in-memory Telegram; runbot's client and a worker's client talk to it over MTProto.
         # The sandbox moves a virtual clock, so real-time rate windows would mean nothing here.
         telegram = TelegramServer(username=_remember_username("CourierBot"), enforce_rates=False)
         storage = storage_channel_load() or SANDBOX_STORAGE
         telegram.create_channel(storage, title="Storage")
         admins = admin_ids_load() or frozenset({SANDBOX_ADMIN})
-        shortener = MemoryShortener()  # verification links go "through" an in-memory shortener
-        bot = OfflineBot(
-            telegram,
-            # The sandbox has one channel (`post`): marked posts there are broadcast.
-            lambda gw: Router(
-                gw,
-                admin_ids=admins,
-                storage_channel_id=storage,
-                shortener=shortener,
-                broadcast_channel_id=storage,
-            ),
-            peers=user_access_hash,
-        )
-        worker = offline_gateway(telegram, name="worker", peers=user_access_hash)
-        try:
-            box = Sandbox(
-                telegram=telegram, bot=bot, worker=worker, out=self.stdout._out, as_json=as_json, links=shortener.follow
+        # What every part of the sandbox reads, for as long as it runs (the settings form refuses the
+        # storage channel as the backup, nobody bans an admin; tracked buttons need an address, and
+        # the sandbox follows them itself): its channel and admins, set or not.
+        with override_settings(
+            STORAGE_CHANNEL_ID=str(storage),
+            ADMIN_IDS=",".join(map(str, sorted(admins))),
+            PUBLIC_URL=settings.PUBLIC_URL or "https://courier.example",
+        ):
+            shortener = MemoryShortener()  # verification links go "through" an in-memory shortener
+            bot = OfflineBot(
+                telegram,
+                # The sandbox has one channel (`post`): marked posts there are broadcast.
+                lambda gw: Router(
+                    gw,
+                    admin_ids=admins,
+                    storage_channel_id=storage,
+                    shortener=shortener,
+                    broadcast_channel_id=storage,
+                ),
+                peers=user_access_hash,
             )
-            if demo:
-                stored = demo_setup(telegram, storage_channel_id=storage)
-                bot.pump.process(expect=len(stored.message_ids), posts=True)  # runbot hears of the demo posts now
-                box.note(
-                    f"demo file stored: send '1001: /start {stored.share_id}' (link t.me/{telegram.bot.username}?start={stored.share_id})",
-                    share_id=stored.share_id,
+            worker = offline_gateway(telegram, name="worker", peers=user_access_hash)
+            try:
+                box = Sandbox(
+                    telegram=telegram, bot=bot, worker=worker, out=self.stdout._out, as_json=as_json, links=shortener.follow
                 )
-            interactive = stdin_is_tty()
-            if interactive:
-                box.note(
-                    f"sandbox ready at {timezone.localtime(clock.now()):%Y-%m-%d %H:%M %Z}; admins: {sorted(admins)}. Ctrl-D to quit."
-                )
-            failures = box.run(sys.stdin, interactive=interactive)
-        finally:
-            worker.stop()
-            bot.stop()
+                if demo:
+                    stored = demo_setup(telegram, storage_channel_id=storage)
+                    bot.pump.process(expect=len(stored.message_ids), posts=True)  # runbot hears of the demo posts now
+                    box.note(
+                        f"demo file stored: send '1001: /start {stored.share_id}' (link t.me/{telegram.bot.username}?start={stored.share_id})",
+                        share_id=stored.share_id,
+                    )
+                interactive = stdin_is_tty()
+                if interactive:
+                    box.note(
+                        f"sandbox ready at {timezone.localtime(clock.now()):%Y-%m-%d %H:%M %Z}; admins: {sorted(admins)}. Ctrl-D to quit."
+                    )
+                failures = box.run(sys.stdin, interactive=interactive)
+            finally:
+                worker.stop()
+                bot.stop()
         if failures and not interactive:
             sys.exit(1)
 

@@ -33,7 +33,7 @@ from botapp import clock
 from botapp.telegram import limits
 from botapp.telegram.gateway import Button, Media, TgUser
 from botapp.telegram.server import render, wire
-from botapp.telegram.server.state import Bot, Channel, File, Message, Upload, User, channel_raw_id
+from botapp.telegram.server.state import Bot, Channel, File, Invite, Message, Upload, User, channel_raw_id
 
 log = logging.getLogger(__name__)
 
@@ -484,6 +484,12 @@ class TelegramServer:
                 )
                 self.push(self.updates_tl([update], channels=[channel]))
             return msg.id
+
+    def invite_add(self, chat_id: int, link: str, *, request_needed: bool = False) -> None:
+        """An invite link the channel's owner made (not the bot): it never expires."""
+        with self.lock:
+            channel = self.channels[channel_raw_id(chat_id)]
+            channel.invites[link] = Invite(link=link, date=clock.now(), request_needed=request_needed)
 
     def open_invite(self, link: str, user: TgUser) -> str:
         """A user opens an invite link the bot exported: they join the channel, or (a join-request
