@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.db import transaction
+from django.db.models import Exists, OuterRef, Q
 
 from botapp import clock
 from botapp.models import ButtonClick, SequenceMessage, SequenceStep, TelegramUser
@@ -52,12 +53,21 @@ class SequenceSendSweep:
     messages: dict[int, Outgoing | Exception] = field(default_factory=dict)  # per step; or why it cannot be built
 
     def claim(self, n: int) -> list[Due]:
+        """Due rows, each the user's earliest not yet settled: a user whose steps fell due together
+        (a sender that was down, steps minutes apart) gets them in order, one per run, never two
+        at once racing in the sending threads. A row another worker holds (sending) or handed
+        back (pending) keeps the user's later steps waiting too."""
         now = clock.now()
+        earlier = SequenceMessage.objects.filter(
+            Q(due_at__lt=OuterRef("due_at")) | Q(due_at=OuterRef("due_at"), id__lt=OuterRef("id")),
+            user_id=OuterRef("user_id"),
+            status__in=(Status.PENDING, Status.SENDING),
+        )
         with transaction.atomic():
             rows = [
                 Due(*r)
                 for r in SequenceMessage.objects.select_for_update(skip_locked=True, of=("self",))
-                .filter(status=Status.PENDING, due_at__lte=now)
+                .filter(~Exists(earlier), status=Status.PENDING, due_at__lte=now)
                 .order_by("due_at")
                 .values_list("id", "step_id", "user_id", "chat_id")[:n]
             ]

@@ -55,7 +55,8 @@ def test_steps_go_out_when_due_and_follow_the_click_condition(chat, alice, teleg
 
     ButtonClickFactory(user=TelegramUser.objects.get(telegram_id=alice.id), button="joined")
     clock.clock_advance(timedelta(hours=2))
-    run(gateway)
+    run(gateway)  # the 60-minute steps (the 120-minute ones, due too, wait for them)
+    run(gateway)  # the 120-minute steps, a minute later in production
 
     assert texts(telegram, alice) == ["Hello Alice! I deliver files shared through my links.", "Join us", "Thanks for joining!"]
     assert texts(telegram, BOB) == ["Hello Bob! I deliver files shared through my links.", "Join us", "Still not joined?"]
@@ -122,6 +123,27 @@ def test_a_send_whose_answer_was_lost_is_interrupted_and_never_repeated(chat, al
     assert texts(telegram, alice).count("Join us") == 1  # it did arrive (the answer was lost): once, never twice
     assert SequenceMessage.objects.get(pk=message.pk).status == "interrupted"
     assert TelegramUser.objects.get(telegram_id=alice.id).state == "active"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_steps_that_fell_due_together_go_in_order_one_per_run(chat, alice, telegram, gateway, onboarding):
+    chat(alice, "/start")
+    clock.clock_advance(timedelta(hours=3))  # the sender was down: every step is due
+    first, second = run(gateway), run(gateway)
+    assert (first.processed, second.processed) == (1, 1)
+    assert texts(telegram, alice)[1:] == ["Join us", "Still not joined?"]
+    third = run(gateway)
+    assert third.processed == 1  # the clicked-only step, skipped
+    assert list(SequenceMessage.objects.order_by("due_at").values_list("status", flat=True)) == ["sent", "sent", "skipped"]
+    assert run(gateway).processed == 0
+
+
+def test_a_held_step_keeps_the_users_later_steps_back(chat, alice, telegram, gateway, onboarding):
+    chat(alice, "/start")
+    clock.clock_advance(timedelta(hours=3))
+    first = SequenceMessage.objects.order_by("due_at").first()
+    SequenceMessage.objects.filter(pk=first.pk).update(status="sending", lease_until=clock.now() + timedelta(minutes=5))
+    assert SequenceSendSweep(gateway).claim(10) == []  # another worker is sending the first step
 
 
 def test_batch_queries_do_not_grow_with_batch_size(telegram, gateway, onboarding):
