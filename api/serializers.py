@@ -16,6 +16,7 @@ from rest_framework import serializers
 from botapp import clock
 from botapp.admin.compose import ComposedMessageForm
 from botapp.models import Broadcast, BroadcastAttachment, BroadcastDelivery, StoredFile, TelegramUser
+from botapp.models.files import MAX_BATCH, MAX_MESSAGE_ID, message_ids_problem
 from botapp.services.files import bot_username_cached, deep_link
 from botapp.services.messages import MAX_RECIPIENTS, AttachmentSpec
 from botapp.telegram.limits import BUTTON_TEXT_LENGTH
@@ -340,7 +341,11 @@ class TelegramUserSerializer(serializers.ModelSerializer):
 
 class StoredFileSerializer(serializers.ModelSerializer):
     link = serializers.SerializerMethodField()
-    message_ids = serializers.ListField(child=serializers.IntegerField(min_value=1), min_length=1)
+    # Checked as the console checks them (message_ids_problem), for the same messages.
+    message_ids = serializers.ListField(
+        child=serializers.IntegerField(),
+        help_text=f"1 to {MAX_BATCH} storage-channel message ids (1 to {MAX_MESSAGE_ID}), none twice, in delivery order.",
+    )
     source_chat_id = serializers.IntegerField(
         required=False, max_value=-1, help_text="The storage channel (default: STORAGE_CHANNEL_ID)."
     )
@@ -373,6 +378,11 @@ class StoredFileSerializer(serializers.ModelSerializer):
     def get_link(self, obj) -> str:
         """The deep link that delivers the file (t.me/<bot>?start=<share id>)."""
         return deep_link(bot_username=self.context.get("bot_username") or bot_username_cached(), payload=obj.share_id)
+
+    def validate_message_ids(self, ids):
+        if problem := message_ids_problem(ids):
+            raise serializers.ValidationError(problem)
+        return ids
 
     def validate(self, data):
         if "source_chat_id" not in data:

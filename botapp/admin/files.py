@@ -15,6 +15,7 @@ from botapp.models import (
     PendingDeletion,
     StoredFile,
 )
+from botapp.models.files import message_ids_problem
 from botapp.services.files import MAX_BATCH, bot_username_cached, deep_link
 
 
@@ -47,6 +48,8 @@ class MessageIdsField(forms.CharField):
         if count > MAX_BATCH:
             raise forms.ValidationError(f"A link holds at most {MAX_BATCH} messages (got {count:,}).")
         ids = [i for start, end in spans for i in range(start, end + 1)]
+        if problem := message_ids_problem(ids):  # beyond Telegram's ids, or one listed twice
+            raise forms.ValidationError(problem)
         return ids
 
 

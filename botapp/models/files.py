@@ -12,6 +12,31 @@ from botapp.telegram.limits import DELETE_WINDOW_MINUTES
 
 # Telegram lets a bot delete its messages for 48 hours; any lifetime we schedule must fit in it.
 TELEGRAM_DELETE_WINDOW_MINUTES = DELETE_WINDOW_MINUTES  # Telegram: bots delete only for 48 h
+MAX_MESSAGE_ID = 2**31 - 1  # Telegram's message ids are TL `int` (32 bits): messages.forwardMessages id:Vector<int>
+MAX_BATCH = 200  # messages behind one link; a user receives them in one go
+
+
+def message_ids_problem(ids) -> str:
+    """Why `ids` cannot be a link's messages, or "": a list of 1 to MAX_BATCH message ids, each
+    a positive 32-bit number, none twice (a link delivers each message once; Telegram refuses a
+    forward that names one message twice)."""
+    if not isinstance(ids, list) or not ids or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        return "Give a list of positive message ids, e.g. [12] or [12, 13, 14]."
+    if len(ids) > MAX_BATCH:
+        return f"A link holds at most {MAX_BATCH} messages (got {len(ids):,})."
+    if bad := [i for i in ids if not 0 < i <= MAX_MESSAGE_ID]:
+        return f"{bad[0]} is not a Telegram message id (they go from 1 to {MAX_MESSAGE_ID:,})."
+    seen = set()
+    for i in ids:
+        if i in seen:
+            return f"Message {i} is listed twice: a link delivers each message once."
+        seen.add(i)
+    return ""
+
+
+def message_ids_validate(ids) -> None:
+    if problem := message_ids_problem(ids):
+        raise ValidationError(problem)
 
 
 def share_id_new() -> str:
@@ -24,7 +49,9 @@ class StoredFile(models.Model):
 
     share_id = models.CharField(max_length=32, unique=True, default=share_id_new)
     source_chat_id = models.BigIntegerField(help_text="The storage channel that holds the messages.")
-    message_ids = models.JSONField(help_text="Message ids in the storage channel, delivered in this order.")
+    message_ids = models.JSONField(
+        help_text="Message ids in the storage channel, delivered in this order.", validators=[message_ids_validate]
+    )
     title = models.CharField(max_length=255, blank=True)
     # The copy in the backup channel (Bot settings), used when the storage channel's messages are gone.
     backup_chat_id = models.BigIntegerField(null=True, blank=True, help_text="The backup channel holding the copy.")
@@ -84,9 +111,6 @@ class StoredFile(models.Model):
     def clean(self):
         if self.source_chat_id is not None and self.source_chat_id >= 0:
             raise ValidationError({"source_chat_id": "A channel id is negative, like -1001234567890."})
-        ids = self.message_ids
-        if not isinstance(ids, list) or not ids or not all(isinstance(i, int) and i > 0 for i in ids):
-            raise ValidationError({"message_ids": "Give a list of positive message ids, e.g. [12] or [12, 13, 14]."})
 
 
 class PendingBatch(models.Model):

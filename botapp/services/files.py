@@ -8,8 +8,8 @@ from datetime import datetime
 from django.core.exceptions import ValidationError
 
 from botapp.models import StoredFile
-
-MAX_BATCH = 200  # messages behind one link; a user receives them in one go
+from botapp.models.files import MAX_BATCH as MAX_BATCH  # where callers have always found it
+from botapp.models.files import message_ids_validate
 
 
 def file_store(
@@ -30,8 +30,7 @@ def file_store(
     ids = [int(i) for i in message_ids]
     if not ids:
         raise ValidationError("A file needs at least one message.")
-    if len(ids) > MAX_BATCH:
-        raise ValidationError(f"A batch holds at most {MAX_BATCH} messages (got {len(ids)}).")
+    message_ids_validate(ids)
     return StoredFile.objects.create(
         source_chat_id=source_chat_id,
         message_ids=ids,

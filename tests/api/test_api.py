@@ -242,8 +242,19 @@ def test_files_register_storage_messages_and_return_the_deep_link(api, conf, set
     assert body["link"] == f"https://t.me/CourierBot?start={body['share_id']}" and body["source_chat_id"] == -1001000000001
     assert client.get("/api/v1/files/").json()["results"][0]["share_id"] == body["share_id"]
     assert client.get(f"/api/v1/files/{body['share_id']}/").json()["message_ids"] == [12, 13]
-    too_many = client.post("/api/v1/files/", {"message_ids": list(range(1, 202))})
-    assert too_many.status_code == 400 and "at most 200" in too_many.json()["detail"][0]
+    problems = {
+        "too many": (list(range(1, 202)), "A link holds at most 200 messages (got 201)."),
+        "beyond Telegram's ids": (
+            [99999999999999999999],
+            "99999999999999999999 is not a Telegram message id (they go from 1 to 2,147,483,647).",
+        ),
+        "twice": ([3, 3], "Message 3 is listed twice: a link delivers each message once."),
+        "none": ([], "Give a list of positive message ids, e.g. [12] or [12, 13, 14]."),
+    }
+    for ids, error in problems.values():
+        refused = client.post("/api/v1/files/", {"message_ids": ids})
+        assert refused.status_code == 400 and refused.json() == {"message_ids": [error]}
+    assert StoredFile.objects.count() == 1
 
 
 def test_a_files_own_link_settings_are_set_through_the_api(api, conf, settings):

@@ -128,3 +128,19 @@ def test_several_ranges_count_together_against_the_limit(operator):
     response = operator.post(url(StoredFile, "add"), {"title": "x", "source_chat_id": STORAGE, "message_ids": "1-150, 201-250"})
     assert response.status_code == 302
     assert len(StoredFile.objects.get().message_ids) == 200
+
+
+@pytest.mark.parametrize(
+    ("typed", "error"),
+    [
+        ("99999999999999999999", "99999999999999999999 is not a Telegram message id (they go from 1 to 2,147,483,647)."),
+        ("3, 3, 4", "Message 3 is listed twice: a link delivers each message once."),
+        ("5-8, 7", "Message 7 is listed twice: a link delivers each message once."),
+        ("abc", "'abc' is not a message id or a range like 10-20."),
+    ],
+)
+def test_message_ids_telegram_cannot_deliver_are_one_clear_form_error(operator, typed, error):
+    response = operator.post(url(StoredFile, "add"), {"title": "x", "source_chat_id": STORAGE, "message_ids": typed})
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors["message_ids"] == [error]  # one error, not the model's too
+    assert not StoredFile.objects.exists()
