@@ -8,10 +8,12 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect
+from django.template.defaultfilters import filesizeformat
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
+from django.utils.html import format_html_join
 from django.utils.safestring import mark_safe
 from unfold.decorators import action, display
 from unfold.enums import ActionVariant
@@ -38,6 +40,7 @@ from botapp.services.health import broker_problem
 from botapp.services.outgoing import buttons_parse
 
 ACTIVE = (Broadcast.Status.QUEUED, Broadcast.Status.SENDING)
+RECIPIENTS_SHOWN = 20  # listed users' ids on a broadcast's page; the rest counted
 
 
 class BroadcastForm(ComposedMessageForm):
@@ -79,15 +82,20 @@ class BroadcastAdmin(ModelAdmin):
         ("Delivery", {"fields": ("protect_content", "pin", "delete_after_minutes", "scheduled_at")}),
     )
     formfield_overrides = {models.TextField: {"widget": UnfoldAdminTextareaWidget(attrs={"rows": 5})}}
-    readonly_fields = ("preview", "live")
+    readonly_fields = ("preview", "live", "recipients", "files")
     actions_detail = ["send_test", "start_sending", "cancel_sending", "duplicate"]
     actions = None  # everything happens on the broadcast's own page, one broadcast at a time
 
     def get_fieldsets(self, request, obj=None):
         if obj is None:
             return self.fieldsets
-        # A saved broadcast leads with what users will see and how far it got.
-        return (("Preview and progress", {"fields": ("preview", "live")}), *self.fieldsets)
+        # A saved broadcast leads with what users will see and how far it got, then who gets it
+        # and the files a scheduled message carries (the API sets both; the form edits neither).
+        return (
+            ("Preview and progress", {"fields": ("preview", "live")}),
+            ("Recipients and files", {"fields": ("recipients", "files")}),
+            *self.fieldsets,
+        )
 
     def get_readonly_fields(self, request, obj=None):
         if obj is not None and obj.status != Broadcast.Status.DRAFT:
@@ -113,6 +121,33 @@ class BroadcastAdmin(ModelAdmin):
         return f"{p['done']:,}/{obj.total:,} ({p['percent']}%)"
 
     # --- the page ---
+
+    @display(description="recipients")
+    def recipients(self, obj):
+        if obj is None or not obj.pk:
+            return "—"
+        if obj.audience == Broadcast.Audience.USERS:
+            ids = obj.recipient_ids or []
+            shown = ", ".join(str(i) for i in ids[:RECIPIENTS_SHOWN])
+            more = f" and {len(ids) - RECIPIENTS_SHOWN:,} more" if len(ids) > RECIPIENTS_SHOWN else ""
+            return f"{len(ids):,} listed user(s): {shown}{more}"
+        if obj.audience == Broadcast.Audience.PAYLOAD:
+            return f"Users whose first /start carried “{obj.audience_payload}”"
+        return "Every active user"
+
+    @display(description="files")
+    def files(self, obj):
+        if obj is None or not obj.pk:
+            return "—"
+        rows = [
+            f"{a.get_kind_display()} {a.file_name or a.file_id[:24] + '…'}"
+            + (f" ({filesizeformat(a.size)})" if a.size else "")
+            + (f", refused: {a.error}" if a.error else "")
+            for a in obj.attachments.all()
+        ]
+        if obj.copy_message_ids:
+            rows.append(f"a copy of message(s) {', '.join(map(str, obj.copy_message_ids))} of chat {obj.copy_chat_id}")
+        return format_html_join(mark_safe("<br>"), "{}", ((r,) for r in rows)) if rows else "None (the message above)"
 
     @display(description="preview")
     def preview(self, obj):
@@ -301,7 +336,10 @@ class BroadcastAdmin(ModelAdmin):
                 request,
                 broadcast,
                 title=f"Duplicate “{broadcast.title}” as a new draft?",
-                lines=["The copy has the same text, media, buttons and options; nothing is sent until you start it."],
+                lines=[
+                    "The copy has the same text, media, files, buttons, options and recipients; "
+                    "nothing is sent until you start it."
+                ],
                 button="Create the draft",
             )
         copy = broadcast_duplicate(broadcast=broadcast)

@@ -106,17 +106,43 @@ def broadcast_audience() -> int:
 
 
 def broadcast_duplicate(*, broadcast: Broadcast) -> Broadcast:
-    """A new draft with the same message (text, media, buttons, protection, lifetime), titled as a
-    copy; its schedule, counters and test results start empty."""
-    return Broadcast.objects.create(
-        title=f"{broadcast.title} (copy)"[:255],
-        text=broadcast.text,
-        media_kind=broadcast.media_kind,
-        media=broadcast.media,
-        buttons=broadcast.buttons,
-        protect_content=broadcast.protect_content,
-        delete_after_minutes=broadcast.delete_after_minutes,
-    )
+    """A new draft with the same message and the same recipients: text, media, buttons, attachments
+    (a scheduled message's files: Telegram's file id, or a copy of a file not uploaded yet), copied
+    messages, protection, pin, lifetime, kind and audience (every active user, the listed users, or
+    a start payload's). Titled as a copy; its schedule, counters and test results start empty."""
+    from django.core.files.base import ContentFile
+
+    from botapp.models import BroadcastAttachment
+
+    with transaction.atomic():
+        copy = Broadcast.objects.create(
+            title=f"{broadcast.title} (copy)"[:255],
+            text=broadcast.text,
+            media_kind=broadcast.media_kind,
+            media=broadcast.media,
+            buttons=broadcast.buttons,
+            protect_content=broadcast.protect_content,
+            pin=broadcast.pin,
+            delete_after_minutes=broadcast.delete_after_minutes,
+            kind=broadcast.kind,
+            audience=broadcast.audience,
+            audience_payload=broadcast.audience_payload,
+            recipient_ids=list(broadcast.recipient_ids),
+            copy_chat_id=broadcast.copy_chat_id,
+            copy_message_ids=list(broadcast.copy_message_ids),
+            origin=broadcast.origin,
+            created_by=broadcast.created_by,
+            api_client=broadcast.api_client,
+        )
+        for old in broadcast.attachments.all():
+            new = BroadcastAttachment(
+                broadcast=copy, position=old.position, kind=old.kind, file_name=old.file_name, size=old.size, file_id=old.file_id
+            )
+            if not old.file_id and old.upload:  # its own file: the original's may be replaced (and deleted)
+                with old.upload.open("rb") as stored:
+                    new.upload.save(old.file_name or old.upload.name.rsplit("/", 1)[-1], ContentFile(stored.read()), save=False)
+            new.save()
+    return copy
 
 
 def broadcast_delete_refusal(*, broadcast: Broadcast) -> str:

@@ -277,5 +277,12 @@ def _attach(message: Broadcast, attachments: Sequence[AttachmentSpec]) -> None:
 
 
 def _title(text: str, attachments: Sequence[AttachmentSpec]) -> str:
-    first_line = text.strip().splitlines()[0] if text.strip() else ""
+    """The operators' title when the caller gave none: the text's first line as users read it
+    (Telegram HTML's tags and entities gone), or how many files."""
+    from html import unescape
+
+    from django.utils.html import strip_tags
+
+    plain = unescape(strip_tags(text)).strip()
+    first_line = plain.splitlines()[0].strip() if plain else ""
     return first_line[:80] or f"{len(attachments)} attachment(s)"

@@ -104,6 +104,44 @@ def test_duplicate_makes_a_new_draft_with_the_same_message(operator):
     )
 
 
+def test_a_scheduled_messages_page_shows_its_recipients_and_files_and_its_duplicate_keeps_them(operator, settings, tmp_path):
+    from django.core.files.base import ContentFile
+
+    from botapp.models import BroadcastAttachment
+
+    settings.MEDIA_ROOT = tmp_path
+    message = BroadcastFactory(
+        title="May catalogue",
+        text="<b>May</b> catalogue",
+        kind="message",
+        audience="users",
+        recipient_ids=[1001, 1004],
+        status="done",
+    )
+    BroadcastAttachment.objects.create(
+        broadcast=message, position=0, kind="photo", file_id="AgACAgQAAx0CfileId", file_name="cover.jpg", size=2048
+    )
+    pending = BroadcastAttachment(broadcast=message, position=1, kind="document", file_name="prices.pdf", size=5)
+    pending.upload.save("prices.pdf", ContentFile(b"%PDF!"), save=True)
+
+    page = operator.get(reverse("admin:botapp_broadcast_change", args=[message.pk])).content.decode()
+    assert "2 listed user(s): 1001, 1004" in page
+    assert "Photo cover.jpg (2.0\xa0KB)" in page  # filesizeformat: a no-break space
+    assert "Document prices.pdf" in page
+
+    operator.post(reverse("admin:botapp_broadcast_duplicate", args=[message.pk]))
+    copy = Broadcast.objects.exclude(pk=message.pk).get()
+    assert (copy.kind, copy.audience, copy.recipient_ids, copy.status) == ("message", "users", [1001, 1004], "draft")
+    files = list(copy.attachments.order_by("position"))
+    assert [(a.kind, a.file_name, a.file_id) for a in files] == [
+        ("photo", "cover.jpg", "AgACAgQAAx0CfileId"),
+        ("document", "prices.pdf", ""),
+    ]
+    assert files[1].upload.name != pending.upload.name  # its own file: replacing the original's cannot take it away
+    with files[1].upload.open("rb") as copied:
+        assert copied.read() == b"%PDF!"
+
+
 def test_the_actions_offered_follow_the_status(operator):
     draft = BroadcastFactory()
     page = operator.get(reverse("admin:botapp_broadcast_change", args=[draft.pk])).content.decode()

@@ -52,6 +52,7 @@ def test_two_uploaded_files_reach_three_listed_users_and_each_result_is_recorded
     )
     stored = [a.upload.name for a in message.attachments.all()]
     assert all(default_storage.exists(name) for name in stored)  # kept in Django's storage
+    assert message.title == "New this week"  # the text's first line as users read it, for the console
 
     assert job_run("send_broadcasts", trigger="test", gateway=gateway).processed == 0  # not yet
     assert telegram.count("upload.SaveFilePart") == 0
