@@ -29,10 +29,10 @@ from botapp.models import (
     BroadcastDelivery,
 )
 from botapp.services.broadcasts import (
-    broadcast_audience,
     broadcast_cancel,
     broadcast_delete_refusal,
     broadcast_duplicate,
+    broadcast_recipients_text,
     broadcast_start,
     broadcast_test_request,
 )
@@ -266,15 +266,25 @@ class BroadcastAdmin(ModelAdmin):
     @action(description="Start sending…", url_path="start", icon="send", variant=ActionVariant.PRIMARY, permissions=["start"])
     def start_sending(self, request, object_id):
         broadcast = self._broadcast(object_id)
-        audience = broadcast_audience()
+        audience, who = broadcast_recipients_text(broadcast=broadcast)
+        later = bool(broadcast.scheduled_at and broadcast.scheduled_at > clock.now())
         if request.method != "POST":
-            if broadcast.scheduled_at and broadcast.scheduled_at > clock.now():
+            if later and broadcast.audience == Broadcast.Audience.USERS:
+                when = f"{timezone.localtime(broadcast.scheduled_at):%Y-%m-%d %H:%M %Z}"
+                lines = [f"It is scheduled for {when}: it goes then to {who}."]
+            elif later and broadcast.audience == Broadcast.Audience.PAYLOAD:
+                when = f"{timezone.localtime(broadcast.scheduled_at):%Y-%m-%d %H:%M %Z}"
+                lines = [
+                    f"It is scheduled for {when}: it goes then to every active user who came through "
+                    f"“{broadcast.audience_payload}” ({audience:,} now)."
+                ]
+            elif later:
                 when = f"{timezone.localtime(broadcast.scheduled_at):%Y-%m-%d %H:%M %Z}"
                 lines = [
                     f"It is scheduled for {when}: it goes then to every user active at that time ({audience:,} are active now)."
                 ]
             else:
-                lines = [f"It goes now to {audience:,} active user{'s' if audience != 1 else ''}."]
+                lines = [f"It goes now to {who}."]
             if broadcast.delete_after_minutes:
                 lines.append(f"Each copy is deleted {broadcast.delete_after_minutes} minutes after it is sent.")
             lines.append("Once started, the message can no longer be edited.")
@@ -283,7 +293,7 @@ class BroadcastAdmin(ModelAdmin):
                 broadcast,
                 title=f"Start sending “{broadcast.title}”?",
                 lines=lines,
-                button=f"Send to {audience:,} users" if not broadcast.scheduled_at else "Schedule it",
+                button="Schedule it" if later else f"Send to {audience:,} user{'s' if audience != 1 else ''}",
                 warning=broker_problem(),
             )
         try:

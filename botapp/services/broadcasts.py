@@ -101,8 +101,21 @@ def broadcast_test_request(*, broadcast: Broadcast, admin_count: int) -> None:
 
 
 def broadcast_audience() -> int:
-    """How many users a broadcast started now would be queued for (the active ones)."""
+    """How many users a broadcast to everyone started now would be queued for (the active ones)."""
     return TelegramUser.objects.filter(state=TelegramUser.State.ACTIVE).count()
+
+
+def broadcast_recipients_text(*, broadcast: Broadcast) -> tuple[int, str]:
+    """Who `broadcast` goes to if started now, as `broadcast_start` queues them: how many, and
+    in words ("4 active users", "the 2 listed users", "3 active users who came through 'spring'")."""
+    if broadcast.audience == Broadcast.Audience.USERS:
+        n = len(broadcast.recipient_ids or [])
+        return n, f"the {n:,} listed user{'s' if n != 1 else ''}"
+    if broadcast.audience == Broadcast.Audience.PAYLOAD:
+        n = TelegramUser.objects.filter(state=TelegramUser.State.ACTIVE, start_payload=broadcast.audience_payload).count()
+        return n, f"{n:,} active user{'s' if n != 1 else ''} who came through “{broadcast.audience_payload}”"
+    n = broadcast_audience()
+    return n, f"{n:,} active user{'s' if n != 1 else ''}"
 
 
 def broadcast_duplicate(*, broadcast: Broadcast) -> Broadcast:

@@ -192,3 +192,21 @@ def test_a_sent_broadcast_with_a_lifetime_cannot_be_deleted_before_its_messages(
 def test_an_action_url_that_names_no_broadcast_is_refused(operator):
     broadcast = BroadcastFactory()
     assert operator.get(f"/botapp/broadcast/{broadcast.pk}/change/start/").status_code in (403, 404)  # not a 500
+
+
+def test_start_says_who_it_goes_to_as_start_will_queue_them(operator):
+    TelegramUserFactory.create_batch(3)
+    TelegramUserFactory(start_payload="spring")
+    listed = BroadcastFactory(kind="message", audience="users", recipient_ids=[1001, 1004])
+    spring = BroadcastFactory(audience="payload", audience_payload="spring")
+    overdue = BroadcastFactory(scheduled_at=clock.now() - timedelta(minutes=5))  # saved, then the time passed
+
+    def confirmation(broadcast):
+        return operator.get(reverse("admin:botapp_broadcast_start_sending", args=[broadcast.pk])).content.decode()
+
+    page = confirmation(listed)
+    assert "It goes now to the 2 listed users." in page and "Send to 2 users" in page
+    page = confirmation(spring)
+    assert "It goes now to 1 active user who came through “spring”." in page and "Send to 1 user" in page
+    page = confirmation(overdue)
+    assert "It goes now to 4 active users." in page and "Send to 4 users" in page and "Schedule it" not in page
