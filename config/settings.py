@@ -64,6 +64,9 @@ MIDDLEWARE = [
 # cache would give each worker its own limit). The lock-out answer is the admin's login page with
 # the reason (botapp/views.py). Unlock early: python manage.py axes_reset_username NAME.
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+# Where a log-in without ?next= lands: the console's home (unfold's login form posts no `next`, and
+# Django's default, /accounts/profile/, does not exist here).
+LOGIN_REDIRECT_URL = "admin:index"
 AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
 AXES_FAILURE_LIMIT = env.int("LOGIN_FAILURE_LIMIT", default=5)
 AXES_COOLOFF_TIME = timedelta(minutes=env.int("LOGIN_COOLOFF_MINUTES", default=30))

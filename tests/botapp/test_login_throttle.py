@@ -111,3 +111,9 @@ def test_a_lock_out_without_a_login_page_gets_a_page_of_its_own(rf, operator):
 
     assert response.status_code == 429
     assert LOCKED in response.content.decode() and "for 30 minutes" in response.content.decode()
+
+
+def test_logging_in_at_the_login_page_lands_on_the_console(client, operator):
+    response = log_in(client, "right-pw")  # /login/ opened by hand: no ?next=
+    assert response.status_code == 302 and response.url == reverse("admin:index")
+    assert logged_in(client)
