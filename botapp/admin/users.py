@@ -192,8 +192,21 @@ class TelegramUserAdmin(ModelAdmin):
         writer = csv.writer(response)
         writer.writerow(columns)
         for row in queryset.order_by("id").values_list(*columns).iterator():
-            writer.writerow(["" if v is None else v.isoformat() if hasattr(v, "isoformat") else v for v in row])
+            writer.writerow([csv_cell(v) for v in row])
         return response
+
+
+def csv_cell(value) -> object:
+    """One exported value. Names and payloads come from Telegram users: a text a spreadsheet would
+    read as a formula (=, +, -, @, tab, carriage return first) is prefixed with a quote (OWASP's advice
+    on CSV injection), so opening the export runs nothing."""
+    if value is None:
+        return ""
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    return value
 
 
 @admin.register(ButtonClick)

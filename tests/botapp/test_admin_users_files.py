@@ -108,6 +108,16 @@ def test_csv_export_has_one_row_per_selected_user(operator):
     assert sorted(r[1] for r in rows[1:]) == ["u0", "u1"]
 
 
+def test_csv_export_defuses_names_a_spreadsheet_would_run(operator):
+    user = TelegramUserFactory(username="mallory", first_name='=HYPERLINK("http://evil")', last_name="-1+2", start_payload="@cmd")
+    response = operator.post(reverse(USERS), {"action": "export_csv", "_selected_action": [user.pk]})
+    header, row = list(csv.reader(io.StringIO(response.content.decode())))
+    cells = dict(zip(header, row, strict=True))
+    assert cells["first_name"] == '\'=HYPERLINK("http://evil")' and cells["last_name"] == "'-1+2"
+    assert cells["start_payload"] == "'@cmd" and cells["username"] == "mallory"
+    assert cells["telegram_id"] == str(user.telegram_id)
+
+
 def test_a_users_page_lists_what_they_received_redeemed_and_clicked(operator):
     user = TelegramUserFactory(username="alice")
     BroadcastDeliveryFactory(user=user, broadcast=BroadcastFactory(title="Autumn sale"), status="sent", sent_at=clock.now())
