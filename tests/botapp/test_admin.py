@@ -114,6 +114,18 @@ def test_force_subscribe_channel_form_explains_bad_ids_and_links(operator):
     assert "chat_id" in errors and "invite_link" in errors
 
 
+def test_the_storage_channel_is_no_force_subscribe_channel(operator, settings):
+    from botapp.models import ForceSubChannel
+
+    settings.STORAGE_CHANNEL_ID = "-1001000000001"
+    data = {"chat_id": "-1001000000001", "title": "Files", "invite_link": "https://t.me/+abc", "enabled": "on", "position": 0}
+    response = operator.post(reverse("admin:botapp_forcesubchannel_add"), data)
+    assert response.context["adminform"].form.errors["chat_id"] == [
+        "That is the storage channel (STORAGE_CHANNEL_ID): users who joined it would see every stored file."
+    ]
+    assert not ForceSubChannel.objects.exists()
+
+
 def test_stored_file_form_wants_a_channel_id(operator):
     response = operator.post(reverse("admin:botapp_storedfile_add"), {"title": "x", "source_chat_id": "777", "message_ids": "5"})
     assert "source_chat_id" in response.context["adminform"].form.errors
