@@ -15,6 +15,12 @@ class ComposedMessageForm(forms.ModelForm):
             raise forms.ValidationError(problems)  # every problem at once; Telegram would refuse the text
         return self.cleaned_data["text"]
 
+    def clean_media(self):
+        media = (self.cleaned_data.get("media") or "").strip()
+        if media and (problem := media_problem(media)):
+            raise forms.ValidationError(problem)
+        return media
+
     def clean_buttons(self):
         buttons_parse(text=self.cleaned_data["buttons"])  # raises a form error naming every bad line
         return self.cleaned_data["buttons"]
@@ -29,3 +35,23 @@ class ComposedMessageForm(forms.ModelForm):
         if not data.get("media_kind") and len(text) > TEXT_LENGTH:
             self.add_error("text", f"A message is at most {TEXT_LENGTH} characters (Telegram's limit).")
         return data
+
+
+def media_problem(media: str) -> str:
+    """Why Telegram could not send `media` (a composed message's photo, video, …), or "": an
+    https:// address Telegram downloads, or a file id Telegram gave the bot (kurigram decodes it
+    before sending; one that does not decode fails for every recipient)."""
+    from urllib.parse import urlsplit
+
+    from pyrogram.file_id import FileId
+
+    if "://" in media or media.lower().startswith(("http:", "https:", "www.")):
+        parts = urlsplit(media)
+        if parts.scheme != "https" or not parts.netloc:
+            return "Give an https:// address (Telegram downloads the file from it) or a Telegram file id."
+        return ""
+    try:
+        FileId.decode(media)
+    except Exception:  # noqa: BLE001 - kurigram raises ValueError, struct.error, binascii.Error… for a bad id
+        return "That is neither an https:// address nor a Telegram file id."
+    return ""

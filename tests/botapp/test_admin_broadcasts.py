@@ -210,3 +210,27 @@ def test_start_says_who_it_goes_to_as_start_will_queue_them(operator):
     assert "It goes now to 1 active user who came through “spring”." in page and "Send to 1 user" in page
     page = confirmation(overdue)
     assert "It goes now to 4 active users." in page and "Send to 4 users" in page and "Schedule it" not in page
+
+
+@pytest.mark.parametrize(
+    ("media", "error"),
+    [
+        ("not a url or id!", "That is neither an https:// address nor a Telegram file id."),
+        ("http://img.example/a.jpg", "Give an https:// address (Telegram downloads the file from it) or a Telegram file id."),
+        ("https://", "Give an https:// address (Telegram downloads the file from it) or a Telegram file id."),
+    ],
+)
+def test_media_telegram_could_not_send_is_a_form_error(operator, media, error):
+    data = {"title": "Sale", "text": "Hi", "media_kind": "photo", "media": media, "buttons": ""}
+    response = operator.post(reverse("admin:botapp_broadcast_add"), data)
+    assert response.context["adminform"].form.errors["media"] == [error]
+    assert not Broadcast.objects.exists()
+
+
+def test_media_by_https_address_or_a_real_file_id_is_accepted(operator, telegram):
+    file_id = telegram.file_id("photo", "cat.jpg")  # what Telegram gives the bot for a photo
+    for media in ("https://img.example/a.jpg", file_id):
+        data = {"title": f"Sale {media[:8]}", "text": "Hi", "media_kind": "photo", "media": media, "buttons": ""}
+        response = operator.post(reverse("admin:botapp_broadcast_add"), data)
+        assert response.status_code == 302, response.context["adminform"].form.errors
+    assert Broadcast.objects.count() == 2
