@@ -17,6 +17,7 @@ from botapp import clock
 from botapp.admin.compose import ComposedMessageForm
 from botapp.models import Broadcast, BroadcastAttachment, BroadcastDelivery, StoredFile, TelegramUser
 from botapp.models.files import MAX_BATCH, MAX_MESSAGE_ID, message_ids_problem
+from botapp.models.sequences import START_PAYLOAD_RE
 from botapp.services.files import bot_username_cached, deep_link
 from botapp.services.messages import MAX_RECIPIENTS, AttachmentSpec
 from botapp.telegram.limits import BUTTON_TEXT_LENGTH
@@ -245,7 +246,14 @@ class MessageWriteSerializer(serializers.Serializer):
         max_length=MAX_RECIPIENTS,
         help_text="With recipients: users.",
     )
-    payload = serializers.CharField(required=False, allow_blank=True, max_length=64)
+    payload = serializers.RegexField(
+        START_PAYLOAD_RE,
+        required=False,
+        allow_blank=True,
+        max_length=64,
+        help_text="With recipients: payload. A-Z, a-z, 0-9, _ and - (what Telegram's deep links carry).",
+        error_messages={"invalid": "A start payload uses A-Z, a-z, 0-9, _ and - only (Telegram's deep links carry no other)."},
+    )
     text = serializers.CharField(required=False, allow_blank=True, default="", trim_whitespace=False, max_length=8192)
     buttons = ButtonsField(required=False)
     protect_content = serializers.BooleanField(required=False, default=False)

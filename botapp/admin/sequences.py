@@ -29,6 +29,7 @@ class SequenceAdmin(ModelAdmin):
     list_display = ("name", "enabled", "start_payload", "step_count", "created_at")
     list_filter = ("enabled",)
     search_fields = ("name", "start_payload")
+    readonly_fields = ("created_at",)  # when the operator made it: not theirs to type
     inlines = [SequenceStepInline]
 
     def get_queryset(self, request):

@@ -1,5 +1,7 @@
 """Onboarding sequences: steps, and each user's step messages."""
 
+import re
+
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
@@ -8,6 +10,9 @@ from botapp import clock
 from botapp.models.broadcasts import Broadcast
 from botapp.models.outgoing import OutgoingSend, SendStatus, send_statuses
 from botapp.models.users import TelegramUser
+
+# Telegram's deep-link payloads: "up to 64 characters; A-Z, a-z, 0-9, _ and -" (Bot API, deep linking).
+START_PAYLOAD_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 class Sequence(models.Model):
@@ -27,6 +32,12 @@ class Sequence(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self):
+        if self.start_payload and not START_PAYLOAD_RE.match(self.start_payload):
+            raise ValidationError(
+                {"start_payload": "A start payload uses A-Z, a-z, 0-9, _ and - only (Telegram's deep links carry no other)."}
+            )
 
 
 class SequenceStep(models.Model):
@@ -52,8 +63,14 @@ class SequenceStep(models.Model):
         return f"{self.sequence}: after {self.delay_minutes} min"
 
     def clean(self):
+        from botapp.services.outgoing import KEY_RE
+
         if self.condition != self.Condition.ALWAYS and not self.condition_button:
             raise ValidationError({"condition_button": "Name the button key this condition looks at."})
+        if self.condition_button and not KEY_RE.match(self.condition_button):
+            raise ValidationError(
+                {"condition_button": "A click key uses a-z, 0-9, _ and - only, as on the buttons that record it."}
+            )
 
 
 class SequenceMessage(OutgoingSend):

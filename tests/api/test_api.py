@@ -196,6 +196,12 @@ def test_bad_messages_get_field_errors(api, settings, tmp_path):
     assert buttons.status_code == 400 and "is not a link" in buttons.json()["buttons"][0]
     nothing = client.post("/api/v1/messages/", {"send_at": later(), "recipients": "payload"})
     assert set(nothing.json()) == {"payload", "text"}
+    spaced = client.post(
+        "/api/v1/messages/", {"send_at": later(), "recipients": "payload", "payload": "spring sale", "text": "Hi"}
+    )
+    assert spaced.json() == {
+        "payload": ["A start payload uses A-Z, a-z, 0-9, _ and - only (Telegram's deep links carry no other)."]
+    }
     assert not Broadcast.objects.exists()
 
 

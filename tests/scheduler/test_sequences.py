@@ -183,3 +183,33 @@ def test_admin_step_keeps_to_telegram_limits(admin_client, settings):
         {"sequence": sequence.pk, "delay_minutes": 5, "text": "x" * 4097, "media_kind": "", "media": "", "condition": "always"},
     )
     assert "text" in response.context["adminform"].form.errors
+
+
+def test_admin_refuses_a_payload_or_click_key_that_could_never_match(admin_client, settings):
+    from botapp.models import Sequence
+
+    settings.SECURE_SSL_REDIRECT = False
+    sequence = SequenceFactory()
+    step = admin_client.post(
+        reverse("admin:botapp_sequencestep_add"),
+        {
+            "sequence": sequence.pk,
+            "delay_minutes": 5,
+            "text": "hi",
+            "media_kind": "",
+            "media": "",
+            "condition": "clicked",
+            "condition_button": "Join Us!",
+        },
+    )
+    assert step.context["adminform"].form.errors["condition_button"] == [
+        "A click key uses a-z, 0-9, _ and - only, as on the buttons that record it."
+    ]
+    data = {"name": "Spring", "enabled": "on", "start_payload": "spring sale!"}
+    data |= {"steps-TOTAL_FORMS": 0, "steps-INITIAL_FORMS": 0, "steps-MIN_NUM_FORMS": 0, "steps-MAX_NUM_FORMS": 1000}
+    page = admin_client.post(reverse("admin:botapp_sequence_add"), data)
+    assert page.context["adminform"].form.errors["start_payload"] == [
+        "A start payload uses A-Z, a-z, 0-9, _ and - only (Telegram's deep links carry no other)."
+    ]
+    response = admin_client.post(reverse("admin:botapp_sequence_add"), data | {"start_payload": "spring-sale_2"})
+    assert response.status_code == 302 and Sequence.objects.filter(start_payload="spring-sale_2").exists()
