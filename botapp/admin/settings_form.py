@@ -23,10 +23,16 @@ PLACEHOLDER_HINT = "Placeholders: {first_name}, {last_name}, {username}, {mentio
 def placeholder_problems(text: str, allowed: tuple[str, ...]) -> list[str]:
     """What is wrong with the {placeholders} of `text` (each problem once)."""
     try:
-        names = [name for _, name, _, _ in string.Formatter().parse(text) if name is not None]
+        fields = [(name, spec, conversion) for _, name, spec, conversion in string.Formatter().parse(text) if name is not None]
     except ValueError as exc:
         return [f"Braces do not match ({exc}); write {{{{ and }}}} for a literal brace."]
-    problems = []
+    names = [name for name, _, _ in fields]
+    problems = [
+        f"{{{name}{'!' + conversion if conversion else ''}{':' + spec if spec else ''}}}: a placeholder takes no "
+        f"conversion or format; write {{{name}}}."
+        for name, spec, conversion in dict.fromkeys(fields)
+        if spec or conversion
+    ]
     for name in dict.fromkeys(names):
         if name not in allowed:
             known = ", ".join(f"{{{a}}}" for a in allowed) if allowed else "none here: this text is sent as written"
@@ -53,6 +59,18 @@ class BotSettingsForm(forms.ModelForm):
                 self.fields[name].help_text = PLACEHOLDER_HINT
         if self.instance.shortener_api_key and "shortener_api_key" in self.fields:
             self.fields["shortener_api_key"].widget.attrs["placeholder"] = "•••••••• (set)"
+
+    def clean_shortener_api_url(self):
+        from urllib.parse import urlsplit
+
+        url = (self.cleaned_data.get("shortener_api_url") or "").strip()
+        if url and url.lower() != "none":
+            parts = urlsplit(url)
+            if parts.scheme not in ("https", "http") or not parts.netloc:
+                raise forms.ValidationError(
+                    'Give the shortener\'s API address, like https://shortener.example/api (or leave it empty, or "none", for direct links).'
+                )
+        return url
 
     def clean_shortener_api_key(self):
         typed = self.cleaned_data.get("shortener_api_key", "").strip()

@@ -88,9 +88,16 @@ def caption_template_problems(*, template: str) -> list[str]:
     if not template.strip():
         return []
     try:
-        names = {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
+        fields = [
+            (name, spec, conversion) for _, name, spec, conversion in string.Formatter().parse(template) if name is not None
+        ]
     except ValueError as exc:
         return [f"The template has a stray brace ({exc}); write {{{{ or }}}} for a literal brace."]
+    for name, spec, conversion in fields:
+        if spec or conversion:
+            written = f"{{{name}{'!' + conversion if conversion else ''}{':' + spec if spec else ''}}}"
+            return [f"{written}: a placeholder takes no conversion or format; write {{{name}}}."]
+    names = {name for name, _, _ in fields}
     unknown = sorted(names - set(PLACEHOLDERS))
     if unknown:
         return [f"Unknown placeholder {{{unknown[0]}}}: use " + ", ".join(f"{{{p}}}" for p in PLACEHOLDERS) + "."]

@@ -39,6 +39,26 @@ def test_unknown_placeholders_bad_braces_and_bad_html_are_refused(operator):
     assert BotSettings.load().welcome_text.startswith("Hello {first_name}")
 
 
+def test_a_placeholder_with_a_conversion_or_format_is_refused(operator):
+    url = reverse("admin:botapp_botsettings_change", args=[BotSettings.load().pk])
+    data = form_data(operator, url) | {"welcome_text": "Hi {first_name!r}", "help_text": "Hi {first_name:d} {mention:>10}"}
+    errors = operator.post(url, data).context["adminform"].form.errors
+    assert errors["welcome_text"] == ["{first_name!r}: a placeholder takes no conversion or format; write {first_name}."]
+    assert errors["help_text"] == [
+        "{first_name:d}: a placeholder takes no conversion or format; write {first_name}.",
+        "{mention:>10}: a placeholder takes no conversion or format; write {mention}.",
+    ]
+
+
+@pytest.mark.parametrize("address", ["not a url", "ftp://x", "https://"])
+def test_a_shortener_address_that_is_not_one_is_refused(operator, address):
+    url = reverse("admin:botapp_botsettings_change", args=[BotSettings.load().pk])
+    errors = operator.post(url, form_data(operator, url) | {"shortener_api_url": address}).context["adminform"].form.errors
+    assert errors["shortener_api_url"] == [
+        'Give the shortener\'s API address, like https://shortener.example/api (or leave it empty, or "none", for direct links).'
+    ]
+
+
 def test_known_placeholders_and_html_are_saved(operator):
     url = reverse("admin:botapp_botsettings_change", args=[BotSettings.load().pk])
     data = form_data(operator, url) | {"welcome_text": "Hi <b>{first_name}</b>, {mention}!"}

@@ -95,6 +95,12 @@ def test_template_checks_name_what_is_wrong():
     assert caption_template_problems(template="{filename} · {filesize}\n{previouscaption}") == []
     assert "Unknown placeholder {file}" in caption_template_problems(template="{file}")[0]
     assert "stray brace" in caption_template_problems(template="{filename")[0]
+    assert caption_template_problems(template="{filename!r}") == [
+        "{filename!r}: a placeholder takes no conversion or format; write {filename}."
+    ]
+    assert caption_template_problems(template="{filesize:>10}") == [
+        "{filesize:>10}: a placeholder takes no conversion or format; write {filesize}."
+    ]
     (too_long,) = caption_template_problems(template="x" * 770 + "{filename}")
     assert "this caption has 1025 characters; Telegram allows 1024" in too_long
     assert caption_template_problems(template="x" * 769 + "{filename}") == []
