@@ -23,9 +23,22 @@ log = logging.getLogger(__name__)
 admin.site.unregister([PeriodicTask, CrontabSchedule, IntervalSchedule, ClockedSchedule, SolarSchedule])
 
 
+class PeriodicTaskForm(beat_admin.PeriodicTaskForm):
+    """celery-beat's form, which takes any task name typed: here only Courier's jobs run, so a
+    name that is none of them (a typo) is refused instead of leaving the job unscheduled."""
+
+    def clean(self):
+        data = super().clean()
+        task = data.get("task")
+        known = sorted(j.task_name for j in JOBS.values())
+        if task and task not in known and task != "celery.backend_cleanup":  # beat's own, when results expire
+            self.add_error("task", f"{task} is not a Courier job's task; the tasks are: {', '.join(known)}.")
+        return data
+
+
 @admin.register(PeriodicTask)
 class PeriodicTaskAdmin(beat_admin.PeriodicTaskAdmin, ModelAdmin):
-    pass
+    form = PeriodicTaskForm
 
 
 @admin.register(CrontabSchedule)

@@ -120,3 +120,23 @@ def test_job_runs_hide_empty_runs_unless_asked(operator):
     page = operator.get(url).content.decode()
     assert "some-work" in page and "broke-down" in page and "nothing-done" not in page
     assert "nothing-done" in operator.get(url, {"runs": "all"}).content.decode()
+
+
+def test_a_schedule_naming_no_courier_task_is_refused(operator):
+    from django_celery_beat.models import PeriodicTask
+
+    from scheduler.schedules import schedules_install
+
+    schedules_install()
+    task = PeriodicTask.objects.get(task="scheduler.send_broadcasts")
+    url = reverse("admin:django_celery_beat_periodictask_change", args=[task.pk])
+    form = operator.get(url).context["adminform"].form
+    data = {k: v for k, v in form.initial.items() if v is not None and not isinstance(v, (list, dict))}
+    data |= {"regtask": "", "task": "scheduler.nope", "crontab": task.crontab_id, "enabled": "on", "args": "[]", "kwargs": "{}"}
+    response = operator.post(url, data)
+    assert response.status_code == 200
+    error = response.context["adminform"].form.errors["task"][0]
+    assert error.startswith("scheduler.nope is not a Courier job's task; the tasks are: ")
+    assert PeriodicTask.objects.get(pk=task.pk).task == "scheduler.send_broadcasts"
+    saved = operator.post(url, data | {"task": "scheduler.send_broadcasts", "description": "edited"})
+    assert saved.status_code == 302 and PeriodicTask.objects.get(pk=task.pk).description == "edited"
