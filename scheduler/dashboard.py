@@ -279,6 +279,8 @@ def dashboard_callback(request, context: dict) -> dict:
                 for b in sending
             ],
             "job_problems": [r for r in rows if r.failing or r.stale],
+            "jobs_never_run": [r.job.name for r in rows if r.last is None],
+            "jobs_count": len(rows),
             "health": dashboard_health(),
         }
     )

@@ -36,7 +36,7 @@ from botapp.services.broadcasts import (
     broadcast_start,
     broadcast_test_request,
 )
-from botapp.services.health import broker_problem
+from botapp.services.health import broker_problem, processes_state
 from botapp.services.outgoing import buttons_parse
 
 ACTIVE = (Broadcast.Status.QUEUED, Broadcast.Status.SENDING)
@@ -310,9 +310,22 @@ class BroadcastAdmin(ModelAdmin):
                 "sending starts within a minute of the task queue coming back.",
                 messages.WARNING,
             )
+        elif (worker := processes_state()["worker"]) and not worker.ok and not worker.unknown:
+            self.message_user(
+                request,
+                f"Queued for {total:,} users, but no worker is running: sending starts when one does "
+                "(celery -A config worker; the jobs page shows the processes).",
+                messages.WARNING,
+            )
         else:
             self.message_user(request, f"Sending to {total:,} users: progress below updates by itself.")
         return self._back(broadcast)
+
+    def render_change_form(self, request, context, add=False, change=False, form_url="", obj=None):
+        if obj is not None and obj.status != Broadcast.Status.DRAFT:
+            # Nothing on the page can be changed any more: no Save buttons that would save nothing.
+            context.update(show_save=False, show_save_and_continue=False, show_save_and_add_another=False)
+        return super().render_change_form(request, context, add, change, form_url, obj)
 
     @action(description="Cancel…", url_path="cancel", icon="cancel", permissions=["cancel"])
     def cancel_sending(self, request, object_id):

@@ -10,6 +10,7 @@ from django.urls import reverse
 from botapp import clock
 from botapp.models import Broadcast, BroadcastDelivery, TelegramUser
 from botapp.services.broadcasts import broadcast_cancel, broadcast_start
+from botapp.services.health import heartbeat_forget, heartbeat_record
 from botapp.telegram.gateway import Media
 from scheduler.jobs.broadcast_send import BroadcastSendSweep
 from scheduler.jobs.registry import job_run
@@ -231,8 +232,12 @@ def test_admin_start_action_queues_for_active_users(operator, telegram, sender_w
     confirmation = operator.get(start).content.decode()
     assert "It goes now to 2 active users." in confirmation and "Send to 2 users" in confirmation
     assert Broadcast.objects.get(pk=broadcast.pk).status == "draft"  # asking is not starting
-    with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        response = operator.post(start, follow=True)
+    heartbeat_record(process="worker", name="celery@test")  # a worker is running
+    try:
+        with django_capture_on_commit_callbacks(execute=False) as callbacks:
+            response = operator.post(start, follow=True)
+    finally:
+        heartbeat_forget(process="worker", name="celery@test")
     assert sender_wakeups == []  # not before the queue is committed
     for callback in callbacks:
         callback()
@@ -241,6 +246,18 @@ def test_admin_start_action_queues_for_active_users(operator, telegram, sender_w
     broadcast.refresh_from_db()
     assert (broadcast.status, broadcast.total) == ("queued", 2)
     assert "0/2 (0%)" in operator.get(changelist).content.decode()
+    page = operator.get(reverse("admin:botapp_broadcast_change", args=[broadcast.pk])).content.decode()
+    assert 'name="_save"' not in page and 'name="_continue"' not in page  # nothing left to save
+
+
+@pytest.mark.django_db
+def test_starting_with_no_worker_running_says_so(operator, telegram, sender_wakeups):
+    users(telegram, 2)
+    broadcast = draft()
+    assert 'name="_save"' in operator.get(reverse("admin:botapp_broadcast_change", args=[broadcast.pk])).content.decode()
+    response = operator.post(reverse("admin:botapp_broadcast_start_sending", args=[broadcast.pk]), follow=True)
+    assert "Queued for 2 users, but no worker is running: sending starts when one does" in response.content.decode()
+    assert Broadcast.objects.get(pk=broadcast.pk).status == "queued"
 
 
 @pytest.mark.django_db(transaction=True)  # commits, so the wake-up is sent; the sender's pool threads read the users

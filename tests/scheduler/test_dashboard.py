@@ -47,6 +47,22 @@ def test_the_dashboard_shows_broadcasts_being_sent_and_job_problems(operator):
     assert "cleanup_tokens" in page and "failed: ValueError: broken" in page
 
 
+def test_jobs_that_never_ran_are_not_called_on_time(operator):
+    from django_celery_beat.models import PeriodicTask
+
+    from scheduler.jobs.registry import JOBS
+
+    PeriodicTask.objects.update(date_changed=clock.now())  # just installed by migrate: nothing missed yet
+    assert "No job has run yet: they start with beat and a worker" in operator.get(reverse("admin:index")).content.decode()
+    for name in JOBS:
+        if name != "cleanup_tokens":
+            JobRunFactory(job=name, status="ok")
+    page = operator.get(reverse("admin:index")).content.decode()
+    assert "Every job that ran did so on time and succeeded; 1 never ran yet: cleanup_tokens." in page
+    JobRunFactory(job="cleanup_tokens", status="ok")
+    assert "Every job ran on time and its last run succeeded." in operator.get(reverse("admin:index")).content.decode()
+
+
 def test_health_lines_follow_the_heartbeats(operator):
     heartbeat_record(process="bot", name="bot-host")
     health = {line["name"]: line for line in operator.get(reverse("admin:index")).context["health"]}
