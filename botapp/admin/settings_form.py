@@ -92,6 +92,14 @@ class BotSettingsForm(forms.ModelForm):
                 self.add_error(name, problem)
         return data
 
+    def _post_clean(self):
+        super()._post_clean()
+        # The key is never shown back (PasswordInput): when something else stops the save, say
+        # that the key typed was not kept, or the operator would think it saved.
+        typed = (self.data.get("shortener_api_key") or "").strip()
+        if self.errors and typed and typed != "-" and "shortener_api_key" not in self.errors:
+            self.add_error("shortener_api_key", "Not saved, with the rest (see the errors): type the key again.")
+
     def clean_file_caption(self):
         template = self.cleaned_data.get("file_caption") or ""
         problems = caption_template_problems(template=template)

@@ -59,6 +59,15 @@ def test_a_shortener_address_that_is_not_one_is_refused(operator, address):
     ]
 
 
+def test_a_typed_shortener_key_not_saved_because_of_another_error_says_so(operator):
+    url = reverse("admin:botapp_botsettings_change", args=[BotSettings.load().pk])
+    data = form_data(operator, url) | {"shortener_api_key": "secret-key", "auto_delete_minutes": 9999}
+    errors = operator.post(url, data).context["adminform"].form.errors
+    assert "auto_delete_minutes" in errors
+    assert errors["shortener_api_key"] == ["Not saved, with the rest (see the errors): type the key again."]
+    assert BotSettings.load().shortener_api_key == ""
+
+
 def test_known_placeholders_and_html_are_saved(operator):
     url = reverse("admin:botapp_botsettings_change", args=[BotSettings.load().pk])
     data = form_data(operator, url) | {"welcome_text": "Hi <b>{first_name}</b>, {mention}!"}
