@@ -5,6 +5,7 @@ from django import forms
 from botapp.services.outgoing import buttons_parse
 from botapp.services.telegram_html import telegram_html_check
 from botapp.telegram.limits import CAPTION_LENGTH, TEXT_LENGTH
+from botapp.telegram.media import media_problem
 
 
 class ComposedMessageForm(forms.ModelForm):
@@ -16,10 +17,7 @@ class ComposedMessageForm(forms.ModelForm):
         return self.cleaned_data["text"]
 
     def clean_media(self):
-        media = (self.cleaned_data.get("media") or "").strip()
-        if media and (problem := media_problem(media)):
-            raise forms.ValidationError(problem)
-        return media
+        return (self.cleaned_data.get("media") or "").strip()
 
     def clean_buttons(self):
         buttons_parse(text=self.cleaned_data["buttons"])  # raises a form error naming every bad line
@@ -29,29 +27,11 @@ class ComposedMessageForm(forms.ModelForm):
         data = super().clean()
         if bool(data.get("media_kind")) != bool(data.get("media", "").strip()):
             raise forms.ValidationError("Choose a media kind and give its file id or URL, or neither.")
+        if data.get("media_kind") and data.get("media") and (problem := media_problem(data["media"], kind=data["media_kind"])):
+            self.add_error("media", problem)
         text = data.get("text", "")
         if data.get("media_kind") and len(text) > CAPTION_LENGTH:
             self.add_error("text", f"A caption is at most {CAPTION_LENGTH} characters (Telegram's limit with media).")
         if not data.get("media_kind") and len(text) > TEXT_LENGTH:
             self.add_error("text", f"A message is at most {TEXT_LENGTH} characters (Telegram's limit).")
         return data
-
-
-def media_problem(media: str) -> str:
-    """Why Telegram could not send `media` (a composed message's photo, video, …), or "": an
-    https:// address Telegram downloads, or a file id Telegram gave the bot (kurigram decodes it
-    before sending; one that does not decode fails for every recipient)."""
-    from urllib.parse import urlsplit
-
-    from pyrogram.file_id import FileId
-
-    if "://" in media or media.lower().startswith(("http:", "https:", "www.")):
-        parts = urlsplit(media)
-        if parts.scheme != "https" or not parts.netloc:
-            return "Give an https:// address (Telegram downloads the file from it) or a Telegram file id."
-        return ""
-    try:
-        FileId.decode(media)
-    except Exception:  # noqa: BLE001 - kurigram raises ValueError, struct.error, binascii.Error… for a bad id
-        return "That is neither an https:// address nor a Telegram file id."
-    return ""

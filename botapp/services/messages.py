@@ -25,6 +25,7 @@ from botapp import clock
 from botapp.models import Broadcast, BroadcastAttachment, BroadcastDelivery, TelegramUser
 from botapp.services.outgoing import buttons_parse
 from botapp.telegram.limits import CAPTION_LENGTH, FILE_SIZE, PHOTO_SIZE, START_PAYLOAD_LENGTH, TEXT_LENGTH
+from botapp.telegram.media import media_problem
 
 # Attachments of one message, at most: five full albums. Our choice (Telegram has no such limit):
 # every recipient costs a call per album, and the API must refuse something before storage fills.
@@ -226,6 +227,10 @@ def _checked(
             continue
         if item.upload is None and not item.file_id:
             bad("attachments", f"Attachment {n}: give a file or a Telegram file id.")
+        elif item.upload is None and "://" in item.file_id:
+            bad("attachments", f"Attachment {n}: give a Telegram file id, not an address (or send the file itself).")
+        elif item.upload is None and (problem := media_problem(item.file_id, kind=item.kind)):
+            bad("attachments", f"Attachment {n}: {problem}")
         limit = PHOTO_SIZE if item.kind == "photo" else FILE_SIZE
         if item.upload is not None and item.size == 0:
             bad("attachments", f"Attachment {n} ({item.name}): the file is empty.")

@@ -29,7 +29,7 @@ from typing import BinaryIO, Protocol
 
 from pyrogram import Client, enums, errors, raw, types, utils
 from pyrogram.crypto import mtproto
-from pyrogram.file_id import FileId, FileType
+from pyrogram.file_id import FileId
 from pyrogram.raw.core import Message, MsgContainer
 from pyrogram.session import Session
 from pyrogram.session.session import Result as SessionResult
@@ -60,6 +60,7 @@ from botapp.telegram.gateway import (
     UserDeactivated,
     chunked,
 )
+from botapp.telegram.media import ALBUM_FILE_TYPES, MEDIA_FILE_TYPES, media_problem
 from botapp.telegram.transport import Abridged
 
 log = logging.getLogger(__name__)
@@ -230,10 +231,6 @@ def markup(buttons: Keyboard | None) -> types.InlineKeyboardMarkup | None:
             for row in buttons
         ]
     )
-
-
-ALBUM_FILE_TYPES = {"photo": FileType.PHOTO, "video": FileType.VIDEO, "document": FileType.DOCUMENT, "audio": FileType.AUDIO}
-MEDIA_FILE_TYPES = {**ALBUM_FILE_TYPES, "animation": FileType.ANIMATION}
 
 
 class _Named(io.RawIOBase):
@@ -801,6 +798,11 @@ class PyrogramGateway(Gateway):
     def send_media(
         self, chat_id: int, media: Media, *, caption: str = "", buttons: Keyboard | None = None, protect: bool = False
     ) -> Sent:
+        # kurigram's send_* upload a string naming a local file before trying it as a URL or file
+        # id: media that came from outside (an API caller, an operator) must never reach it as a
+        # path, or the worker would send its own files (its .env) to whoever the message is for.
+        if problem := media_problem(media.file, kind=media.kind):
+            raise BadRequest(f"media refused before sending: {problem}")
         send = getattr(self.client, f"send_{media.kind}")
         message = self._call(
             send,

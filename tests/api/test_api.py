@@ -77,8 +77,9 @@ def test_each_client_has_its_own_rate_and_429_says_when_to_retry(api):
 # --- scheduled messages --------------------------------------------------------------------------------
 
 
-def test_schedule_list_read_change_and_cancel_a_message(api):
+def test_schedule_list_read_change_and_cancel_a_message(api, telegram):
     client = api()
+    photo = telegram.file_id("photo", "sale.jpg")  # a file id Telegram gave the bot
     ann, bob = TelegramUserFactory(), TelegramUserFactory()
     created = client.post(
         "/api/v1/messages/",
@@ -87,7 +88,7 @@ def test_schedule_list_read_change_and_cancel_a_message(api):
             "user_ids": [ann.telegram_id, bob.telegram_id],
             "text": "<b>Sale</b> today",
             "buttons": [[{"text": "Shop", "url": "https://shop.example"}]],
-            "attachments": [{"kind": "photo", "file_id": "AgACAgIAAxkBAAI"}],
+            "attachments": [{"kind": "photo", "file_id": photo}],
         },
     )
     assert created.status_code == 201, created.json()
@@ -110,7 +111,7 @@ def test_schedule_list_read_change_and_cancel_a_message(api):
         and changed.json()["text"] == "Sale tomorrow"
         and changed.json()["user_ids"] == [ann.telegram_id]
     )
-    assert changed.json()["attachments"][0]["file_id"] == "AgACAgIAAxkBAAI"  # untouched
+    assert changed.json()["attachments"][0]["file_id"] == photo  # untouched
 
     cancelled = client.post(f"{message}cancel/")
     assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
@@ -157,7 +158,7 @@ def test_a_multipart_message_with_two_files_is_sent_and_its_results_read_back(ap
     assert all(a["uploaded"] for a in detail["attachments"])
 
 
-def test_bad_messages_get_field_errors(api, settings, tmp_path):
+def test_bad_messages_get_field_errors(api, settings, tmp_path, telegram):
     settings.MEDIA_ROOT = tmp_path
     client = api()
     known = TelegramUserFactory()
@@ -172,9 +173,29 @@ def test_bad_messages_get_field_errors(api, settings, tmp_path):
 
     many = client.post(
         "/api/v1/messages/",
-        {"send_at": later(), "recipients": "all", "text": "Hi", "attachments": [{"kind": "document", "file_id": "x"}] * 51},
+        {
+            "send_at": later(),
+            "recipients": "all",
+            "text": "Hi",
+            "attachments": [{"kind": "document", "file_id": telegram.file_id("document")}] * 51,
+        },
     )
     assert many.status_code == 400 and many.json()["attachments"] == ["At most 50 attachments (got 51)."]
+    secret = tmp_path / "secret.env"
+    secret.write_text("SECRET_KEY=x")
+    for file_id, error in [
+        (str(secret), "Attachment 1: That is neither an http(s):// address nor a Telegram file id."),
+        ("https://files.example/a.pdf", "Attachment 1: give a Telegram file id, not an address (or send the file itself)."),
+        (
+            telegram.file_id("photo"),
+            "Attachment 1: That file id is a photo, not a document: choose the kind it is, or give another file.",
+        ),
+    ]:
+        refused = client.post(
+            "/api/v1/messages/",
+            {"send_at": later(), "recipients": "all", "text": "Hi", "attachments": [{"kind": "document", "file_id": file_id}]},
+        )
+        assert refused.status_code == 400 and refused.json()["attachments"] == [error]
 
     huge = client.post(
         "/api/v1/messages/",

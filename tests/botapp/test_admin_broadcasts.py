@@ -215,9 +215,17 @@ def test_start_says_who_it_goes_to_as_start_will_queue_them(operator):
 @pytest.mark.parametrize(
     ("media", "error"),
     [
-        ("not a url or id!", "That is neither an https:// address nor a Telegram file id."),
-        ("http://img.example/a.jpg", "Give an https:// address (Telegram downloads the file from it) or a Telegram file id."),
-        ("https://", "Give an https:// address (Telegram downloads the file from it) or a Telegram file id."),
+        ("not a url or id!", "That is neither an http(s):// address nor a Telegram file id."),
+        ("/etc/passwd", "That is neither an http(s):// address nor a Telegram file id."),
+        (
+            "HTTPS://img.example/a.jpg",
+            "Give an http(s):// address (lower-case, as https://files.example/cat.jpg) or a Telegram file id.",
+        ),
+        (
+            "ftp://img.example/a.jpg",
+            "Give an http(s):// address (lower-case, as https://files.example/cat.jpg) or a Telegram file id.",
+        ),
+        ("https://", "Give a whole address, like https://files.example/cat.jpg."),
     ],
 )
 def test_media_telegram_could_not_send_is_a_form_error(operator, media, error):
@@ -229,8 +237,16 @@ def test_media_telegram_could_not_send_is_a_form_error(operator, media, error):
 
 def test_media_by_https_address_or_a_real_file_id_is_accepted(operator, telegram):
     file_id = telegram.file_id("photo", "cat.jpg")  # what Telegram gives the bot for a photo
-    for media in ("https://img.example/a.jpg", file_id):
+    for media in ("https://img.example/a.jpg", file_id, "http://img.example/b.jpg"):
         data = {"title": f"Sale {media[:8]}", "text": "Hi", "media_kind": "photo", "media": media, "buttons": ""}
         response = operator.post(reverse("admin:botapp_broadcast_add"), data)
         assert response.status_code == 302, response.context["adminform"].form.errors
-    assert Broadcast.objects.count() == 2
+    assert Broadcast.objects.count() == 3
+
+
+def test_a_file_id_of_another_kind_is_a_form_error(operator, telegram):
+    data = {"title": "Sale", "text": "Hi", "media_kind": "photo", "media": telegram.file_id("document", "a.pdf"), "buttons": ""}
+    response = operator.post(reverse("admin:botapp_broadcast_add"), data)
+    assert response.context["adminform"].form.errors["media"] == [
+        "That file id is a document, not a photo: choose the kind it is, or give another file."
+    ]

@@ -248,6 +248,18 @@ def test_malformed_and_mismatched_file_ids_are_bad_requests(telegram, gateway, m
     assert telegram.message(met.id, sent.message_id).media == Media("document", "a.pdf")
 
 
+def test_a_local_path_is_never_uploaded_as_media(telegram, gateway, met, tmp_path):
+    """kurigram's send_document uploads a string naming a local file: media that came from an API
+    caller or an operator must not make the worker send its own files."""
+    secret = tmp_path / "secret.env"
+    secret.write_text("SECRET_KEY=do-not-send")
+    start, before = len(telegram.calls), len(telegram.bot_messages(met.id))
+    with pytest.raises(BadRequest, match="media refused before sending"):
+        gateway.send_media(met.id, Media("document", str(secret)))
+    assert telegram.methods_called(start) == []  # nothing uploaded, nothing sent
+    assert len(telegram.bot_messages(met.id)) == before
+
+
 def test_chat_id_zero_is_a_domain_error(gateway):
     with pytest.raises(BadRequest):
         gateway.send_text(0, "hi")
