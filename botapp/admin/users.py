@@ -165,21 +165,24 @@ class TelegramUserAdmin(ModelAdmin):
             sections.append({"title": title, "rows": list(rows[:ACTIVITY_ROWS]), "count": count, "url": url, "kind": model})
         return render_to_string("admin/botapp/user_activity.html", {"sections": sections})
 
-    @action(description=f"Ban for {BAN_DAYS} days (as /ban: no files)")
+    @action(description=f"Ban for {BAN_DAYS} days (as /ban: no files)", permissions=["change"])
     def ban(self, request, queryset):
         reason = f"console: {request.user.get_username()}"
-        n, admins = users_ban(users=queryset.order_by("pk"), duration=timedelta(days=BAN_DAYS), reason=reason)
+        n, admins, longer = users_ban(users=queryset.order_by("pk"), duration=timedelta(days=BAN_DAYS), reason=reason)
         self.message_user(request, f"Banned {n} user(s) for {BAN_DAYS} days.", messages.WARNING)
         if admins:
             names = ", ".join(str(u.telegram_id) for u in admins)
             self.message_user(request, f"Admins cannot be banned (ADMIN_IDS): {names} left as they were.", messages.ERROR)
+        if longer:
+            names = ", ".join(str(u.telegram_id) for u in longer)
+            self.message_user(request, f"Already banned for longer: {names} left as they were.", messages.INFO)
 
-    @action(description="Unban (admin and bypass bans)")
+    @action(description="Unban (admin and bypass bans)", permissions=["change"])
     def unban(self, request, queryset):
         n = users_unban(users=queryset.order_by("pk"))
         self.message_user(request, f"Unbanned {n} user(s).")
 
-    @action(description="Reset verification (verify again for the next file)")
+    @action(description="Reset verification (verify again for the next file)", permissions=["change"])
     def reset_verification(self, request, queryset):
         n = users_verification_reset(user_ids=list(queryset.values_list("pk", flat=True)))
         self.message_user(request, f"{n} user(s) must verify again.")

@@ -46,20 +46,28 @@ def user_unban(*, user: TelegramUser, lifted_by: int | None = None) -> bool:
     return bool(lifted)
 
 
-def users_ban(*, users: Iterable[TelegramUser], duration: timedelta, reason: str) -> tuple[int, list[TelegramUser]]:
+def users_ban(
+    *, users: Iterable[TelegramUser], duration: timedelta, reason: str
+) -> tuple[int, list[TelegramUser], list[TelegramUser]]:
     """The console's *Ban*: each user banned as `/ban` would (`user_ban`), except admins (ADMIN_IDS),
-    whom the bot refuses to ban too. Returns how many were banned and the admins left alone."""
+    whom the bot refuses to ban too, and users whose ban in force lasts longer (a /ban until
+    /unban is not cut down to `duration`). Returns how many were banned, the admins left alone,
+    and the users already banned for longer."""
     from botapp.config import admin_ids_load
 
     admins = admin_ids_load()
-    banned, skipped = 0, []
+    ends = clock.now() + duration
+    banned, skipped, longer = 0, [], []
     for user in users:
         if user.telegram_id in admins:
             skipped.append(user)
             continue
+        if (ban := ban_in_force(user=user)) is not None and (ban.until is None or ban.until >= ends):
+            longer.append(user)
+            continue
         user_ban(user=user, duration=duration, reason=reason)
         banned += 1
-    return banned, skipped
+    return banned, skipped, longer
 
 
 def users_unban(*, users: Iterable[TelegramUser]) -> int:

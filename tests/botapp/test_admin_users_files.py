@@ -88,6 +88,35 @@ def test_ban_is_the_bots_ban_and_unban_lifts_both_kinds(operator, admin_user):
     assert TelegramUser.objects.get(pk=alice.pk).verified_until is None
 
 
+def test_a_longer_ban_is_not_cut_down_by_the_consoles(operator):
+    forever, week = TelegramUserFactory(), TelegramUserFactory()
+    user_ban(user=forever, duration=None, reason="spam")  # /ban until /unban
+    user_ban(user=week, duration=timedelta(days=7))
+    response = operator.post(reverse(USERS), {"action": "ban", "_selected_action": [forever.pk, week.pk]}, follow=True)
+    page = response.content.decode()
+    assert (
+        "Banned 1 user(s) for 30 days." in page and f"Already banned for longer: {forever.telegram_id} left as they were." in page
+    )
+    assert ban_in_force(user=TelegramUser.objects.get(pk=forever.pk)).until is None
+    assert ban_in_force(user=TelegramUser.objects.get(pk=week.pk)).until - clock.now() > timedelta(days=29)
+
+
+def test_staff_who_may_only_view_users_cannot_ban_or_reset_them(client, settings, django_user_model):
+    from django.contrib.auth.models import Permission
+
+    settings.SECURE_SSL_REDIRECT = False
+    viewer = django_user_model.objects.create_user("viewer", password="pw", is_staff=True)
+    viewer.user_permissions.add(Permission.objects.get(codename="view_telegramuser"))
+    client.force_login(viewer)
+    mallory = TelegramUserFactory(verified_until=clock.now() + timedelta(hours=1))
+    for name in ("ban", "unban", "reset_verification"):
+        client.post(reverse(USERS), {"action": name, "_selected_action": [mallory.pk]})
+    assert ban_in_force(user=TelegramUser.objects.get(pk=mallory.pk)) is None
+    assert TelegramUser.objects.get(pk=mallory.pk).verified_until is not None
+    page = client.get(reverse(USERS)).content.decode()
+    assert "Ban for 30 days" not in page and "Export as CSV" in page  # what they may see, they may export
+
+
 def test_admins_are_not_banned_from_the_console_either(operator, settings):
     settings.ADMIN_IDS = "1000"
     admin = TelegramUserFactory(telegram_id=1000)
