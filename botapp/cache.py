@@ -11,6 +11,7 @@ does.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 
 from django.core.cache import cache
@@ -46,14 +47,37 @@ class SharedClientRedisCache(RedisCache):
 # leaves the cache alone for CACHE_RETRY_AFTER seconds (hot values come from the database,
 # counters go to it), then asks again. The limiter does the same with its own Redis client.
 CACHE_RETRY_AFTER = 10.0
+PROBE_SECONDS = 2.0  # the cache's socket timeout (1.5 s) and some: how long one probe may take
 _down_until = 0.0
 _warned_at = -1e9
 _monotonic = time.monotonic  # tests move it
 
 
+_probe = threading.Lock()
+
+
 def cache_usable() -> bool:
-    """False for CACHE_RETRY_AFTER seconds after a cache call failed (`cache_failed`)."""
-    return _monotonic() >= _down_until
+    """False for CACHE_RETRY_AFTER seconds after a cache call failed (`cache_failed`). When that
+    time is up, one caller asks the cache again and the others go on without it until the answer
+    (or the timeout) is in: a hung Redis costs one thread a timeout, not every update thread."""
+    global _down_until
+    if _down_until == 0.0:  # the usual case: never failed, or answered since
+        return True
+    now = _monotonic()
+    if now < _down_until:
+        return False
+    with _probe:
+        if _monotonic() < _down_until:
+            return False  # another thread is asking
+        _down_until = now + PROBE_SECONDS  # this caller asks; `cache_answered` or `cache_failed` settles it
+        return True
+
+
+def cache_answered() -> None:
+    """A cache call succeeded: the cache is usable again for everyone."""
+    global _down_until
+    if _down_until != 0.0:
+        _down_until = 0.0
 
 
 def cache_failed(exc: Exception, what: str) -> None:
@@ -108,6 +132,7 @@ class HotValue:
         if usable:
             try:
                 value = cache.get(self.key)
+                cache_answered()
             except RedisError as exc:
                 cache_failed(exc, f"reading {self.what} from the database")
                 usable = False

@@ -123,7 +123,7 @@ def broadcast_duplicate(*, broadcast: Broadcast) -> Broadcast:
     (a scheduled message's files: Telegram's file id, or a copy of a file not uploaded yet), copied
     messages, protection, pin, lifetime, kind and audience (every active user, the listed users, or
     a start payload's). Titled as a copy; its schedule, counters and test results start empty."""
-    from django.core.files.base import ContentFile
+    from django.core.files import File
 
     from botapp.models import BroadcastAttachment
 
@@ -152,8 +152,8 @@ def broadcast_duplicate(*, broadcast: Broadcast) -> Broadcast:
                 broadcast=copy, position=old.position, kind=old.kind, file_name=old.file_name, size=old.size, file_id=old.file_id
             )
             if not old.file_id and old.upload:  # its own file: the original's may be replaced (and deleted)
-                with old.upload.open("rb") as stored:
-                    new.upload.save(old.file_name or old.upload.name.rsplit("/", 1)[-1], ContentFile(stored.read()), save=False)
+                with old.upload.open("rb") as stored:  # copied in chunks: a file may be 2 GB
+                    new.upload.save(old.file_name or old.upload.name.rsplit("/", 1)[-1], File(stored), save=False)
             new.save()
     return copy
 

@@ -34,7 +34,7 @@ from django.db.models.functions import Coalesce, Greatest
 from redis import RedisError
 
 from botapp import clock
-from botapp.cache import cache_failed, cache_usable
+from botapp.cache import cache_answered, cache_failed, cache_usable
 from botapp.models import DailyStat, StoredFile
 
 log = logging.getLogger(__name__)
@@ -79,6 +79,7 @@ def _add(counts: dict[str, int | str]) -> None:
             for name, value in counts.items():
                 args += [name, "i" if isinstance(value, int) else "s", value]
             _add_script(client)(keys=[_key(PENDING)], args=args, client=client)
+            cache_answered()
             return
         except RedisError as exc:
             cache_failed(exc, "counters go straight to the database")

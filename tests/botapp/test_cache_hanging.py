@@ -91,3 +91,26 @@ def test_the_cache_is_asked_again_after_the_pause(chat, conf, link, hung_cache, 
     now[0] += hot_cache.CACHE_RETRY_AFTER + 0.1
     start(chat, 2, link)
     assert hung_cache.connections == 2  # asked once more, failed once more: paused again
+
+
+def test_when_the_pause_ends_one_thread_asks_and_the_others_go_on_without_the_cache(monkeypatch):
+    now = [5000.0]
+    monkeypatch.setattr(hot_cache, "_monotonic", lambda: now[0])
+    hot_cache.cache_failed(OSError("hung"), "a test")
+    assert not hot_cache.cache_usable()
+    now[0] += hot_cache.CACHE_RETRY_AFTER + 0.1
+    barrier = threading.Barrier(8)
+    answers = []
+
+    def ask():
+        barrier.wait()
+        answers.append(hot_cache.cache_usable())
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(answers) == [False] * 7 + [True]  # one probe at a time
+    hot_cache.cache_answered()  # the probe got its answer
+    assert hot_cache.cache_usable()
