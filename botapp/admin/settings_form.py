@@ -8,7 +8,7 @@ import string
 from django import forms
 
 from botapp.config import storage_channel_load
-from botapp.models import BotSettings
+from botapp.models import BotSettings, ForceSubChannel
 from botapp.services.captions import caption_template_problems
 from botapp.services.telegram_html import telegram_html_check
 
@@ -114,4 +114,8 @@ class BotSettingsForm(forms.ModelForm):
         storage = storage_channel_load()
         if channel_id is not None and channel_id == storage:
             raise forms.ValidationError("That is the storage channel itself: the backup needs a second channel.")
+        if channel_id is not None and ForceSubChannel.objects.filter(chat_id=channel_id).exists():
+            raise forms.ValidationError(
+                "That is a force-subscribe channel: users join it, and would see every stored file there."
+            )
         return channel_id

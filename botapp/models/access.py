@@ -100,6 +100,7 @@ class ForceSubChannel(models.Model):
     def clean(self):
         errors = {}
         from botapp.config import storage_channel_load
+        from botapp.models.settings import BotSettings
 
         if self.chat_id is not None and self.chat_id >= 0:
             errors["chat_id"] = "A channel id is negative, like -1001234567890 (forward a post to @userinfobot to see it)."
@@ -107,6 +108,8 @@ class ForceSubChannel(models.Model):
             errors["chat_id"] = (
                 "That is the storage channel (STORAGE_CHANNEL_ID): users who joined it would see every stored file."
             )
+        elif self.chat_id is not None and self.chat_id == BotSettings.load().backup_channel_id:
+            errors["chat_id"] = "That is the backup channel (Bot settings): users who joined it would see every stored file."
         if self.invite_link and not self.invite_link.startswith(("https://t.me/", "https://telegram.me/")):
             errors["invite_link"] = "Use the channel's t.me invite link, like https://t.me/+AbCdEf or https://t.me/yourchannel."
         if not self.invite_link and not self.invite_ttl_minutes:

@@ -126,6 +126,20 @@ def test_the_storage_channel_is_no_force_subscribe_channel(operator, settings):
     assert not ForceSubChannel.objects.exists()
 
 
+def test_the_backup_channel_and_a_force_subscribe_channel_are_never_the_same(operator):
+    from botapp.models import BotSettings, ForceSubChannel
+
+    conf = BotSettings.load()
+    conf.backup_channel_id = -1003000000001
+    conf.save()
+    data = {"chat_id": "-1003000000001", "title": "Backup", "invite_link": "https://t.me/+abc", "enabled": "on", "position": 0}
+    response = operator.post(reverse("admin:botapp_forcesubchannel_add"), data)
+    assert response.context["adminform"].form.errors["chat_id"] == [
+        "That is the backup channel (Bot settings): users who joined it would see every stored file."
+    ]
+    assert not ForceSubChannel.objects.exists()
+
+
 def test_stored_file_form_wants_a_channel_id(operator):
     response = operator.post(reverse("admin:botapp_storedfile_add"), {"title": "x", "source_chat_id": "777", "message_ids": "5"})
     assert "source_chat_id" in response.context["adminform"].form.errors

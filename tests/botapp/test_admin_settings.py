@@ -68,6 +68,17 @@ def test_a_typed_shortener_key_not_saved_because_of_another_error_says_so(operat
     assert BotSettings.load().shortener_api_key == ""
 
 
+def test_a_force_subscribe_channel_is_refused_as_the_backup(operator):
+    from tests.factories import ForceSubChannelFactory
+
+    ForceSubChannelFactory(chat_id=-1004000000001)
+    url = reverse("admin:botapp_botsettings_change", args=[BotSettings.load().pk])
+    errors = operator.post(url, form_data(operator, url) | {"backup_channel_id": -1004000000001}).context["adminform"].form.errors
+    assert errors["backup_channel_id"] == [
+        "That is a force-subscribe channel: users join it, and would see every stored file there."
+    ]
+
+
 def test_known_placeholders_and_html_are_saved(operator):
     url = reverse("admin:botapp_botsettings_change", args=[BotSettings.load().pk])
     data = form_data(operator, url) | {"welcome_text": "Hi <b>{first_name}</b>, {mention}!"}
