@@ -12,7 +12,7 @@ from botapp.models.outgoing import OutgoingSend, SendStatus, send_statuses
 from botapp.models.users import TelegramUser
 
 # Telegram's deep-link payloads: "up to 64 characters; A-Z, a-z, 0-9, _ and -" (Bot API, deep linking).
-START_PAYLOAD_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+START_PAYLOAD_RE = re.compile(r"\A[A-Za-z0-9_-]{1,64}\Z")
 
 
 class Sequence(models.Model):
