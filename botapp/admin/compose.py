@@ -1,11 +1,17 @@
 """What every composed message's form checks (broadcasts, sequence steps): Telegram's limits."""
 
+import re
+
 from django import forms
 
 from botapp.services.outgoing import buttons_parse
 from botapp.services.telegram_html import telegram_html_check
 from botapp.telegram.limits import CAPTION_LENGTH, TEXT_LENGTH
 from botapp.telegram.media import media_problem
+
+# The bot settings' personal placeholders: a composed message (a broadcast, a sequence step) is sent
+# as written, the same to everyone, so one of these would reach users as "{first_name}".
+PERSONAL_PLACEHOLDER = re.compile(r"\{(first_name|last_name|username|mention)\}")
 
 
 class ComposedMessageForm(forms.ModelForm):
@@ -14,6 +20,11 @@ class ComposedMessageForm(forms.ModelForm):
     def clean_text(self):
         if problems := telegram_html_check(text=self.cleaned_data["text"]):
             raise forms.ValidationError(problems)  # every problem at once; Telegram would refuse the text
+        if found := PERSONAL_PLACEHOLDER.findall(self.cleaned_data["text"]):
+            raise forms.ValidationError(
+                f"{{{found[0]}}} would reach users as written: this message is the same for everyone "
+                "(only the welcome, /help, /about and /faq texts of Bot settings are filled in)."
+            )
         return self.cleaned_data["text"]
 
     def clean_media(self):

@@ -1,11 +1,12 @@
 """Stored files (with their deep links), pending deletions, admins' /batch in progress."""
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.http import HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html
 
+from botapp import clock
 from botapp.admin.access import FlushCountersFirst
 from botapp.admin.backups import BackupAdminMixin, BackupFilter
 from botapp.admin.base import InternalAdmin, ModelAdmin
@@ -68,6 +69,13 @@ class StoredFileForm(forms.ModelForm):
 @admin.register(StoredFile)
 class StoredFileAdmin(BackupAdminMixin, FlushCountersFirst, ModelAdmin):
     form = StoredFileForm
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        # A time in the past is how an operator ends a link at once: allowed, and said.
+        if "expires_at" in form.changed_data and obj.expires_at and obj.expires_at <= clock.now():
+            self.message_user(request, f"“{obj}” has expired already: its link answers that it has expired.", messages.WARNING)
+
     actions = ("back_up_now",)
     list_display = (
         "link",

@@ -250,3 +250,14 @@ def test_a_file_id_of_another_kind_is_a_form_error(operator, telegram):
     assert response.context["adminform"].form.errors["media"] == [
         "That file id is a document, not a photo: choose the kind it is, or give another file."
     ]
+
+
+def test_a_personal_placeholder_in_a_broadcast_is_refused_not_sent_as_written(operator):
+    data = {"title": "Sale", "text": "Hi {first_name}, sale today", "media_kind": "", "media": "", "buttons": ""}
+    response = operator.post(reverse("admin:botapp_broadcast_add"), data)
+    assert response.context["adminform"].form.errors["text"] == [
+        "{first_name} would reach users as written: this message is the same for everyone "
+        "(only the welcome, /help, /about and /faq texts of Bot settings are filled in)."
+    ]
+    assert not Broadcast.objects.exists()
+    assert operator.post(reverse("admin:botapp_broadcast_add"), data | {"text": "Prices {from 5 €}"}).status_code == 302

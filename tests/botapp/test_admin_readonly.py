@@ -144,3 +144,13 @@ def test_message_ids_telegram_cannot_deliver_are_one_clear_form_error(operator, 
     assert response.status_code == 200
     assert response.context["adminform"].form.errors["message_ids"] == [error]  # one error, not the model's too
     assert not StoredFile.objects.exists()
+
+
+def test_a_link_given_a_past_expiry_is_saved_and_said_to_have_expired(operator):
+    response = operator.post(
+        url(StoredFile, "add"),
+        {"title": "Old", "source_chat_id": STORAGE, "message_ids": "5", "expires_at_0": "2020-01-01", "expires_at_1": "00:00:00"},
+        follow=True,
+    )
+    assert "“Old” has expired already: its link answers that it has expired." in response.content.decode()
+    assert StoredFile.objects.get().expires_at.year == 2020
