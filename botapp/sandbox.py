@@ -385,6 +385,7 @@ class Sandbox:
                 ran.append(name)
                 if outcome.processed or outcome.failed:
                     busy.append(f"{name}: {outcome}")
+        ran = list(dict.fromkeys(ran))  # a job that ran again (it fired again in the span and had work) once
         if ran:
             self.note(f"jobs run: {', '.join(ran)}", jobs=ran, results=busy)
         for line in busy:

@@ -112,6 +112,17 @@ def cron_matches(c: crontab, moment: datetime) -> bool:
     )
 
 
+def job_fires_between(job: Job, start: datetime, end: datetime, *, limit: int) -> int:
+    """How many times `job`'s schedule fires in (start, end], counted up to `limit`."""
+    c = job.crontab()
+    moment = (start + timedelta(minutes=1)).replace(second=0, microsecond=0)
+    fires = 0
+    while moment <= end and fires < limit:
+        fires += cron_matches(c, moment)
+        moment += timedelta(minutes=1)
+    return fires
+
+
 def jobs_due_between(start: datetime, end: datetime) -> list[Job]:
     """Jobs whose schedule fires at least once in (start, end], in registry order."""
     first_minute = (start + timedelta(minutes=1)).replace(second=0, microsecond=0)

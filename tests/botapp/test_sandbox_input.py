@@ -112,3 +112,19 @@ def test_waiting_runs_the_jobs_that_fell_due_through_the_scheduler(box, telegram
     ]
     assert ".. job delete_due_messages: 1 processed, 0 failed (1 batch(es))" in out
     assert f"-> {alice.id} delete {' '.join(f'#{i}' for i in delivered[:2])}" in out
+
+
+def test_a_long_wait_sends_a_users_onboarding_steps_in_order(box, telegram, chat, alice):
+    """The sender takes one step per user and run; the sandbox runs a job again within one wait
+    while it fired again in the span and still had work, as beat would have."""
+    from tests.factories import SequenceFactory
+
+    sequence = SequenceFactory(name="Onboarding")
+    sequence.steps.create(delay_minutes=10, text="Welcome")
+    sequence.steps.create(delay_minutes=60, text="Still there?")
+    chat(alice, "/start")
+    assert box.feed("wait 2h")
+    assert [m.text for m in telegram.bot_messages(alice.id)][1:] == ["Welcome", "Still there?"]
+    out = box.out.getvalue()
+    assert out.count(".. job send_sequence_messages: 1 processed") == 2
+    assert out.count("send_sequence_messages") == 3  # once in "jobs run", once per run with work
