@@ -114,27 +114,23 @@ def test_force_subscribe_channel_form_explains_bad_ids_and_links(operator):
     assert "chat_id" in errors and "invite_link" in errors
 
 
-def test_the_storage_channel_is_no_force_subscribe_channel(operator, settings):
-    from botapp.models import ForceSubChannel
-
-    settings.STORAGE_CHANNEL_ID = "-1001000000001"
-    data = {"chat_id": "-1001000000001", "title": "Files", "invite_link": "https://t.me/+abc", "enabled": "on", "position": 0}
-    response = operator.post(reverse("admin:botapp_forcesubchannel_add"), data)
-    assert response.context["adminform"].form.errors["chat_id"] == [
-        "That is the storage channel (STORAGE_CHANNEL_ID): users who joined it would see every stored file."
-    ]
-    assert not ForceSubChannel.objects.exists()
-
-
-def test_the_backup_channel_and_a_force_subscribe_channel_are_never_the_same(operator):
+def test_neither_the_storage_nor_the_backup_channel_is_a_force_subscribe_channel(operator, settings):
+    """Users who joined either would see every stored file."""
     from botapp.models import BotSettings, ForceSubChannel
 
+    settings.STORAGE_CHANNEL_ID = "-1001000000001"
     conf = BotSettings.load()
     conf.backup_channel_id = -1003000000001
     conf.save()
-    data = {"chat_id": "-1003000000001", "title": "Backup", "invite_link": "https://t.me/+abc", "enabled": "on", "position": 0}
-    response = operator.post(reverse("admin:botapp_forcesubchannel_add"), data)
-    assert response.context["adminform"].form.errors["chat_id"] == [
+
+    def refusal(chat_id):
+        data = {"chat_id": chat_id, "title": "Files", "invite_link": "https://t.me/+abc", "enabled": "on", "position": 0}
+        return operator.post(reverse("admin:botapp_forcesubchannel_add"), data).context["adminform"].form.errors["chat_id"]
+
+    assert refusal("-1001000000001") == [
+        "That is the storage channel (STORAGE_CHANNEL_ID): users who joined it would see every stored file."
+    ]
+    assert refusal("-1003000000001") == [
         "That is the backup channel (Bot settings): users who joined it would see every stored file."
     ]
     assert not ForceSubChannel.objects.exists()
