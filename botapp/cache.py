@@ -51,8 +51,6 @@ PROBE_SECONDS = 2.0  # the cache's socket timeout (1.5 s) and some: how long one
 _down_until = 0.0
 _warned_at = -1e9
 _monotonic = time.monotonic  # tests move it
-
-
 _probe = threading.Lock()
 
 
@@ -74,7 +72,7 @@ def cache_usable() -> bool:
 
 
 def cache_answered() -> None:
-    """A cache call succeeded: the cache is usable again for everyone."""
+    """A cache call succeeded: the cache is usable again for everyone (tests call it to start clean)."""
     global _down_until
     if _down_until != 0.0:
         _down_until = 0.0
@@ -90,12 +88,6 @@ def cache_failed(exc: Exception, what: str) -> None:
         log.error("cache unreachable (%s): %s; not asked again for %.0f s", exc, what, CACHE_RETRY_AFTER)
     else:
         log.warning("cache unreachable (%s): %s", what, exc)
-
-
-def cache_recovered() -> None:
-    """Ask the cache again at once (tests)."""
-    global _down_until
-    _down_until = 0.0
 
 
 # How long a process keeps a hot value (below) without asking Redis: another process's change

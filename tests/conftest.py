@@ -28,10 +28,10 @@ def cache_clear():
     from django.core.cache import caches
     from django.core.cache.backends.redis import RedisCache
 
-    from botapp.cache import HotValue, cache_recovered
+    from botapp.cache import HotValue, cache_answered
 
     HotValue.forget_local_all()  # this process's copies of hot values (bot settings, steps, channels)
-    cache_recovered()  # a test whose cache failed leaves the next one a working cache
+    cache_answered()  # a test whose cache failed leaves the next one a working cache
     cache = caches["default"]  # not django.core.cache.cache: a proxy, never an instance of RedisCache
     if not isinstance(cache, RedisCache):
         cache.clear()
