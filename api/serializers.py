@@ -16,11 +16,11 @@ from rest_framework import serializers
 from botapp import clock
 from botapp.admin.compose import ComposedMessageForm
 from botapp.models import Broadcast, BroadcastAttachment, BroadcastDelivery, StoredFile, TelegramUser
-from botapp.models.files import MAX_BATCH, MAX_MESSAGE_ID, message_ids_problem
+from botapp.models.files import MAX_BATCH, message_ids_problem
 from botapp.models.sequences import START_PAYLOAD_RE
 from botapp.services.files import bot_username_cached, deep_link
 from botapp.services.messages import MAX_RECIPIENTS, AttachmentSpec
-from botapp.telegram.limits import BUTTON_TEXT_LENGTH
+from botapp.telegram.limits import BUTTON_TEXT_LENGTH, MESSAGE_ID_MAX
 
 
 def field_errors(exc: DjangoValidationError) -> serializers.ValidationError:
@@ -352,7 +352,7 @@ class StoredFileSerializer(serializers.ModelSerializer):
     # Checked as the console checks them (message_ids_problem), for the same messages.
     message_ids = serializers.ListField(
         child=serializers.IntegerField(),
-        help_text=f"1 to {MAX_BATCH} storage-channel message ids (1 to {MAX_MESSAGE_ID}), none twice, in delivery order.",
+        help_text=f"1 to {MAX_BATCH} storage-channel message ids (1 to {MESSAGE_ID_MAX}), none twice, in delivery order.",
     )
     source_chat_id = serializers.IntegerField(
         required=False, max_value=-1, help_text="The storage channel (default: STORAGE_CHANNEL_ID)."

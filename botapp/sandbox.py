@@ -45,6 +45,7 @@ from botapp import clock
 from botapp.services.outgoing import ClickLinkExpired, click_record, click_token_of
 from botapp.signals import broadcast_queued, sandbox_clock_advanced, sandbox_job_requested
 from botapp.telegram.gateway import Button, Gateway, Media, TgUser
+from botapp.telegram.limits import USER_FILE_SIZE, USER_ID_MAX
 from botapp.telegram.server.offline import OfflineBot
 from botapp.telegram.server.server import Event, TelegramServer
 
@@ -57,10 +58,6 @@ SEND_RE = re.compile(
     re.IGNORECASE,
 )
 SIZE_UNITS = {"B": 1, "KB": 1024, "MB": 1024**2, "GB": 1024**3}
-# Telegram's documented limits: user ids have at most 52 significant bits (Bot API, User.id); an
-# upload is at most 8,000 parts of 512 KB for Premium users (4,000 otherwise: core.telegram.org/api/files).
-MAX_USER_ID = 2**52 - 1
-MAX_FILE_SIZE = 8000 * 512 * 1024
 POST_RE = re.compile(r"^post\s+(?P<text>.+)$")
 FORWARD_RE = re.compile(r"^(?P<user>\d+)\s+forwards\s+#?(?P<message>\d+)$")
 FORCESUB_RE = re.compile(r"^forcesub\s+(?P<title>[^\s]+)(?:\s+(?P<span>(\d+\s*[smhd]\s*)+))?(?:\s+(?P<requests>requests))?$")
@@ -197,8 +194,8 @@ class Sandbox:
         if user and int(user[1]) == 0:
             self.note("Telegram user ids start at 1")
             return False
-        if user and int(user[1]) > MAX_USER_ID:
-            self.note(f"Telegram user ids have at most 52 bits (up to {MAX_USER_ID:,})")
+        if user and int(user[1]) > USER_ID_MAX:
+            self.note(f"Telegram user ids have at most 52 bits (up to {USER_ID_MAX:,})")
             return False
         if m := WAIT_RE.match(line):
             self.wait(duration_parse(m["span"]))
@@ -234,8 +231,8 @@ class Sandbox:
         elif m := SEND_RE.match(line):
             media = Media(m["kind"].lower(), m["file"])
             size = round(float(m["size"]) * SIZE_UNITS[m["unit"].upper()]) if m["size"] else None
-            if size is not None and size > MAX_FILE_SIZE:
-                self.note(f"Telegram takes files of at most {MAX_FILE_SIZE // 1024**2:,} MB (a Premium user's limit)")
+            if size is not None and size > USER_FILE_SIZE:
+                self.note(f"Telegram takes files of at most {USER_FILE_SIZE // 1024**2:,} MB (a Premium user's limit)")
                 return False
             self.telegram.user_sends(self.user(int(m["user"])), m["caption"] or "", media=media, file_size=size)
             self.bot.pump.process()

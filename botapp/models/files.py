@@ -8,11 +8,10 @@ from django.db import models
 from django.db.models import Q
 
 from botapp import clock
-from botapp.telegram.limits import DELETE_WINDOW_MINUTES
+from botapp.telegram.limits import DELETE_WINDOW_MINUTES, MESSAGE_ID_MAX
 
 # Telegram lets a bot delete its messages for 48 hours; any lifetime we schedule must fit in it.
 TELEGRAM_DELETE_WINDOW_MINUTES = DELETE_WINDOW_MINUTES  # Telegram: bots delete only for 48 h
-MAX_MESSAGE_ID = 2**31 - 1  # Telegram's message ids are TL `int` (32 bits): messages.forwardMessages id:Vector<int>
 MAX_BATCH = 200  # messages behind one link; a user receives them in one go
 
 
@@ -24,8 +23,8 @@ def message_ids_problem(ids) -> str:
         return "Give a list of positive message ids, e.g. [12] or [12, 13, 14]."
     if len(ids) > MAX_BATCH:
         return f"A link holds at most {MAX_BATCH} messages (got {len(ids):,})."
-    if bad := [i for i in ids if not 0 < i <= MAX_MESSAGE_ID]:
-        return f"{bad[0]} is not a Telegram message id (they go from 1 to {MAX_MESSAGE_ID:,})."
+    if bad := [i for i in ids if not 0 < i <= MESSAGE_ID_MAX]:
+        return f"{bad[0]} is not a Telegram message id (they go from 1 to {MESSAGE_ID_MAX:,})."
     seen = set()
     for i in ids:
         if i in seen:

@@ -18,6 +18,8 @@ BUTTON_TEXT_LENGTH = 64  # inferred: longer button labels are cut by clients; we
 CALLBACK_DATA_BYTES = 64  # bytes of an inline button's callback data
 START_PAYLOAD_LENGTH = 64  # characters of a deep-link /start payload, [A-Za-z0-9_-]
 USERNAME_LENGTH = 64  # inferred upper bound; Telegram usernames are 5-32 characters today
+USER_ID_MAX = 2**52 - 1  # user ids have at most 52 significant bits (Bot API, User.id)
+MESSAGE_ID_MAX = 2**31 - 1  # message ids are TL `int` (32 bits): messages.forwardMessages id:Vector<int>
 ALBUM_SIZE = 10  # media in one album (messages.sendMultiMedia)
 # Which media may share an album: photos and videos mix; documents go only with documents, audio
 # only with audio (core.telegram.org/api/files, "Albums"; the Bot API's sendMediaGroup says the same).
@@ -26,8 +28,10 @@ ALBUM_GROUPS = {"photo": "visual", "video": "visual", "document": "document", "a
 # --- uploads (core.telegram.org/api/files) -------------------------------------------------------
 UPLOAD_PART_SIZE = 512 * 1024  # bytes in one upload.saveFilePart / saveBigFilePart, at most
 UPLOAD_PARTS = 4000  # parts of one file, at most (8000 for premium users; bots are not premium)
+UPLOAD_PARTS_PREMIUM = 8000
 UPLOAD_BIG_FILE = 10 * 1024 * 1024  # files larger than this are uploaded with upload.saveBigFilePart
 FILE_SIZE = UPLOAD_PART_SIZE * UPLOAD_PARTS  # 2000 MiB: the largest file a bot uploads
+USER_FILE_SIZE = UPLOAD_PART_SIZE * UPLOAD_PARTS_PREMIUM  # 4000 MiB: the largest a (Premium) user sends
 PHOTO_SIZE = 10 * 1024 * 1024  # a photo, at most (the Bot API's documented sendPhoto limit; larger images go as documents)
 
 # --- time windows --------------------------------------------------------------------------------
