@@ -269,20 +269,11 @@ class BroadcastAdmin(ModelAdmin):
         audience, who = broadcast_recipients_text(broadcast=broadcast)
         later = bool(broadcast.scheduled_at and broadcast.scheduled_at > clock.now())
         if request.method != "POST":
-            if later and broadcast.audience == Broadcast.Audience.USERS:
+            if later:
                 when = f"{timezone.localtime(broadcast.scheduled_at):%Y-%m-%d %H:%M %Z}"
-                lines = [f"It is scheduled for {when}: it goes then to {who}."]
-            elif later and broadcast.audience == Broadcast.Audience.PAYLOAD:
-                when = f"{timezone.localtime(broadcast.scheduled_at):%Y-%m-%d %H:%M %Z}"
-                lines = [
-                    f"It is scheduled for {when}: it goes then to every active user who came through "
-                    f"“{broadcast.audience_payload}” ({audience:,} now)."
-                ]
-            elif later:
-                when = f"{timezone.localtime(broadcast.scheduled_at):%Y-%m-%d %H:%M %Z}"
-                lines = [
-                    f"It is scheduled for {when}: it goes then to every user active at that time ({audience:,} are active now)."
-                ]
+                # Listed users are fixed; the others are whoever is active when it starts.
+                then = who if broadcast.audience == Broadcast.Audience.USERS else f"those active at that time ({who} now)"
+                lines = [f"It is scheduled for {when}: it goes then to {then}."]
             else:
                 lines = [f"It goes now to {who}."]
             if broadcast.delete_after_minutes:

@@ -210,6 +210,10 @@ def test_start_says_who_it_goes_to_as_start_will_queue_them(operator):
     assert "It goes now to 1 active user who came through “spring”." in page and "Send to 1 user" in page
     page = confirmation(overdue)
     assert "It goes now to 4 active users." in page and "Send to 4 users" in page and "Schedule it" not in page
+    Broadcast.objects.filter(pk__in=[listed.pk, overdue.pk]).update(scheduled_at=clock.now() + timedelta(days=1))
+    page = confirmation(overdue)
+    assert "it goes then to those active at that time (4 active users now)." in page and "Schedule it" in page
+    assert "it goes then to the 2 listed users." in confirmation(listed)
 
 
 @pytest.mark.parametrize(
