@@ -30,19 +30,23 @@ $(STAMP): requirements/base.txt requirements/dev.txt requirements/constraints.tx
 	@$(BIN)/pip install --quiet --disable-pip-version-check -r requirements/dev.txt -c requirements/constraints.txt
 	@touch $@
 
-# Offline: in-memory Telegram, a fresh SQLite file, background jobs in-process, the cache in the
-# process (no Redis). Extra flags: make sandbox ARGS=--json
+# Offline: in-memory Telegram, a fresh PostgreSQL database of its own, background jobs in-process,
+# the cache in the process (no Redis). Extra flags: make sandbox ARGS=--json
+SANDBOX_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/courier_sandbox
+
 sandbox: $(STAMP)
-	@mkdir -p var && rm -f var/sandbox.sqlite3
-	@DEBUG=1 DATABASE_URL=sqlite:///var/sandbox.sqlite3 CACHE_URL=locmemcache:// $(BIN)/python manage.py runbot --sandbox --demo $(ARGS)
+	@scripts/services-up postgres
+	@DEBUG=1 DATABASE_URL=$(SANDBOX_DATABASE_URL) CACHE_URL=locmemcache:// $(BIN)/python manage.py sandbox --fresh --demo $(ARGS)
 
 test: $(STAMP) $(CHROMIUM)
+	@scripts/services-up postgres redis
 	@DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) SECRET_KEY=test-only-secret DEBUG=0 \
 		$(BIN)/python -m pytest $(ARGS)
 
 # Faults under load against real processes (Celery workers, PostgreSQL, a Redis server of its own,
 # telegram_server); prints a table of figures per scenario (docs/reliability.md). A few minutes.
 chaos: $(STAMP)
+	@scripts/services-up postgres redis
 	@DATABASE_URL=$(CHAOS_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) SECRET_KEY=test-only-secret DEBUG=0 \
 		$(BIN)/python -m pytest -m chaos tests/chaos $(ARGS)
 

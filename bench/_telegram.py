@@ -11,7 +11,7 @@ from pathlib import Path
 from pyrogram import raw
 
 from botapp.telegram.gateway import TgUser
-from botapp.telegram.server.process import RemoteTelegram, server_process
+from offline.telegram.process import RemoteTelegram, server_process
 
 
 @contextlib.contextmanager

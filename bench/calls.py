@@ -21,15 +21,15 @@ from django.core.management import call_command
 from django.db import connection
 
 from botapp import clock
+from botapp.bot.router import Router
 from botapp.models import PendingDeletion, TelegramUser
 from botapp.services.broadcasts import BroadcastMessage
 from botapp.services.outgoing import Outgoing
 from botapp.services.shortener import MemoryShortener
 from botapp.services.users import user_access_hash
 from botapp.telegram.gateway import Media, TgUser
-from botapp.telegram.router import Router
-from botapp.telegram.server.offline import OfflineBot, offline_gateway
-from botapp.telegram.server.server import TelegramServer
+from offline.telegram.clients import OfflineBot, offline_gateway
+from offline.telegram.server import TelegramServer
 from scheduler.jobs.deletions import delete_due_messages
 
 ADMIN = 1000

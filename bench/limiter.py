@@ -36,7 +36,7 @@ from django.conf import settings
 
 from botapp.telegram.gateway import SendItem, TelegramError
 from botapp.telegram.limiter import BULK, RedisLimiter, send_batch_size
-from botapp.telegram.server.offline import offline_gateway
+from offline.telegram.clients import offline_gateway
 from scheduler.jobs.sweep import sends_in_flight
 
 LATENCY = 0.08

@@ -101,7 +101,7 @@ def prepare(path, users: int) -> int:
     from django.db import connection
 
     from botapp.models import Broadcast, BroadcastDelivery, TelegramUser
-    from botapp.telegram.server.offline import offline_gateway
+    from offline.telegram.clients import offline_gateway
 
     ids = range(FIRST, FIRST + users)
     t0 = time.perf_counter()
@@ -111,7 +111,7 @@ def prepare(path, users: int) -> int:
     def meet(part):  # users write /start, on a few control connections at once
         nonlocal done
         from botapp.telegram.gateway import TgUser
-        from botapp.telegram.server.process import RemoteTelegram
+        from offline.telegram.process import RemoteTelegram
 
         own = RemoteTelegram(path, timeout=60)
         for user_id in part:

@@ -44,7 +44,7 @@ from botapp.models import Broadcast, TelegramUser
 from botapp.services.broadcasts import broadcast_start, broadcasts_start_due
 from botapp.services.users import user_access_hash
 from botapp.telegram.limiter import BULK, RedisLimiter
-from botapp.telegram.server.offline import offline_gateway
+from offline.telegram.clients import offline_gateway
 from scheduler.jobs.broadcast_send import BroadcastSendSweep
 from scheduler.jobs.sweep import Stream
 

@@ -47,7 +47,7 @@ from botapp.models import Broadcast, BroadcastDelivery, TelegramUser
 from botapp.services.users import user_access_hash
 from botapp.telegram.gateway import SendItem
 from botapp.telegram.limiter import BULK, RedisLimiter
-from botapp.telegram.server.offline import offline_gateway
+from offline.telegram.clients import offline_gateway
 from scheduler.jobs.broadcast_send import BroadcastSendSweep
 from scheduler.jobs.sweep import stream_for
 

@@ -32,14 +32,14 @@ from django.db import connection
 from django.db.models import Max
 from django.test.utils import CaptureQueriesContext
 
+from botapp.bot.router import Router
 from botapp.models import BotSettings, PendingDeletion, StoredFile, TelegramUser
 from botapp.services.files import file_store
 from botapp.services.shortener import MemoryShortener
 from botapp.services.users import user_access_hash
 from botapp.telegram.gateway import Media, TgUser
-from botapp.telegram.router import Router
-from botapp.telegram.server.offline import OfflineBot
-from botapp.telegram.server.server import TelegramServer
+from offline.telegram.clients import OfflineBot
+from offline.telegram.server import TelegramServer
 
 FIRST = 60_000_001  # bench users: FIRST, FIRST + 1, ...
 

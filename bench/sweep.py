@@ -36,7 +36,7 @@ from botapp import clock
 from botapp.models import BotSettings, PendingDeletion, TelegramUser
 from botapp.services.autodelete import DeletionSweep
 from botapp.services.users import user_access_hash
-from botapp.telegram.server.offline import offline_gateway
+from offline.telegram.clients import offline_gateway
 from scheduler.jobs.deletions import delete_due_messages
 
 BASE = 50_000_000  # run r's chat i (1..due) is user BASE + r * due + i

@@ -8,6 +8,7 @@ class BotappConfig(AppConfig):
     verbose_name = "Courier bot"
 
     def ready(self):
+        from botapp import checks  # noqa: F401 - registers the system checks
         from botapp.models import ForceSubChannel, Sequence, SequenceStep
 
         for model in (Sequence, SequenceStep):

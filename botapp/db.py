@@ -51,15 +51,13 @@ def row_by(model: type[M], field: str, value) -> M | None:
     return model.from_db(alias, names, row)
 
 
-def _by_ids(model: type[models.Model], ids, statement, orm):
-    """Run `statement(connection, quote, table, where)` -> (sql, params) on PostgreSQL with the
-    ids as one array literal after its params, or `orm(queryset)` elsewhere (the SQLite sandbox)."""
+def _by_ids(model: type[models.Model], ids, statement):
+    """Run `statement(connection, quote, table, where)` -> (sql, params) with the ids as one array
+    literal after its params."""
     ids = list(ids)
     if not ids:
         return 0
     connection = connections[router.db_for_write(model)]
-    if connection.vendor != "postgresql":
-        return orm(model._default_manager.filter(pk__in=ids))
     quote, meta = connection.ops.quote_name, model._meta
     sql, params = statement(connection, quote, quote(meta.db_table), f"{quote(meta.pk.column)} = ANY(%s::bigint[])")
     with connection.cursor() as cursor:
@@ -77,12 +75,10 @@ def ids_update(model: type[models.Model], ids, **values) -> int:
         sets = ", ".join(f"{quote(f.column)} = %s" for f in fields)
         return f"UPDATE {table} SET {sets} WHERE {where}", [f.get_db_prep_save(values[f.name], connection) for f in fields]
 
-    return _by_ids(model, ids, statement, lambda qs: qs.update(**values))
+    return _by_ids(model, ids, statement)
 
 
 def ids_delete(model: type[models.Model], ids) -> int:
     """`model.objects.filter(pk__in=ids).delete()` for a model nothing references and no signal
     watches, as one statement with the ids as one array (see `ids_update`)."""
-    return _by_ids(
-        model, ids, lambda connection, quote, table, where: (f"DELETE FROM {table} WHERE {where}", []), lambda qs: qs.delete()[0]
-    )
+    return _by_ids(model, ids, lambda connection, quote, table, where: (f"DELETE FROM {table} WHERE {where}", []))

@@ -17,15 +17,6 @@ broadcast_queued = Signal()
 # send(): a receiver that cannot queue the test (the broker is down) raises, and the admin says so.
 broadcast_test_requested = Signal()
 
-# The sandbox moved its virtual clock from `before` to `after`. kwargs: before, after, gateway (a
-# worker's). Receivers run the background jobs that fell due in between, on that gateway, and return
-# a list of (job name, outcome) in the order they ran; an outcome has `processed` and `failed`.
-sandbox_clock_advanced = Signal()
-
 # The operator asked for backup copies of these stored files now. kwargs: share_ids. Sent with
 # send(): a receiver that cannot queue the work (the broker is down) raises, and the admin says so.
 backups_requested = Signal()
-# The sandbox asks for one background job to run now, as a worker woken by `broadcast_queued` would
-# (it has no Celery). kwargs: job (its name), gateway (a worker's). Receivers return
-# [(job name, outcome)].
-sandbox_job_requested = Signal()

@@ -43,6 +43,9 @@ INSTALLED_APPS = [
     "botapp",
     "scheduler",
     "api",
+    # Tooling, never imported by the apps above: the in-memory Telegram and the sandbox (their
+    # management commands `telegram_server` and `sandbox`).
+    "offline",
 ]
 
 MIDDLEWARE = [
@@ -100,7 +103,8 @@ TEMPLATES = [
     },
 ]
 
-DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'courier.sqlite3'}")}
+# PostgreSQL only (botapp/checks.py): the hot SQL uses arrays, unnest, DISTINCT ON and SKIP LOCKED.
+DATABASES = {"default": env.db("DATABASE_URL", default="postgres://postgres@127.0.0.1:5432/courier")}
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -215,6 +219,8 @@ TELEGRAM_SESSION_DIR = Path(env("TELEGRAM_SESSION_DIR", default=str(VAR_DIR / "s
 TELEGRAM_OFFLINE = env.bool("TELEGRAM_OFFLINE", default=False)
 # Where `manage.py telegram_server` (the in-memory Telegram) listens; offline runbot and workers connect here.
 TELEGRAM_OFFLINE_SOCKET = Path(env("TELEGRAM_OFFLINE_SOCKET", default=str(VAR_DIR / "telegram.sock")))
+# What builds an offline client's connection and storage (the tooling's; production never imports it).
+TELEGRAM_OFFLINE_CONNECTION = "offline.telegram.connection.offline_client_options"
 
 # --- Celery: JSON only; schedules live in the database (django-celery-beat). ---
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL)

@@ -17,8 +17,6 @@ class SchedulerConfig(AppConfig):
         signals.broadcast_queued.connect(receivers.broadcast_sender_wake, dispatch_uid="scheduler.broadcast_sender_wake")
         signals.broadcast_test_requested.connect(receivers.broadcast_test_queue, dispatch_uid="scheduler.broadcast_test_queue")
         signals.backups_requested.connect(receivers.backups_queue, dispatch_uid="scheduler.backups_queue")
-        signals.sandbox_clock_advanced.connect(receivers.sandbox_jobs_run, dispatch_uid="scheduler.sandbox_jobs_run")
-        signals.sandbox_job_requested.connect(receivers.sandbox_job_run, dispatch_uid="scheduler.sandbox_job_run")
         # Heartbeats of the worker and beat processes, for the dashboard and the jobs page.
         from celery import signals as celery_signals
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 
-from scheduler.jobs.registry import Outcome, job_fires_between, job_run, jobs_due_between
 from scheduler.tasks import TASKS, backup_files, send_broadcast_test
 
 log = logging.getLogger(__name__)
@@ -29,30 +28,6 @@ def broadcast_test_queue(sender, *, broadcast_id: int, **kwargs) -> None:
 def backups_queue(sender, *, share_ids: list[str], **kwargs) -> None:
     """Queue the backup copies for a worker, which holds a Telegram session. Raises when the broker is down."""
     backup_files.apply_async(args=[list(share_ids)], retry=False)
-
-
-SANDBOX_RUNS_MAX = 10  # runs of one job per `wait`, at most
-
-
-def sandbox_jobs_run(sender, *, before, after, gateway, **kwargs) -> list[tuple[str, Outcome]]:
-    """Run every job whose schedule fell due between `before` and `after`, as beat would have: a
-    job that fired several times in the span runs again while it still finds work (up to that many
-    times, at most SANDBOX_RUNS_MAX), so work a run leaves for the next one (a user's next
-    onboarding step) is done within the same wait."""
-    results = []
-    for job in jobs_due_between(before, after):
-        fires = job_fires_between(job, before, after, limit=SANDBOX_RUNS_MAX)
-        for _ in range(max(1, fires)):
-            outcome = job_run(job.name, trigger="sandbox", gateway=gateway)
-            results.append((job.name, outcome))
-            if not outcome.processed:
-                break
-    return results
-
-
-def sandbox_job_run(sender, *, job: str, gateway, **kwargs) -> list[tuple[str, Outcome]]:
-    """Run one job now, as a woken worker would."""
-    return [(job, job_run(job, trigger="sandbox", gateway=gateway))]
 
 
 # --- Heartbeats of the Celery processes (botapp/services/health.py): the dashboard and the jobs

@@ -21,7 +21,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 
-from django.db import connection
 from django.db.models import Count, Max, Min, Q, Sum
 
 from botapp import clock
@@ -102,13 +101,9 @@ def scheduler_stats() -> SchedulerStats:
 
 
 def _last_runs() -> list[JobLastRun]:
-    """Each registered job's latest run: one query on PostgreSQL (DISTINCT ON, through the
-    (job, -started_at) index), one per job elsewhere (the sandbox's SQLite)."""
+    """Each registered job's latest run: one query (DISTINCT ON, through the (job, -started_at) index)."""
     runs = JobRun.objects.filter(job__in=list(JOBS))
-    if connection.vendor == "postgresql":
-        latest = {r.job: r for r in runs.order_by("job", "-started_at").distinct("job")}
-    else:
-        latest = {name: run for name in JOBS if (run := runs.filter(job=name).first()) is not None}
+    latest = {r.job: r for r in runs.order_by("job", "-started_at").distinct("job")}
     rows = []
     for name, job in JOBS.items():
         run = latest.get(name)

@@ -5,10 +5,10 @@ import pytest
 from django.conf import settings as django_settings
 
 from botapp import clock
+from botapp.bot.router import Router
 from botapp.telegram.gateway import TgUser
-from botapp.telegram.router import Router
-from botapp.telegram.server.offline import OfflineBot, offline_gateway
-from botapp.telegram.server.server import TelegramServer
+from offline.telegram.clients import OfflineBot, offline_gateway
+from offline.telegram.server import TelegramServer
 
 ADMIN = 1000
 STORAGE = -1001000000001

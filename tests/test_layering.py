@@ -78,3 +78,141 @@ def test_the_api_stays_on_top():
         for path in sorted((ROOT / package).rglob("*.py")):
             found += forbidden_imports(path.read_text(), str(path.relative_to(ROOT)), forbidden)
     assert found == [], "only config/urls.py and the api package itself import api:\n" + "\n".join(found)
+
+
+# --- The layers inside botapp, and the tooling beside the product -----------------------------
+#
+#   botapp/bot       the conversation (router, admin commands): parses, calls services, replies
+#   botapp/services  business rules
+#   botapp/models    data; the button grammar (models/buttons.py) is a plain module beside them
+#   botapp/telegram  the only way to Telegram (gateway, limiter, limits, kurigram): knows no layer above
+#   offline/         the in-memory Telegram and the sandbox: tooling that imports the product, never
+#                    imported by it
+#
+# Each rule: the modules under a folder, what they must not import, and why.
+LAYER_RULES = [
+    ("botapp/models", ("botapp.services", "botapp.bot", "botapp.admin", "botapp.views", "api"), "models are below services"),
+    (
+        "botapp/services",
+        ("botapp.bot", "botapp.admin", "botapp.views", "pyrogram"),
+        "services are below the bot and admin, and never touch pyrogram",
+    ),
+    ("botapp/bot", ("pyrogram", "botapp.admin"), "the conversation speaks the gateway's domain types, never pyrogram"),
+    (
+        "botapp/telegram",
+        ("botapp.bot", "botapp.services", "botapp.models", "botapp.admin"),
+        "the way to Telegram knows no layer above it",
+    ),
+]
+TELEGRAM_ALLOWED_IN_MODELS = ("botapp.telegram.limits",)  # Telegram's numbers: plain constants
+PRODUCT = ("botapp", "scheduler", "api", "config")
+TOOLING = ("offline",)
+
+
+def _modules(folder: str) -> list[Path]:
+    return sorted(p for p in (ROOT / folder).rglob("*.py") if "migrations" not in p.parts)
+
+
+def test_each_layer_imports_only_what_is_below_it():
+    found = []
+    for folder, forbidden, why in LAYER_RULES:
+        modules = _modules(folder)
+        assert modules, folder
+        for path in modules:
+            for hit in forbidden_imports(path.read_text(), str(path.relative_to(ROOT)), forbidden):
+                found.append(f"{hit}  ({why})")
+    models_to_telegram = [
+        hit
+        for path in _modules("botapp/models")
+        for hit in forbidden_imports(path.read_text(), str(path.relative_to(ROOT)), ("botapp.telegram",))
+        if not any(allowed in hit for allowed in TELEGRAM_ALLOWED_IN_MODELS)
+    ]
+    assert found + models_to_telegram == [], "imports that run back up a layer:\n" + "\n".join(found + models_to_telegram)
+
+
+def test_the_product_never_imports_its_tooling():
+    """The in-memory Telegram and the sandbox (offline/) are reached by settings only
+    (TELEGRAM_OFFLINE_CONNECTION), as boto3 is pointed at moto by an endpoint URL."""
+    found = []
+    for package in PRODUCT:
+        for path in _modules(package):
+            found += forbidden_imports(path.read_text(), str(path.relative_to(ROOT)), TOOLING)
+    assert found == [], "production modules import the offline tooling:\n" + "\n".join(found)
+
+
+def import_graph(files: list[Path], root: Path = ROOT) -> dict[str, set[str]]:
+    """Module -> the project modules it imports (at any depth of the file: function-level and
+    TYPE_CHECKING imports count, they are dependencies all the same)."""
+    names = {".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__"): p for p in files}
+    graph: dict[str, set[str]] = {name: set() for name in names}
+    for name, path in names.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            targets = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parent = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join(parent + ([base] if base else []))
+                targets = [f"{base}.{alias.name}" for alias in node.names] + [base]
+            for target in targets:
+                if target in names and target != name:
+                    graph[name].add(target)
+                    break  # `from a.b import c`: the submodule c when there is one, else a.b
+    return graph
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph[node]:
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(circles)
+
+
+def test_the_circle_finder_finds_circles(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from pkg.b import x\n")
+    (pkg / "b.py").write_text("def f():\n    from pkg import a\n")
+    (pkg / "c.py").write_text("from . import a\n")
+    graph = import_graph(sorted(pkg.glob("*.py")), root=tmp_path)
+    assert graph["pkg.c"] == {"pkg.a"}
+    assert import_circles(graph) == [["pkg.a", "pkg.b"]]
+
+
+def test_no_import_circles_in_the_product():
+    """The in-memory Telegram (offline/telegram) may keep its own: it is tooling, one model of Telegram."""
+    files = [p for package in PRODUCT for p in _modules(package)]
+    circles = import_circles(import_graph(files))
+    assert circles == [], "modules that import each other:\n" + "\n".join(" <-> ".join(c) for c in circles)

@@ -4,7 +4,7 @@ in-memory Telegram, jobs on a worker's gateway) and what it printed, as its JSON
 import io
 import json
 
-from botapp.sandbox import Sandbox
+from offline.sandbox import Sandbox
 
 
 def sandbox(telegram, bot, gateway, *, as_json: bool = True) -> Sandbox:

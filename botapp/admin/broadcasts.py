@@ -28,6 +28,7 @@ from botapp.models import (
     BroadcastAttachment,
     BroadcastDelivery,
 )
+from botapp.models.buttons import buttons_parse
 from botapp.services.broadcasts import (
     broadcast_cancel,
     broadcast_delete_refusal,
@@ -37,7 +38,6 @@ from botapp.services.broadcasts import (
     broadcast_test_request,
 )
 from botapp.services.health import broker_problem, processes_state
-from botapp.services.outgoing import buttons_parse
 
 ACTIVE = (Broadcast.Status.QUEUED, Broadcast.Status.SENDING)
 RECIPIENTS_SHOWN = 20  # listed users' ids on a broadcast's page; the rest counted

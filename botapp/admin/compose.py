@@ -4,7 +4,7 @@ import re
 
 from django import forms
 
-from botapp.services.outgoing import buttons_parse
+from botapp.models.buttons import buttons_parse
 from botapp.services.telegram_html import telegram_html_check
 from botapp.telegram.limits import CAPTION_LENGTH, TEXT_LENGTH
 from botapp.telegram.media import media_problem

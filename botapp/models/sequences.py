@@ -8,6 +8,7 @@ from django.db.models import Q
 
 from botapp import clock
 from botapp.models.broadcasts import Broadcast
+from botapp.models.buttons import KEY_RE
 from botapp.models.outgoing import OutgoingSend, SendStatus, send_statuses
 from botapp.models.users import TelegramUser
 
@@ -63,8 +64,6 @@ class SequenceStep(models.Model):
         return f"{self.sequence}: after {self.delay_minutes} min"
 
     def clean(self):
-        from botapp.services.outgoing import KEY_RE
-
         if self.condition != self.Condition.ALWAYS and not self.condition_button:
             raise ValidationError({"condition_button": "Name the button key this condition looks at."})
         if self.condition_button and not KEY_RE.match(self.condition_button):

@@ -7,6 +7,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models, transaction
 
 from botapp.cache import HotValue
+from botapp.models.buttons import buttons_parse
 from botapp.models.files import TELEGRAM_DELETE_WINDOW_MINUTES
 
 log = logging.getLogger(__name__)
@@ -16,8 +17,6 @@ CACHE_KEY = "botsettings"
 
 def one_button_validate(value: str) -> None:
     """A channel-post button: empty, or one `Text | https://…` (the admin shows what is wrong)."""
-    from botapp.services.outgoing import buttons_parse
-
     rows = buttons_parse(text=value)
     if len(rows) > 1 or any(len(row) > 1 for row in rows):
         raise ValidationError('One button: "Text | https://example.com".')

@@ -17,8 +17,8 @@ from django.utils.html import escape
 
 from botapp import clock
 from botapp.models import BotSettings, Broadcast, TelegramUser
+from botapp.models.buttons import buttons_parse
 from botapp.services.broadcasts import broadcast_start
-from botapp.services.outgoing import buttons_parse
 from botapp.telegram.gateway import Button, ChannelPost, Gateway, TelegramError
 
 log = logging.getLogger(__name__)

@@ -175,9 +175,6 @@ def broadcast_delete_refusal(*, broadcast: Broadcast) -> str:
     return ""
 
 
-LIST_CHUNK = 10_000  # listed ids per INSERT when a message to listed users starts
-
-
 def broadcast_start(*, broadcast: Broadcast) -> int:
     """Start a draft: queue it for every active user now, or, when its `scheduled_at` is in the
     future, schedule it (users are chosen when it comes due, so later joiners get it too).
@@ -227,19 +224,10 @@ def _queue(broadcast: Broadcast) -> int:
     with connection.cursor() as cursor:
         if broadcast.audience == Broadcast.Audience.USERS:
             ids = list(broadcast.recipient_ids)
-            if connection.vendor == "postgresql":
-                # The whole list as one array parameter, one statement. Each user matches once however
-                # often the list names them, so no ON CONFLICT (its speculative inserts cost a third).
-                cursor.execute(f"{insert} WHERE telegram_id = ANY(%s)", [broadcast.pk, pending, ids])
-                queued = cursor.rowcount
-            else:
-                for start in range(0, len(ids), LIST_CHUNK):
-                    chunk = ids[start : start + LIST_CHUNK]
-                    marks = ", ".join(["%s"] * len(chunk))
-                    cursor.execute(
-                        f"{insert} WHERE telegram_id IN ({marks}) ON CONFLICT DO NOTHING", [broadcast.pk, pending, *chunk]
-                    )
-                    queued += cursor.rowcount
+            # The whole list as one array parameter, one statement. Each user matches once however
+            # often the list names them, so no ON CONFLICT (its speculative inserts cost a third).
+            cursor.execute(f"{insert} WHERE telegram_id = ANY(%s)", [broadcast.pk, pending, ids])
+            queued = cursor.rowcount
             not_users = len(ids) - queued
         elif broadcast.audience == Broadcast.Audience.PAYLOAD:
             cursor.execute(

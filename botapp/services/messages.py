@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from botapp import clock
 from botapp.models import Broadcast, BroadcastAttachment, BroadcastDelivery, TelegramUser
-from botapp.services.outgoing import buttons_parse
+from botapp.models.buttons import buttons_parse
 from botapp.telegram.limits import CAPTION_LENGTH, FILE_SIZE, PHOTO_SIZE, START_PAYLOAD_LENGTH, TEXT_LENGTH
 from botapp.telegram.media import media_problem
 
@@ -33,7 +33,6 @@ MAX_ATTACHMENTS = 50
 # Recipients listed in one message, at most (a 100,000-user list is about 1.2 MB of JSON).
 MAX_RECIPIENTS = 1_000_000
 UNKNOWN_SHOWN = 50  # unknown ids named in the error; the rest are counted
-LOOKUP_CHUNK = 10_000  # ids per query when checking or queuing a list
 
 
 @dataclass(frozen=True)
@@ -163,17 +162,12 @@ def message_results(*, message: Broadcast) -> list[dict]:
 
 
 def users_unknown(*, telegram_ids: Iterable[int]) -> list[int]:
-    """The ids, in the order given, that belong to no user of the bot (one query on PostgreSQL)."""
+    """The ids, in the order given, that belong to no user of the bot (one query: the whole list as
+    one array parameter)."""
     ids = list(telegram_ids)
-    known: set[int] = set()
-    if connection.vendor == "postgresql":  # the whole list as one array parameter: one query
-        with connection.cursor() as cursor:
-            cursor.execute(f"SELECT telegram_id FROM {TelegramUser._meta.db_table} WHERE telegram_id = ANY(%s)", [ids])
-            known.update(row[0] for row in cursor.fetchall())
-    else:
-        for start in range(0, len(ids), LOOKUP_CHUNK):
-            chunk = ids[start : start + LOOKUP_CHUNK]
-            known.update(TelegramUser.objects.filter(telegram_id__in=chunk).values_list("telegram_id", flat=True))
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT telegram_id FROM {TelegramUser._meta.db_table} WHERE telegram_id = ANY(%s)", [ids])
+        known = {row[0] for row in cursor.fetchall()}
     return [i for i in ids if i not in known]
 
 

@@ -2,9 +2,7 @@
 tracked ones, sending them to one user, and what it means when Telegram refuses a send
 (`send_failure`, the one mapping every sweep that sends to users applies).
 
-Buttons are written one row per line: `Text | https://url`, with `||` between buttons on a row.
-A link is http(s) with a host or tg:// (what Telegram accepts on a button). A third part names the
-button for click tracking: `Join | https://t.me/+abc | joined`. A tracked button's URL goes through
+The button grammar (`Text | https://url | key`) is botapp/models/buttons.py. A tracked button's URL goes through
 Courier's redirect (`PUBLIC_URL/go/…`), which records a ButtonClick for that user (once per user and
 key) and forwards them to the link; sequence steps can then depend on "clicked X". The redirect
 works for CLICK_LINK_DAYS after the message was sent.
@@ -12,20 +10,17 @@ works for CLICK_LINK_DAYS after the message was sent.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
 from django.core import signing
-from django.core.exceptions import ValidationError
-from django.core.validators import URLValidator
 from django.db import IntegrityError, transaction
-from django.utils.html import escape
 
 from botapp import clock
 from botapp.models import ButtonClick, SendStatus, TelegramUser
+from botapp.models.buttons import ButtonSpec, buttons_parse
 from botapp.services.users import unreachable_state
 from botapp.telegram.gateway import (
     Button,
@@ -38,11 +33,8 @@ from botapp.telegram.gateway import (
     Sent,
     TelegramError,
 )
-from botapp.telegram.limits import ALBUM_GROUPS, ALBUM_SIZE, BUTTON_TEXT_LENGTH, CAPTION_LENGTH
+from botapp.telegram.limits import ALBUM_GROUPS, ALBUM_SIZE, CAPTION_LENGTH
 
-KEY_RE = re.compile(r"^[a-z0-9_-]{1,64}$")
-TG_URL_RE = re.compile(r"^tg://[a-z_]+[^\s]*$", re.IGNORECASE)  # tg://resolve?domain=x, tg://join?invite=y, ...
-_http_url = URLValidator(schemes=["http", "https"])
 CLICK_SALT = "courier.click"
 
 
@@ -50,70 +42,11 @@ class ClickLinkExpired(Exception):
     """A tracked button opened more than CLICK_LINK_DAYS after its message was sent."""
 
 
-@dataclass(frozen=True)
-class ButtonSpec:
-    text: str
-    url: str
-    key: str = ""  # tracked when set
-
-    def render(self, user_id: int | None) -> Button:
-        if self.key and user_id is not None:
-            return Button(self.text, url=click_url(user_id=user_id, key=self.key, url=self.url))
-        return Button(self.text, url=self.url)
-
-
-def buttons_parse(*, text: str, check_links: bool = True) -> list[list[ButtonSpec]]:
-    """Parse the admin's button lines into rows of buttons; a ValidationError names every line that
-    is wrong, each once (no text or link, a link Telegram would refuse, a bad click key, tracking
-    without PUBLIC_URL). Senders pass `check_links=False`: a message composed under an older,
-    looser rule still goes out, and Telegram's refusal is then each send's own result."""
-    rows, errors = [], []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(_button_row(number, line, check_links=check_links))
-        except ValidationError as exc:
-            errors.extend(exc.messages)
-    if errors:
-        raise ValidationError(errors)
-    return rows
-
-
-def _button_row(number: int, line: str, *, check_links: bool) -> list[ButtonSpec]:
-    row = []
-    for part in line.split("||"):
-        pieces = [p.strip() for p in part.split("|")]
-        if len(pieces) not in (2, 3) or not pieces[0] or not pieces[1]:
-            raise ValidationError(
-                f'Line {number}: write a button as "Text | https://example.com" (optionally "| key" to track clicks).'
-            )
-        label, url, key = pieces[0], pieces[1], pieces[2] if len(pieces) == 3 else ""
-        if check_links and not button_url_ok(url=url):
-            raise ValidationError(
-                f"Line {number}: {escape(url)} is not a link Telegram accepts on a button "
-                "(https://… or http://… with a host, or tg://…)."
-            )
-        if len(label) > BUTTON_TEXT_LENGTH:
-            raise ValidationError(f"Line {number}: button text is at most {BUTTON_TEXT_LENGTH} characters.")
-        if key and not KEY_RE.match(key):
-            raise ValidationError(f"Line {number}: a click key uses a-z, 0-9, _ and - only (got {escape(key)!s}).")
-        if key and not settings.PUBLIC_URL:
-            raise ValidationError(f"Line {number}: tracking clicks needs PUBLIC_URL (the admin's public https address).")
-        row.append(ButtonSpec(label, url, key))
-    return row
-
-
-def button_url_ok(*, url: str) -> bool:
-    """Whether Telegram takes `url` on a link button: http(s) with a valid host, or tg://. Anything
-    else (mailto:, javascript:, a bare word) would fail every send of the message."""
-    if url.lower().startswith("tg://"):
-        return bool(TG_URL_RE.match(url))
-    try:
-        _http_url(url)
-    except ValidationError:
-        return False
-    return True
+def button_render(*, spec: ButtonSpec, user_id: int | None) -> Button:
+    """The button one user gets: a tracked one goes through Courier's redirect, signed for them."""
+    if spec.key and user_id is not None:
+        return Button(spec.text, url=click_url(user_id=user_id, key=spec.key, url=spec.url))
+    return Button(spec.text, url=spec.url)
 
 
 def click_url(*, user_id: int, key: str, url: str) -> str:
@@ -208,7 +141,7 @@ class Outgoing:
     def send(self, gateway: Gateway, chat_id: int, *, user_id: int | None = None) -> Sent:
         """`user_id` is the TelegramUser pk that tracked buttons record clicks for. Returns the first
         message sent; several attachments that stop partway raise CopyIncomplete (what arrived)."""
-        buttons = [[spec.render(user_id) for spec in row] for row in self.rows] or None
+        buttons = [[button_render(spec=spec, user_id=user_id) for spec in row] for row in self.rows] or None
         if self.attachments:
             return self._send_attachments(gateway, chat_id, buttons)
         if self.media is not None:
@@ -220,7 +153,7 @@ class Outgoing:
         send it; None when it takes several messages (attachments): then `send` it."""
         if self.attachments:
             return None
-        buttons = [[spec.render(user_id) for spec in row] for row in self.rows] or None
+        buttons = [[button_render(spec=spec, user_id=user_id) for spec in row] for row in self.rows] or None
         return SendItem(chat_id, self.text, media=self.media, buttons=buttons, protect=self.protect)
 
     def _send_attachments(self, gateway: Gateway, chat_id: int, buttons) -> Sent:

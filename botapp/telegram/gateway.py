@@ -2,7 +2,7 @@
 
 Services receive a `Gateway` and never import pyrogram. Its one implementation is
 `pyrogram_gateway.PyrogramGateway` (kurigram); tests and the sandbox run that same class against
-the in-memory Telegram server (`botapp.telegram.server`). Every method is synchronous and
+the in-memory Telegram server (`offline.telegram`). Every method is synchronous and
 thread-safe, so sweeps can send from a thread pool and bot handlers from their worker threads.
 """
 

@@ -27,6 +27,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
+from django.conf import settings
+from django.utils.module_loading import import_string
 from pyrogram import Client, enums, errors, raw, types, utils
 from pyrogram.crypto import mtproto
 from pyrogram.file_id import FileId
@@ -95,14 +97,14 @@ def client_build(
     """A bot client with a session file of its own under `workdir` (never share one between processes).
 
     `offline`: the in-memory Telegram to talk to instead of Telegram (a `TelegramServer` in this
-    process, or the socket path of `manage.py telegram_server`); only the connection differs."""
+    process, or the socket path of `manage.py telegram_server`); only the connection differs, and
+    the tooling that builds it is named by settings.TELEGRAM_OFFLINE_CONNECTION."""
     workdir.mkdir(parents=True, exist_ok=True)
     options = {"in_memory": in_memory}
     if workers is not None:
         options["workers"] = workers  # updates kurigram dispatches at once
     if offline is not None:  # the provisioned storage engine is in memory or not
-        from botapp.telegram.server.connection import offline_client_options
-
+        offline_client_options = import_string(settings.TELEGRAM_OFFLINE_CONNECTION)
         options = offline_client_options(
             offline, name=name, workdir=workdir, in_memory=in_memory, api_id=api_id, bot_token=bot_token
         )

@@ -66,20 +66,11 @@ def deliveries_lease(broadcast_id: int, n: int, *, lease_until) -> list[tuple]:
     hold are skipped): (id, broadcast id, user pk, chat id, access hash, user state) each. On
     PostgreSQL one statement, the walk of the partial index `delivery_pending` and the lease
     together (the ORM's SELECT … FOR UPDATE then UPDATE … IN (200 ids) cost the worker 15 ms of
-    CPU per batch); elsewhere (the SQLite sandbox) the ORM."""
-    if connection.vendor == "postgresql":
-        sql = LEASE_SQL.format(deliveries=BroadcastDelivery._meta.db_table, users=TelegramUser._meta.db_table)
-        with connection.cursor() as cursor:
-            cursor.execute(sql, [broadcast_id, Status.PENDING.value, n, Status.SENDING.value, lease_until])
-            return sorted(cursor.fetchall())
-    rows = list(
-        BroadcastDelivery.objects.select_for_update(skip_locked=True, of=("self",))
-        .filter(broadcast_id=broadcast_id, status=Status.PENDING)
-        .order_by("id")
-        .values_list("id", "broadcast_id", "user_id", "chat_id", "user__access_hash", "user__state")[:n]
-    )
-    BroadcastDelivery.objects.filter(id__in=[r[0] for r in rows]).update(status=Status.SENDING, lease_until=lease_until)
-    return rows
+    CPU per batch)."""
+    sql = LEASE_SQL.format(deliveries=BroadcastDelivery._meta.db_table, users=TelegramUser._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [broadcast_id, Status.PENDING.value, n, Status.SENDING.value, lease_until])
+        return sorted(cursor.fetchall())
 
 
 @dataclass

@@ -3,8 +3,7 @@
 PostgreSQL gets `UPDATE … FROM unnest(%s::type[], …)`, one array per column that differs between
 rows, and a plain value for a column that is the same in every row (a batch's `sent_at`, its
 statuses when all went out): Django's bulk_update builds a CASE per row and field, which grows
-quadratically (2.3 s for 1,000 rows of six fields). Other databases (the SQLite sandbox) get
-bulk_update.
+quadratically (2.3 s for 1,000 rows of six fields).
 
 What it costs the worker (measured here, 200 rows, CPU of the calling thread): psycopg adapts
 a list of 200 datetimes in 2 ms, of 200 ints in 0.45 ms, of 200 strings in 0.35 ms; an int array
@@ -24,9 +23,6 @@ INTEGER_COLUMNS = {"AutoField", "BigAutoField", "IntegerField", "BigIntegerField
 def rows_update(model: type[models.Model], rows: Sequence[dict], fields: Sequence[str]) -> None:
     """Set `fields` of each row (a dict with "id" and the fields) in one statement."""
     if not rows:
-        return
-    if connection.vendor != "postgresql":
-        model.objects.bulk_update([model(pk=r["id"], **{f: r[f] for f in fields}) for r in rows], list(fields))
         return
     meta = model._meta
     sets, params, arrays, names, types = [], [], [], [], []

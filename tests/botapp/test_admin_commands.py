@@ -11,8 +11,8 @@ from hypothesis import settings as fuzz
 from hypothesis import strategies as st
 
 from botapp import clock
+from botapp.bot.router import SORRY, UNKNOWN
 from botapp.models import AdminCommand, Broadcast, PremiumPlan, StoredFile, UserBan
-from botapp.telegram.router import SORRY, UNKNOWN
 from tests.factories import PremiumPlanFactory, UserBanFactory
 from tests.transcripts import said, sandbox
 

@@ -91,9 +91,9 @@ def test_posts_in_other_channels_are_not_linked(bot, telegram, links):
 
 
 def test_posts_made_while_runbot_was_down_get_their_links_at_start(telegram, conf, links, tmp_path, shortener):
+    from botapp.bot.router import Router
     from botapp.services.users import user_access_hash
-    from botapp.telegram.router import Router
-    from botapp.telegram.server.offline import OfflineBot
+    from offline.telegram.clients import OfflineBot
 
     links(BotSettings.ChannelPostLinks.BUTTON)
 

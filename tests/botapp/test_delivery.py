@@ -9,11 +9,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from botapp import clock
+from botapp.bot.router import SORRY
 from botapp.models import DailyStat, PendingDeletion, StoredFile, TelegramUser
 from botapp.services.files import file_store
 from botapp.services.stats import counters_flush
 from botapp.telegram.gateway import Media, TgUser
-from botapp.telegram.router import SORRY
 from tests.conftest import STORAGE
 
 pytestmark = pytest.mark.django_db

@@ -9,7 +9,8 @@ from django.urls import reverse
 
 from botapp import clock
 from botapp.models import Broadcast, ButtonClick
-from botapp.services.outgoing import CLICK_SALT, ButtonSpec, Outgoing, buttons_parse, click_token_of
+from botapp.models.buttons import ButtonSpec, buttons_parse
+from botapp.services.outgoing import CLICK_SALT, Outgoing, click_token_of
 from botapp.telegram.gateway import Button, TelegramError, TgUser
 from tests.factories import TelegramUserFactory
 

@@ -138,7 +138,7 @@ def test_an_unexpected_error_gets_an_apology_not_silence(telegram, chat, alice, 
     def boom(*args, **kwargs):
         raise RuntimeError("database on fire")
 
-    monkeypatch.setattr("botapp.telegram.router.BotSettings.load", boom)
+    monkeypatch.setattr("botapp.bot.router.BotSettings.load", boom)
     chat(alice, "/start")
 
     assert telegram.events[-1].text.startswith("Sorry, something went wrong")
@@ -185,7 +185,7 @@ def test_block_updates_keep_a_stop_choice(telegram, bot, chat, alice):
 
 @pytest.mark.parametrize("name,text", [("Ann\x00ie", "/start"), ("Ann", "/start pay\x00load"), ("Ann", "hi\x00")])
 def test_nul_and_lone_surrogates_from_telegram_never_break_a_user(chat, conf, name, text):
-    from botapp.telegram.router import SORRY
+    from botapp.bot.router import SORRY
 
     user = TgUser(id=4343, first_name=name)
     for _ in range(2):  # the first message, and every one after it
@@ -197,7 +197,7 @@ def test_nul_and_lone_surrogates_from_telegram_never_break_a_user(chat, conf, na
 def test_cleaning_drops_nul_and_unpaired_surrogates_only():
     """UTF-8 on the wire cannot carry an unpaired surrogate, but kurigram slices texts by UTF-16
     entity offsets, which can split a pair."""
-    from botapp.telegram.handlers import clean
+    from botapp.telegram.updates import clean
 
     assert clean("a\x00b\ud800c😀") == "abc😀"
     assert clean(None) == ""

@@ -15,8 +15,8 @@ from botapp.config import OFFLINE_BOT_TOKEN, BotConfig
 from botapp.management.commands.runbot import Command
 from botapp.models import BotSettings, TelegramUser
 from botapp.telegram.gateway import TgUser
-from botapp.telegram.server.process import RemoteTelegram, serve
-from botapp.telegram.server.server import TelegramServer
+from offline.telegram.process import RemoteTelegram, serve
+from offline.telegram.server import TelegramServer
 
 
 @pytest.fixture

@@ -50,8 +50,8 @@ def cluster(django_db_setup, django_db_blocker):
     from django.conf import settings
     from django.db import connection
 
-    from botapp.telegram.server.process import RemoteTelegram, server_process
     from config.celery import app
+    from offline.telegram.process import RemoteTelegram, server_process
 
     db = connection.settings_dict
     credentials = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")

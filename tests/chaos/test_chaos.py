@@ -26,6 +26,7 @@ from django.conf import settings
 from django.db import connection
 
 from botapp import clock
+from botapp.bot.router import SORRY
 from botapp.models import (
     BotSettings,
     Broadcast,
@@ -39,7 +40,6 @@ from botapp.models import (
 from botapp.services.autodelete import LEASE
 from botapp.services.broadcasts import broadcast_start
 from botapp.telegram.gateway import TgUser
-from botapp.telegram.router import SORRY
 from scheduler.jobs.claims import RUN_GRACE
 from scheduler.jobs.registry import job_run
 from scheduler.models import JobRun

@@ -5,9 +5,9 @@ counted on the in-memory Telegram."""
 
 import pytest
 
+from botapp.bot.router import Router
 from botapp.models import AdminCommand, Broadcast, BroadcastDelivery, TelegramUser
-from botapp.telegram.router import Router
-from botapp.telegram.server.offline import OfflineBot
+from offline.telegram.clients import OfflineBot
 from tests.conftest import ADMIN, STORAGE, WAKE_UP
 from tests.transcripts import said, sandbox
 

@@ -416,7 +416,7 @@ def test_a_lost_answer_is_interrupted_counted_and_the_progress_reaches_the_end(t
     from pyrogram.session import Session
 
     from botapp.admin.broadcasts import BroadcastAdmin
-    from botapp.telegram.server.server import LOSE_ANSWER
+    from offline.telegram.server import LOSE_ANSWER
 
     monkeypatch.setattr(Session, "WAIT_TIMEOUT", 0.3)
     monkeypatch.setattr(Session, "RETRY_DELAY", 0.05)
@@ -438,7 +438,7 @@ def test_a_paid_broadcast_goes_in_containers_and_its_queries_do_not_grow_with_th
 
     from botapp.services.users import user_access_hash
     from botapp.telegram.limiter import send_batch_size
-    from botapp.telegram.server.offline import offline_gateway
+    from offline.telegram.clients import offline_gateway
     from scheduler.jobs.broadcast_send import send_broadcasts
 
     settings.TELEGRAM_PAID_BROADCASTS = True  # 980/s: batches of 49 sends

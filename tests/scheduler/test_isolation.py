@@ -10,7 +10,7 @@ from botapp.models import Broadcast, BroadcastDelivery, PendingDeletion, Sequenc
 from botapp.services.broadcasts import broadcast_start
 from botapp.services.users import user_access_hash
 from botapp.telegram.gateway import BotUnauthorized
-from botapp.telegram.server.offline import offline_gateway
+from offline.telegram.clients import offline_gateway
 from scheduler.jobs.broadcast_send import send_broadcasts
 from scheduler.jobs.claims import reap_expired_claims
 from scheduler.jobs.deletions import delete_due_messages

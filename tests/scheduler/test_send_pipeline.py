@@ -13,13 +13,13 @@ import redis
 from django.conf import settings
 from django.db import connection
 
+from botapp.bot.router import Router
 from botapp.models import Broadcast, BroadcastDelivery
 from botapp.services.broadcasts import broadcast_start
 from botapp.services.users import user_access_hash
 from botapp.telegram.gateway import TgUser
 from botapp.telegram.limiter import BULK, REPLY, RedisLimiter, send_batch_size
-from botapp.telegram.router import Router
-from botapp.telegram.server.offline import OfflineBot, offline_gateway
+from offline.telegram.clients import OfflineBot, offline_gateway
 from scheduler.jobs.broadcast_send import send_broadcasts
 from tests.conftest import STORAGE
 from tests.factories import BroadcastFactory, met_user, telegram_on_socket

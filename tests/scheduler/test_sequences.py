@@ -12,7 +12,7 @@ from botapp import clock
 from botapp.models import SequenceMessage, TelegramUser
 from botapp.telegram import pyrogram_gateway
 from botapp.telegram.gateway import TgUser
-from botapp.telegram.server.server import LOSE_ANSWER
+from offline.telegram.server import LOSE_ANSWER
 from scheduler.jobs.registry import job_run
 from scheduler.jobs.sequence_send import SequenceSendSweep
 from scheduler.jobs.sweep import Sweep

@@ -27,8 +27,8 @@ from botapp.telegram.gateway import (
     UserDeactivated,
 )
 from botapp.telegram.pyrogram_gateway import CALL_TIMEOUT
-from botapp.telegram.server.offline import offline_gateway
-from botapp.telegram.server.server import LOSE_ANSWER
+from offline.telegram.clients import offline_gateway
+from offline.telegram.server import LOSE_ANSWER
 from tests.conftest import STORAGE
 
 pytestmark = pytest.mark.django_db
@@ -324,8 +324,8 @@ def test_a_send_whose_answer_is_lost_is_delivered_once_and_reported_unknown(tele
 
 
 def test_runbot_answers_messages_sent_while_it_was_down(telegram, db, tmp_path, shortener):
-    from botapp.telegram.router import Router
-    from botapp.telegram.server.offline import OfflineBot
+    from botapp.bot.router import Router
+    from offline.telegram.clients import OfflineBot
 
     def start():
         return OfflineBot(

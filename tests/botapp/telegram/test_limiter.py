@@ -9,7 +9,7 @@ from django.conf import settings
 
 from botapp.telegram.gateway import FloodWait, Sent, TgUser, TransientError, UserBlocked
 from botapp.telegram.limiter import BULK, REPLY, RedisLimiter
-from botapp.telegram.server.offline import offline_gateway
+from offline.telegram.clients import offline_gateway
 
 
 def limiter(prefix, rate):
@@ -267,9 +267,9 @@ def test_with_redis_down_replies_go_on_paced_by_the_process_and_bulk_sends_stop(
 
 @pytest.mark.django_db
 def test_runbot_answers_users_while_redis_is_down(telegram, shortener):
+    from botapp.bot.router import SORRY, Router
     from botapp.services.users import user_access_hash
-    from botapp.telegram.router import SORRY, Router
-    from botapp.telegram.server.offline import OfflineBot
+    from offline.telegram.clients import OfflineBot
 
     bot = OfflineBot(
         telegram,
@@ -305,9 +305,9 @@ def test_runbot_answers_within_seconds_while_redis_accepts_connections_and_never
 ):
     """Every Redis user of a reply (the settings cache, the delivery counters, the limiter) gives
     up after the configured timeout: before, the cache had none and a /start waited forever."""
+    from botapp.bot.router import Router
     from botapp.services.users import user_access_hash
-    from botapp.telegram.router import Router
-    from botapp.telegram.server.offline import OfflineBot
+    from offline.telegram.clients import OfflineBot
 
     settings.REDIS_URL = hanging_redis
     settings.CACHES = {"default": {**settings.CACHES["default"], "LOCATION": hanging_redis}}

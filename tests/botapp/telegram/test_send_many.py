@@ -11,7 +11,7 @@ from django.conf import settings
 from botapp.services.users import user_access_hash
 from botapp.telegram.gateway import FloodWait, Media, PeerUnknown, SendItem, Sent, TgUser, UserBlocked
 from botapp.telegram.limiter import BATCH_WINDOW, BULK, RedisLimiter, send_batch_size
-from botapp.telegram.server.offline import offline_gateway
+from offline.telegram.clients import offline_gateway
 
 pytestmark = pytest.mark.django_db
 
@@ -173,7 +173,7 @@ def test_a_lost_answer_in_a_container_is_that_items_outcome_unknown_and_sent_onc
     from pyrogram.session import Session
 
     from botapp.telegram.gateway import OutcomeUnknown
-    from botapp.telegram.server.server import LOSE_ANSWER
+    from offline.telegram.server import LOSE_ANSWER
 
     monkeypatch.setattr(Session, "WAIT_TIMEOUT", 0.3)
     monkeypatch.setattr(Session, "RETRY_DELAY", 0.05)

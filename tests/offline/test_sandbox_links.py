@@ -5,7 +5,7 @@ import io
 import pytest
 
 from botapp.models import BotSettings, ForceSubChannel
-from botapp.sandbox import Sandbox
+from offline.sandbox import Sandbox
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from django.core.exceptions import ValidationError
 from django.utils.html import escape
@@ -36,10 +36,7 @@ from botapp.services.premium import (
     premium_revoke,
 )
 from botapp.services.texts import human_span
-from botapp.telegram.gateway import Button, CallbackQuery, IncomingMessage, MessageNotFound, TelegramError
-
-if TYPE_CHECKING:
-    from botapp.telegram.router import Router
+from botapp.telegram.gateway import Button, CallbackQuery, Gateway, IncomingMessage, MessageNotFound, TelegramError
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +51,17 @@ class Reply:
     buttons: list[list[Button]] | None = field(default=None)
 
 
+class Conversation(Protocol):
+    """What admin commands need of the router that holds them (botapp/bot/router.py)."""
+
+    gateway: Gateway
+    admin_ids: frozenset[int]
+    storage_channel_id: int | None
+    unknown_text: str
+    commands: dict[str, Callable]
+    callbacks: dict[str, Callable]
+
+
 def refuse(text: str) -> Reply:
     return Reply(text, ok=False)
 
@@ -64,7 +72,7 @@ def user_label(user: TelegramUser) -> str:
 
 
 class AdminCommands:
-    def __init__(self, router: Router):
+    def __init__(self, router: Conversation):
         self.router = router
         self.gateway = router.gateway
 

@@ -7,8 +7,8 @@ from pyrogram import raw
 
 from botapp.telegram.gateway import BadRequest, BotUnauthorized, Button, FloodWait, TgUser
 from botapp.telegram.pyrogram_gateway import _on_loop
-from botapp.telegram.server.offline import offline_gateway
-from botapp.telegram.server.process import RemoteTelegram
+from offline.telegram.clients import offline_gateway
+from offline.telegram.process import RemoteTelegram
 from tests.conftest import STORAGE
 
 pytestmark = pytest.mark.django_db
@@ -42,8 +42,8 @@ def test_channels_count_their_own_ids(telegram):
 def test_thirty_a_second_evenly_passes_and_a_bunch_is_a_flood_wait(telegram, monkeypatch):
     """The overall limit on the server's own clock: evenly paced at 30/s never floods; arrivals may
     bunch by 0.1 s (three sends' worth early), and a fifth at the same instant is refused."""
-    from botapp.telegram.server import server as server_module
-    from botapp.telegram.server.server import RpcFault
+    from offline.telegram import server as server_module
+    from offline.telegram.server import RpcFault
 
     now = [1000.0]
     monkeypatch.setattr(server_module.time, "monotonic", lambda: now[0])
@@ -138,7 +138,7 @@ def test_controls_over_the_socket(tmp_path):
     import tempfile
     from pathlib import Path
 
-    from botapp.telegram.server.process import server_process
+    from offline.telegram.process import server_process
 
     with tempfile.TemporaryDirectory(prefix="tg") as directory:
         path = Path(directory) / "t.sock"

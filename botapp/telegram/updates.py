@@ -6,6 +6,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol
 
 from django.db import close_old_connections
 from pyrogram import Client, filters, raw
@@ -13,7 +14,6 @@ from pyrogram import types as ptypes
 from pyrogram.handlers import CallbackQueryHandler, ChatJoinRequestHandler, MessageHandler, RawUpdateHandler
 
 from botapp.telegram.gateway import CallbackQuery, ChannelPost, IncomingMessage, Media, ReplyTo, TgUser
-from botapp.telegram.router import Router
 
 log = logging.getLogger(__name__)
 
@@ -115,10 +115,22 @@ def callback_from(q: ptypes.CallbackQuery, access_hash: int | None = None) -> Ca
     )
 
 
+class Conversation(Protocol):
+    """Where the pump hands domain updates: the router (botapp/bot/router.py). Each call runs on a
+    worker thread of the pump."""
+
+    def channel_post_sources(self) -> frozenset[int]: ...
+    def handle_message(self, msg: IncomingMessage) -> None: ...
+    def handle_callback(self, cq: CallbackQuery) -> None: ...
+    def handle_channel_post(self, post: ChannelPost) -> None: ...
+    def handle_join_request(self, *, channel_id: int, user_id: int) -> None: ...
+    def handle_bot_stopped(self, *, user_id: int, stopped: bool) -> None: ...
+
+
 class UpdatePump:
     """Hands each update to the router on a bounded thread pool; refuses new ones once draining."""
 
-    def __init__(self, router: Router, *, threads: int = 8):
+    def __init__(self, router: Conversation | None, *, threads: int = 8):
         self.router = router
         self.executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="update")
         self.accepting = True

@@ -17,9 +17,9 @@ from pyrogram import raw
 
 from botapp import clock
 from botapp.telegram import limits
-from botapp.telegram.server import render
-from botapp.telegram.server.server import Event, RpcFault, TelegramServer, buttons_of, media_of
-from botapp.telegram.server.state import Channel, File, Invite, Message, Upload, User
+from offline.telegram import render
+from offline.telegram.server import Event, RpcFault, TelegramServer, buttons_of, media_of
+from offline.telegram.state import Channel, File, Invite, Message, Upload, User
 
 METHODS = {}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pyrogram import raw
 
-from botapp.telegram.server.state import Bot, Channel, File, Message, User, channel_raw_id
+from offline.telegram.state import Bot, Channel, File, Message, User, channel_raw_id
 
 DC_ID = 2
 

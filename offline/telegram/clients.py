@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from botapp.telegram.gateway import ChannelPost
-from botapp.telegram.handlers import UpdatePump
 from botapp.telegram.pyrogram_gateway import PyrogramGateway, client_build
+from botapp.telegram.updates import UpdatePump
 
 if TYPE_CHECKING:  # a client of `manage.py telegram_server` (a socket path) never loads the server
-    from botapp.telegram.server.server import TelegramServer
+    from offline.telegram.server import TelegramServer
 
 API_ID = 1
 API_HASH = "0" * 32

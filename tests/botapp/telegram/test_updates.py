@@ -6,12 +6,12 @@ import time
 
 import pytest
 
+from botapp.bot.router import Router
 from botapp.models import TelegramUser
 from botapp.telegram.gateway import Button, TgUser
-from botapp.telegram.handlers import UpdatePump
-from botapp.telegram.router import Router
-from botapp.telegram.server.offline import offline_gateway
-from botapp.telegram.server.server import TelegramServer
+from botapp.telegram.updates import UpdatePump
+from offline.telegram.clients import offline_gateway
+from offline.telegram.server import TelegramServer
 
 ALICE = TgUser(id=1001, first_name="Alice", username="alice", language_code="en")
 

@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from botapp.telegram.gateway import Media, TgUser
-from botapp.telegram.server.connection import CONTROL, CONTROL_ANSWER, HELLO, PACKET, frame, read_frame
+from offline.telegram.connection import CONTROL, CONTROL_ANSWER, HELLO, PACKET, frame, read_frame
 
 if TYPE_CHECKING:  # a process that only talks to `manage.py telegram_server` never loads the server
-    from botapp.telegram.server.server import TelegramServer
+    from offline.telegram.server import TelegramServer
 
 # What a remote caller may ask of the server: the test and sandbox controls, nothing internal.
 CONTROLS = {

@@ -27,7 +27,7 @@ from botapp.telegram.transport import LoopCrypto
 
 if TYPE_CHECKING:  # a client of `manage.py telegram_server` never imports the server (its wire
     # module reads requests with kurigram's Vector.read patched: the server's side, not a client's)
-    from botapp.telegram.server.server import TelegramServer
+    from offline.telegram.server import TelegramServer
 
 # Frames on the Unix socket: length (4 bytes, big-endian) + kind (1 byte) + payload.
 HELLO, PACKET, CONTROL, CONTROL_ANSWER = 1, 2, 3, 4

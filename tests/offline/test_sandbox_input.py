@@ -6,9 +6,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from botapp.sandbox import Sandbox, duration_parse
+from botapp.bot.router import SORRY
 from botapp.telegram.gateway import TgUser, UserBlocked
-from botapp.telegram.router import SORRY
+from offline.sandbox import Sandbox, duration_parse
 
 pytestmark = pytest.mark.django_db
 

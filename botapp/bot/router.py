@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from botapp.bot.admin_commands import AdminCommands
 from botapp.models import BotSettings, TelegramUser
 from botapp.services import batches, users
 from botapp.services.broadcast_bot import channel_post_broadcast
@@ -18,7 +19,6 @@ from botapp.services.sequences import sequences_enroll
 from botapp.services.shortener import shortener_for
 from botapp.services.stats import stat_today
 from botapp.services.texts import text_render
-from botapp.telegram.admin_commands import AdminCommands
 from botapp.telegram.gateway import (
     BotUnauthorized,
     Button,

@@ -32,8 +32,8 @@ from pyrogram.file_id import FileId, FileType, ThumbnailSource
 from botapp import clock
 from botapp.telegram import limits
 from botapp.telegram.gateway import Button, Media, TgUser
-from botapp.telegram.server import render, wire
-from botapp.telegram.server.state import Bot, Channel, File, Invite, Message, Upload, User, channel_raw_id
+from offline.telegram import render, wire
+from offline.telegram.state import Bot, Channel, File, Invite, Message, Upload, User, channel_raw_id
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +192,7 @@ class TelegramServer:
         paid_rate: float = limits.PAID_RATE,
         latency: float = 0.0,
     ):
-        from botapp.telegram.server.methods import METHODS
+        from offline.telegram.methods import METHODS
 
         self.methods = METHODS
         self.bot = Bot(id=self.BOT_ID, username=username, first_name="Courier", token=token)

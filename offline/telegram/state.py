@@ -138,12 +138,12 @@ class Message:
 
     @property
     def media(self):
-        from botapp.telegram.server.server import media_of
+        from offline.telegram.server import media_of
 
         return media_of(self.file)
 
     @property
     def buttons(self):
-        from botapp.telegram.server.server import buttons_of
+        from offline.telegram.server import buttons_of
 
         return buttons_of(self.reply_markup)

@@ -11,8 +11,8 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from botapp.telegram.server.process import serve
-from botapp.telegram.server.server import TelegramServer
+from offline.telegram.process import serve
+from offline.telegram.server import TelegramServer
 
 log = logging.getLogger("botapp.telegram_server")
 

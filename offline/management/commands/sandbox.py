@@ -1,0 +1,127 @@
+"""`manage.py sandbox`: the bot offline on the in-memory Telegram, a conversation from stdin.
+
+The real router, services and background jobs run against the in-memory Telegram over MTProto (a
+runbot client and a worker client); a virtual clock moves with `wait`. See offline/sandbox.py for
+the lines it reads. Tooling: nothing in production imports this.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+from django.utils import timezone
+
+from botapp.config import admin_ids_load, storage_channel_load
+from botapp.management.commands.runbot import _remember_username
+
+SANDBOX_ADMIN = 1000
+SANDBOX_STORAGE = -1001000000001
+
+
+class Command(BaseCommand):
+    help = "Run the bot offline on the in-memory Telegram: a conversation from stdin (see README)."
+    requires_system_checks = []
+
+    def add_arguments(self, parser):
+        parser.add_argument("--json", action="store_true", help="Print JSON lines.")
+        parser.add_argument("--demo", action="store_true", help="Store a demo file and print its deep link first.")
+        parser.add_argument(
+            "--fresh", action="store_true", help="Drop and create the database first (`make sandbox` does): an empty bot."
+        )
+
+    def handle(self, *args, **options):
+        self._verbosity = options["verbosity"]
+        if options["fresh"]:
+            database_recreate()
+        self.sandbox(as_json=options["json"], demo=options["demo"])
+
+    def sandbox(self, *, as_json: bool, demo: bool) -> None:
+        from django.test.utils import override_settings
+
+        from botapp import clock
+        from botapp.bot.router import Router
+        from botapp.services.shortener import MemoryShortener
+        from botapp.services.users import user_access_hash
+        from offline.sandbox import Sandbox, demo_setup, stdin_is_tty
+        from offline.telegram.clients import OfflineBot, offline_gateway
+        from offline.telegram.server import TelegramServer
+
+        if self._verbosity < 2:
+            # Job and service logs would drown the conversation; --verbosity 2 shows them.
+            logging.getLogger().setLevel(logging.WARNING)
+        call_command("migrate", verbosity=0, interactive=False)
+        # The sandbox runs background work itself (a queued broadcast is sent at once, jobs on
+        # `wait`): Celery's wake-ups go to an in-memory broker, never to a real one.
+        from celery import current_app
+
+        current_app.conf.broker_url = "memory://localhost/"
+        # One in-memory Telegram; runbot's client and a worker's client talk to it over MTProto.
+        # The sandbox moves a virtual clock, so real-time rate windows would mean nothing here.
+        telegram = TelegramServer(username=_remember_username("CourierBot"), enforce_rates=False)
+        storage = storage_channel_load() or SANDBOX_STORAGE
+        telegram.create_channel(storage, title="Storage")
+        admins = admin_ids_load() or frozenset({SANDBOX_ADMIN})
+        # What every part of the sandbox reads, for as long as it runs (the settings form refuses the
+        # storage channel as the backup, nobody bans an admin; tracked buttons need an address, and
+        # the sandbox follows them itself): its channel and admins, set or not.
+        with override_settings(
+            STORAGE_CHANNEL_ID=str(storage),
+            ADMIN_IDS=",".join(map(str, sorted(admins))),
+            PUBLIC_URL=settings.PUBLIC_URL or "https://courier.example",
+        ):
+            shortener = MemoryShortener()  # verification links go "through" an in-memory shortener
+            bot = OfflineBot(
+                telegram,
+                # The sandbox has one channel (`post`): marked posts there are broadcast.
+                lambda gw: Router(
+                    gw,
+                    admin_ids=admins,
+                    storage_channel_id=storage,
+                    shortener=shortener,
+                    broadcast_channel_id=storage,
+                ),
+                peers=user_access_hash,
+            )
+            worker = offline_gateway(telegram, name="worker", peers=user_access_hash)
+            try:
+                box = Sandbox(
+                    telegram=telegram, bot=bot, worker=worker, out=self.stdout._out, as_json=as_json, links=shortener.follow
+                )
+                if demo:
+                    stored = demo_setup(telegram, storage_channel_id=storage)
+                    bot.pump.process(expect=len(stored.message_ids), posts=True)  # runbot hears of the demo posts now
+                    box.note(
+                        f"demo file stored: send '1001: /start {stored.share_id}' (link t.me/{telegram.bot.username}?start={stored.share_id})",
+                        share_id=stored.share_id,
+                    )
+                interactive = stdin_is_tty()
+                if interactive:
+                    box.note(
+                        f"sandbox ready at {timezone.localtime(clock.now()):%Y-%m-%d %H:%M %Z}; admins: {sorted(admins)}. Ctrl-D to quit."
+                    )
+                failures = box.run(sys.stdin, interactive=interactive)
+            finally:
+                worker.stop()
+                bot.stop()
+        if failures and not interactive:
+            sys.exit(1)
+
+
+def database_recreate() -> None:
+    """Drop and create the default database (through the server's `postgres` database), so the
+    sandbox starts empty, as a fresh install would."""
+    import psycopg
+    from django.db import connection
+
+    connection.close()
+    params = connection.get_connection_params()
+    name = connection.settings_dict["NAME"]
+    params["dbname"] = "postgres"
+    quoted = '"' + name.replace('"', '""') + '"'
+    with psycopg.connect(**params, autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {quoted} WITH (FORCE)")
+        admin.execute(f"CREATE DATABASE {quoted}")

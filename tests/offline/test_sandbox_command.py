@@ -1,0 +1,125 @@
+"""`manage.py sandbox` (and `make sandbox`) as a developer runs it: the bot offline on the
+in-memory Telegram."""
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.django_db
+def test_sandbox_welcomes_a_user(monkeypatch):
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stdin", io.StringIO("1001: /start\n"))
+    call_command("sandbox", stdout=out)
+
+    assert '-> 1001 #2 send "Hello User1001! I deliver files shared through my links."' in out.getvalue()
+
+
+@pytest.mark.django_db
+def test_sandbox_json_lines_and_bad_input(monkeypatch):
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stdin", io.StringIO("1001: /start\nthis is not a line\n"))
+    with pytest.raises(SystemExit) as exited:
+        call_command("sandbox", "--json", stdout=out)
+
+    assert exited.value.code == 1
+    rows = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert rows[0] == {
+        "chat": 1001,
+        "action": "send",
+        "message_ids": [2],
+        "text": "Hello User1001! I deliver files shared through my links.",
+    }
+    assert "not understood" in rows[1]["note"]
+
+
+@pytest.mark.slow
+def test_make_sandbox_from_a_pipe(tmp_path):
+    """The README's first command, end to end: a fresh PostgreSQL database of its own, no Redis."""
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "ARGS", "MAKEFLAGS", "MAKELEVEL")}
+    result = subprocess.run(
+        ["make", "--no-print-directory", "sandbox"],
+        cwd=ROOT,
+        env=env,
+        input="1001: /start\n",
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(".. demo file stored: send '1001: /start ")
+    assert any(line.startswith('-> 1001 #2 send "Hello User1001!') for line in lines)
+
+
+JOURNEY = """\
+1001: /start demo
+wait 30s
+1001 tap Verify
+wait 31m
+1001 tap Get files again
+"""
+
+
+@pytest.mark.django_db
+def test_sandbox_whole_journey(monkeypatch):
+    """/start <id> -> Verify (through the shortener) -> files -> auto-delete and notice -> files again."""
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stdin", io.StringIO(JOURNEY))
+    call_command("sandbox", "--demo", "--json", stdout=out)
+    rows = [json.loads(line) for line in out.getvalue().splitlines()]
+    actions = [(r.get("action"), r.get("text", "")[:30]) for r in rows if "action" in r]
+
+    verify = rows[1]
+    assert verify["buttons"][0][0]["text"] == "✅ Verify"
+    assert verify["buttons"][0][0]["url"].startswith("https://short.example/")
+    assert actions == [
+        ("send", "Verify once to get your files:"),
+        ("send", "✅ You are verified for 1 day."),
+        ("copy", "Courier handbook"),
+        ("copy", "Thanks for trying Courier!"),
+        ("send", "⏳ These files will be deleted "),
+        ("delete", ""),
+        ("send", "Previous message was deleted."),
+        ("send", "Welcome aboard! Our channel ha"),  # the demo onboarding sequence, 10 min after /start
+        ("copy", "Courier handbook"),
+        ("copy", "Thanks for trying Courier!"),
+        ("send", "⏳ These files will be deleted "),
+    ]
+    deleted = next(r for r in rows if r.get("action") == "delete")
+    assert deleted["message_ids"] == [5, 6, 7]
+    notice = next(r for r in rows if r.get("text") == "Previous message was deleted.")
+    assert notice["buttons"] == [
+        [
+            {"text": "♻️ Get files again", "url": "https://t.me/CourierBot?start=demo"},
+            {"text": "❌ Close", "callback_data": "close"},
+        ]
+    ]
+
+
+@pytest.mark.django_db
+def test_the_sandbox_knows_its_own_storage_channel_and_admins(monkeypatch, settings):
+    """The settings form refuses the sandbox's storage channel as the backup, as it would refuse
+    STORAGE_CHANNEL_ID's; the sandbox's admin is one; and nothing of it outlives the sandbox."""
+    settings.STORAGE_CHANNEL_ID = ""
+    settings.ADMIN_IDS = ""
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stdin", io.StringIO("set backup_channel_id -1001000000001\n1000: /stats\n"))
+    with pytest.raises(SystemExit) as exit_:
+        call_command("sandbox", stdout=out)
+    assert exit_.value.code == 1
+    lines = out.getvalue().splitlines()
+    assert (
+        lines[0] == ".. Bot settings: backup_channel_id: That is the storage channel itself: the backup needs a second channel."
+    )
+    assert any(line.startswith("-> 1000 #") and "Users" in line for line in lines[1:]), lines
+    assert settings.STORAGE_CHANNEL_ID == "" and settings.ADMIN_IDS == ""
