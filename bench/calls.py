@@ -25,9 +25,9 @@ from botapp.bot.router import Router
 from botapp.models import PendingDeletion, TelegramUser
 from botapp.services.broadcasts import BroadcastMessage
 from botapp.services.outgoing import Outgoing
-from botapp.services.shortener import MemoryShortener
 from botapp.services.users import user_access_hash
 from botapp.telegram.gateway import Media, TgUser
+from offline.shortener import MemoryShortener
 from offline.telegram.clients import OfflineBot, offline_gateway
 from offline.telegram.server import TelegramServer
 from scheduler.jobs.deletions import delete_due_messages

@@ -35,9 +35,9 @@ from django.test.utils import CaptureQueriesContext
 from botapp.bot.router import Router
 from botapp.models import BotSettings, PendingDeletion, StoredFile, TelegramUser
 from botapp.services.files import file_store
-from botapp.services.shortener import MemoryShortener
 from botapp.services.users import user_access_hash
 from botapp.telegram.gateway import Media, TgUser
+from offline.shortener import MemoryShortener
 from offline.telegram.clients import OfflineBot
 from offline.telegram.server import TelegramServer
 

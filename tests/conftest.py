@@ -89,7 +89,7 @@ WAKE_UP = ((), {"kwargs": {"trigger": "start"}, "retry": False})  # how the send
 
 @pytest.fixture
 def shortener():
-    from botapp.services.shortener import MemoryShortener
+    from offline.shortener import MemoryShortener
 
     return MemoryShortener()
 

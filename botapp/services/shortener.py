@@ -44,21 +44,6 @@ class DirectLinks:
         return url
 
 
-class MemoryShortener:
-    """For the offline sandbox and tests: short.example/<n> links that remember where they lead."""
-
-    def __init__(self):
-        self.links: dict[str, str] = {}
-
-    def shorten(self, url: str) -> str:
-        short = f"https://short.example/{len(self.links) + 1}"
-        self.links[short] = url
-        return short
-
-    def follow(self, url: str) -> str | None:
-        return self.links.get(url)
-
-
 def shortener_for(*, api_url: str, api_key: str):
     """The shortener Bot settings describe: the HTTP API at `api_url`, or direct links when it is
     empty or "none"."""

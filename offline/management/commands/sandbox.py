@@ -44,9 +44,9 @@ class Command(BaseCommand):
 
         from botapp import clock
         from botapp.bot.router import Router
-        from botapp.services.shortener import MemoryShortener
         from botapp.services.users import user_access_hash
         from offline.sandbox import Sandbox, demo_setup, stdin_is_tty
+        from offline.shortener import MemoryShortener
         from offline.telegram.clients import OfflineBot, offline_gateway
         from offline.telegram.server import TelegramServer
 
