@@ -32,6 +32,7 @@ from botapp.telegram.gateway import (
     SendItem,
     Sent,
     TelegramError,
+    TransientError,
 )
 from botapp.telegram.limits import ALBUM_GROUPS, ALBUM_SIZE, CAPTION_LENGTH
 
@@ -196,13 +197,14 @@ class SendFailure:
 def send_failure(*, exc: TelegramError, unreachable_status: str) -> SendFailure:
     """The one mapping from a refused send to its result, for every sweep that sends to users:
 
-    - FloodWait: Telegram did not send it, so it is `pending` again (a later run sends it);
+    - FloodWait, or a transient error (the request never reached Telegram, or Telegram refused it
+      before processing it): nothing was sent, so it is `pending` again (a later run sends it);
     - the user blocked the bot or deleted their account: `unreachable_status` (a broadcast counts
       them as blocked, a sequence skips the step), and the user is to be marked unreachable;
     - OutcomeUnknown: it may have arrived, so `interrupted`, never sent again (at most once);
     - any other refusal: `failed`, final.
     """
-    if isinstance(exc, FloodWait):
+    if isinstance(exc, (FloodWait, TransientError)):
         return SendFailure(SendStatus.PENDING, str(exc)[:255])
     if state := unreachable_state(exc=exc):
         return SendFailure(unreachable_status, UNREACHABLE_ERRORS[state], unreachable=state)

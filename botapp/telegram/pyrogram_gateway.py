@@ -14,12 +14,12 @@ calls, each with its own slot; if it stops partway, what was sent is reported, n
 from __future__ import annotations
 
 import asyncio
-import bisect
 import concurrent.futures
 import contextlib
 import io
 import logging
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -30,13 +30,9 @@ from typing import BinaryIO, Protocol
 from django.conf import settings
 from django.utils.module_loading import import_string
 from pyrogram import Client, enums, errors, raw, types, utils
-from pyrogram.crypto import mtproto
 from pyrogram.file_id import FileId
-from pyrogram.raw.core import Message, MsgContainer
 from pyrogram.session import Session
-from pyrogram.session.session import Result as SessionResult
 
-from botapp.runtime import gc_tune
 from botapp.telegram.gateway import (
     DELETE_CHUNK,
     BadRequest,
@@ -62,8 +58,8 @@ from botapp.telegram.gateway import (
     UserDeactivated,
     chunked,
 )
+from botapp.telegram.kurigram import Abridged, Written, invoke_many, loop_bind, photo_file_id, session_tune
 from botapp.telegram.media import ALBUM_FILE_TYPES, MEDIA_FILE_TYPES, media_problem
-from botapp.telegram.transport import Abridged
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +114,7 @@ def client_build(
         skip_updates=False,  # messages users sent while runbot was down are fetched at start
         parse_mode=enums.ParseMode.HTML,
         sleep_threshold=0,  # FloodWait reaches us; the global limiter decides who waits
-        protocol_factory=Abridged,  # kurigram's transport, small packets ciphered on the loop (transport.py)
+        protocol_factory=Abridged,  # kurigram's transport, small packets ciphered on the loop (kurigram.py)
         **options,
     )
 
@@ -136,32 +132,26 @@ async def client_start(client: Client) -> None:
         raise ConfigError([f"API_ID / API_HASH were refused by Telegram ({exc.ID}): check them at my.telegram.org"]) from exc
 
 
-class _MessageIds(list):
-    """kurigram's Session keeps the ids of the last 2,000 messages Telegram sent it, sorted
-    (bisect.insort), and checks each new message against them with `in`: a scan of the whole list
-    for every message received, a few per cent of runbot's CPU. This list answers `in` by bisection."""
-
-    def __contains__(self, msg_id) -> bool:
-        i = bisect.bisect_left(self, msg_id)
-        return i < len(self) and self[i] == msg_id
+# A 420 whose name kurigram's table does not know (a new FLOOD_* name) reaches us as Flood with the
+# value "[420 NAME]": its seconds, when the name carries them, are the number in it.
+_SECONDS = re.compile(r"_(\d+)\b")
+# What kurigram raises for the transport, not for a request: the connection or the session.
+_TRANSPORT = (OSError, errors.SecurityError)
 
 
-def session_tune(client: Client) -> None:
-    """After the client has started: its session's seen-message ids in a `_MessageIds`, and what
-    signing in built (kurigram's TL classes among it) frozen out of the garbage collector's walks
-    (botapp/runtime.py)."""
-    session = getattr(client, "session", None)
-    if session is not None and type(session.stored_msg_ids) is list:
-        session.stored_msg_ids = _MessageIds(session.stored_msg_ids)
-    gc_tune()
-
-
-def error_to_domain(exc: BaseException, *, send: bool = False) -> TelegramError | BotUnauthorized:
-    """Map anything kurigram raises to the domain error callers act on. `send`: the call delivers
-    something, so a lost answer means the outcome is unknown rather than a safe retry."""
+def error_to_domain(exc: BaseException, *, send: bool = False) -> TelegramError | BotUnauthorized | None:
+    """The domain error for what Telegram (an RPC error) or the transport raised; None for anything
+    else, which is a bug of ours or of kurigram and must reach the caller as it is (never recorded
+    as Telegram's refusal). Never raises. `send`: the call delivers something, so a lost answer
+    means the outcome is unknown rather than a safe retry."""
     text = str(exc) or type(exc).__name__
     if isinstance(exc, errors.Flood):
-        return FloodWait(seconds=int(getattr(exc, "value", 0) or 1))
+        seconds = exc.value if isinstance(exc.value, int) and not isinstance(exc.value, bool) else None
+        if seconds is None and (found := _SECONDS.search(str(exc.value or ""))):
+            seconds = int(found[1])
+        if seconds is None or seconds <= 0:  # a 420 that names no wait (FROZEN_METHOD_INVALID): back off
+            return TransientError(text)
+        return FloodWait(seconds=seconds)
     if isinstance(exc, errors.Unauthorized):
         # 401: AUTH_KEY_UNREGISTERED, SESSION_REVOKED, USER_DEACTIVATED(_BAN) are about the bot itself.
         return BotUnauthorized(text)
@@ -190,13 +180,24 @@ def error_to_domain(exc: BaseException, *, send: bool = False) -> TelegramError 
         return MessageTooOld(text)
     if isinstance(exc, errors.RandomIdDuplicate):
         return OutcomeUnknown(text)  # an earlier attempt of this very request got through
-    if isinstance(exc, (errors.InternalServerError, errors.ServiceUnavailable, TimeoutError, asyncio.TimeoutError)):
+    if isinstance(exc, (errors.InternalServerError, errors.ServiceUnavailable, TimeoutError)):
         return OutcomeUnknown(text) if send else TransientError(text)
-    if isinstance(exc, (ConnectionError, OSError)):
-        return TransientError(text)  # not connected: the request never left
-    if isinstance(exc, (errors.BadRequest, ValueError, KeyError, TypeError, AttributeError)):
+    if isinstance(exc, _TRANSPORT):
+        return TransientError(text)  # not connected, or refused before processing: the request never left
+    if isinstance(exc, (errors.BadRequest, errors.NotAcceptable)):
         return BadRequest(f"{type(exc).__name__}: {text}")
-    return TelegramError(f"{type(exc).__name__}: {text}")
+    if isinstance(exc, errors.RPCError):  # Telegram's, of a kind we do not act on: a refusal all the same
+        return TelegramError(f"{type(exc).__name__}: {text}")
+    return None
+
+
+def _peer_check(chat_id: int) -> None:
+    """Telegram answers PEER_ID_INVALID to an id outside its ranges; kurigram raises ValueError
+    before asking (utils.get_peer_type). Said as Telegram would, before any call."""
+    try:
+        utils.get_peer_type(chat_id)
+    except ValueError as exc:
+        raise ChatNotFound(f"PEER_ID_INVALID: {exc}") from None
 
 
 def copy_source(message: types.Message) -> CopySource:
@@ -273,44 +274,6 @@ def sent_ids(answer) -> list[int]:
     ]
 
 
-# Telegram's limits on a container are not published; these are those of well-used clients
-# (Telethon's MessageContainer: at most 100 messages, about 1 MB). Inferred, kept well under.
-CONTAINER_MESSAGES = 100
-CONTAINER_BYTES = 512 * 1024
-
-
-class _Written(raw.core.TLObject):
-    """A request serialized once: kurigram's MsgFactory measures a body by writing it, and a
-    container writes each body again (three writes of every request, a tenth of a send's CPU).
-    `query`: when set, `data` is that request as it goes on the wire (wrapped in
-    InvokeWithoutUpdates for a client without updates), serialized by the sending thread."""
-
-    __slots__ = ("data", "query")
-    QUALNAME = "Written"
-
-    def __init__(self, data: bytes, query: raw.core.TLObject | None = None):
-        self.data = data
-        self.query = query
-
-    def write(self, *args) -> bytes:
-        return self.data
-
-    def __len__(self) -> int:
-        return len(self.data)
-
-
-def _container_bounds(lengths: list[int]) -> list[tuple[int, int]]:
-    """Split messages of these lengths into runs that each fit one container."""
-    bounds, start, size = [], 0, 0
-    for n, length in enumerate(lengths):
-        if n > start and (n - start >= CONTAINER_MESSAGES or size + length > CONTAINER_BYTES):
-            bounds.append((start, n))
-            start, size = n, 0
-        size += length + 16
-    bounds.append((start, len(lengths)))
-    return bounds
-
-
 async def _noop():
     return None
 
@@ -350,7 +313,7 @@ class PyrogramGateway(Gateway):
     ):
         self.client = client
         self.loop = loop
-        client.loop = loop  # the client schedules its own tasks on client.loop: it must be this one
+        loop_bind(client, loop)
         self._username = username
         self._thread: threading.Thread | None = None
         self.limiter = limiter
@@ -361,7 +324,7 @@ class PyrogramGateway(Gateway):
         self._known_peers: set[int] = set()
         self._peer_hashes: dict[int, int] = {}
         self._parse_cache: dict[str, tuple[str, list]] = {}
-        self._markup_cache: dict[tuple, _Written] = {}
+        self._markup_cache: dict[tuple, Written] = {}
 
     def peers_remember(self, access_hashes: dict[int, int | None]) -> None:
         if len(self._peer_hashes) >= KNOWN_PEERS_MAX:  # hashes of rows handed back, never sent
@@ -421,6 +384,8 @@ class PyrogramGateway(Gateway):
     def _call(self, fn, *args, chat_id: int | None = None, send: bool = False, paced: bool = True, **kwargs):
         """One Telegram call: `await fn(*args, **kwargs)` on the client's loop, under the limiter."""
         self._refuse_the_loop()
+        if chat_id is not None:
+            _peer_check(chat_id)
         peer = self._peer_for(chat_id) if chat_id is not None and chat_id > 0 else None
         attempt = 1
         granted = False
@@ -513,8 +478,11 @@ class PyrogramGateway(Gateway):
         except concurrent.futures.TimeoutError as exc:
             future.cancel()
             raise (OutcomeUnknown if send else TransientError)(f"no answer in {CALL_TIMEOUT}s") from exc
-        except Exception as exc:  # noqa: BLE001 - nothing kurigram raises may escape the gateway
-            raise error_to_domain(exc, send=send) from exc
+        except Exception as exc:
+            domain = error_to_domain(exc, send=send)
+            if domain is None:  # not Telegram's answer: our bug or kurigram's, raised as it is
+                raise
+            raise domain from exc
 
     # --- Gateway ------------------------------------------------------------------------------
 
@@ -573,9 +541,10 @@ class PyrogramGateway(Gateway):
         answers each message of it on its own (`_invoke_many`). Per item, as `_call` does: a
         FloodWait pauses the limiter's scope and the item is asked again, a transient error is
         retried, up to MAX_ATTEMPTS; every other error is that item's result. When the batch
-        cannot go on (the limiter's Redis down, the bot's token refused), what was sent stays Sent
-        and every item not sent gets that exception. runbot (which parses its answers) and media
-        given by URL go one by one."""
+        cannot go on (the limiter's Redis down, the bot's token refused, an exception that is not
+        Telegram's: a bug), what was sent stays Sent and every item not sent gets that exception;
+        the items of a group in flight when a bug struck may have arrived: OutcomeUnknown (never
+        sent again). runbot (which parses its answers) and media given by URL go one by one."""
         by_url = any(i.media is not None and (i.media.kind not in MEDIA_FILE_TYPES or "://" in i.media.file) for i in items)
         if self._parses_answers or by_url:
             return super().send_many(items)
@@ -584,11 +553,12 @@ class PyrogramGateway(Gateway):
         peers: dict[int, raw.base.InputPeer | None] = {}
         for n, item in enumerate(items):
             try:
+                _peer_check(item.chat_id)
                 peers[item.chat_id] = self._input_peer(item.chat_id)
-            except PeerUnknown as exc:
+            except Exception as exc:  # noqa: BLE001 - that item's result (PeerUnknown, or a bug: handed back)
                 results[n] = exc
         attempts = dict.fromkeys(range(len(items)), 0)
-        prebuilt: dict[int, _Written | None] = {}
+        prebuilt: dict[int, Written | None] = {}
         todo = [n for n in range(len(items)) if results[n] is None]
         stop: Exception | None = None  # nothing more can be sent: the items left get this
         while todo and stop is None:
@@ -598,13 +568,25 @@ class PyrogramGateway(Gateway):
                 stop = exc
                 break
             group, todo = todo[:granted], todo[granted:]
-            for n in group:  # serialized here, once (a retry sends the same random_id), not on the loop
+            for n in list(group):  # serialized here, once (a retry sends the same random_id), not on the loop
                 if n not in prebuilt:
-                    prebuilt[n] = self._prebuilt(items[n], peers.get(items[n].chat_id))
+                    try:
+                        prebuilt[n] = self._prebuilt(items[n], peers.get(items[n].chat_id))
+                    except Exception as exc:  # noqa: BLE001 - a bug building it: that item goes back unsent
+                        results[n] = exc
+                        group.remove(n)
+            if not group:
+                continue
             try:
                 answers = self._run(self._send_group([items[n] for n in group], peers, [prebuilt[n] for n in group]), send=True)
             except (TelegramError, BotUnauthorized) as exc:  # no answer at all: this group's, not the others'
                 answers = [exc] * len(group)
+            except Exception as exc:  # a bug while this group was on its way: it may have arrived
+                log.error("unexpected error sending a group of %d: nothing more of this batch is sent", len(group), exc_info=exc)
+                for n in group:
+                    results[n] = OutcomeUnknown(f"unexpected error while sending: {type(exc).__name__}: {exc}"[:200])
+                stop = exc
+                break
             retry, flood = [], 0
             for n, answer in zip(group, answers, strict=True):
                 attempts[n] += 1
@@ -612,6 +594,9 @@ class PyrogramGateway(Gateway):
                     results[n] = Sent(items[n].chat_id, answer)
                     continue
                 error = answer if isinstance(answer, (TelegramError, BotUnauthorized)) else error_to_domain(answer, send=True)
+                if error is None:  # not Telegram's answer: a bug building this item's request (not sent)
+                    results[n] = answer
+                    continue
                 if isinstance(error, BotUnauthorized):
                     results[n] = stop = error  # Telegram refused the bot itself: nothing was sent
                     continue
@@ -677,7 +662,7 @@ class PyrogramGateway(Gateway):
                 answers[n] = ids[0] if ids else BadRequest(f"no message id in Telegram's answer {type(answer).__name__}")
         return answers  # type: ignore[return-value]
 
-    def _prebuilt(self, item: SendItem, peer) -> _Written | None:
+    def _prebuilt(self, item: SendItem, peer) -> Written | None:
         """The item's request serialized in the sending thread, when everything it takes is at
         hand: the user's peer, the text's parsed HTML and the keyboard's bytes in their caches
         (so a broadcast's or a sweep's sends after the first). The loop then only wraps, encrypts
@@ -690,7 +675,7 @@ class PyrogramGateway(Gateway):
         if parsed is None or (item.buttons and keyboard is None):
             return None
         query = self._request_of(item, peer, parsed, keyboard, random_id=_random_id())
-        return _Written(self._wire(query).write(), query)
+        return Written(self._wire(query).write(), query)
 
     async def _request(self, item: SendItem, peer) -> raw.core.TLObject:
         parsed = await self._parsed(item.text) if item.text else ("", None)
@@ -713,82 +698,14 @@ class PyrogramGateway(Gateway):
         return raw.functions.messages.SendMedia(media=media, **common)
 
     async def _invoke_many(self, queries: list) -> list:
-        """Each query's answer (or the exception it raised), one query as one MTProto message and
-        several as one container (core.telegram.org/mtproto/service_messages#containers): each
-        request serialised once, one encryption and one write for all, where kurigram's `invoke`
-        serialises a request twice (once to measure it), starts a task and a timer to wait for
-        the session and another pair to wait for the answer, and stores every user and chat of
-        the answer in its SQLite storage. This leans on kurigram's `Session` (msg_factory,
-        results, salt, connection; pinned in requirements/): whatever is not a plain answer (no
-        answer in time, a new server salt, a bad message notice, a connection lost before the
-        write) is asked again through kurigram's own `invoke`, which retries as it always does
-        (the same random_id: Telegram sends a message once)."""
-        session = self.client.session
-        if not self.client.is_connected or session is None:
-            raise ConnectionError("Client has not been started yet")
-        if not session.is_started.is_set():
-            await asyncio.wait_for(session.is_started.wait(), session.WAIT_TIMEOUT)
-        bodies = [q if isinstance(q, _Written) and q.query is not None else _Written(self._wire(q).write()) for q in queries]
-        queries = [q.query if isinstance(q, _Written) and q.query is not None else q for q in queries]
-        messages = [await session.msg_factory.create(body) for body in bodies]
-        for message in messages:
-            session.results[message.msg_id] = SessionResult()
-        if len(messages) == 1:
-            payload = mtproto.pack(messages[0], session.salt, session.session_id, session.auth_key, session.auth_key_id)
-            try:
-                await session.connection.send(payload)
-            except OSError as exc:  # not sent
-                session.results[messages[0].msg_id].value = exc
-                session.results[messages[0].msg_id].event.set()
-        for start, end in _container_bounds([m.length for m in messages]) if len(messages) > 1 else ():
-            # Not msg_factory.create(MsgContainer(...)): it writes every message to measure the
-            # container, and pack writes them again. A container is not content-related.
-            body = _Written(MsgContainer(messages[start:end]).write())
-            msg_id = await session.msg_factory.allocate_message_identity()
-            seq_no = await session.msg_factory.allocate_message_sequence(False)
-            container = Message(body, msg_id, seq_no, len(body))
-            payload = mtproto.pack(container, session.salt, session.session_id, session.auth_key, session.auth_key_id)
-            try:
-                await session.connection.send(payload)
-            except OSError as exc:  # this container and the rest were not sent
-                for message in messages[start:]:
-                    session.results[message.msg_id].value = exc
-                    session.results[message.msg_id].event.set()
-                break
-
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(session.WAIT_TIMEOUT):
-                for message in messages:
-                    await session.results[message.msg_id].event.wait()
-        answers = []
-        for query, message in zip(queries, messages, strict=True):
-            value = session.results.pop(message.msg_id).value
-            if isinstance(value, OSError):
-                answers.append(await self._invoke_one(query) if len(queries) == 1 else value)
-                continue
-            if isinstance(value, raw.types.RpcError):
-                try:
-                    errors.RPCError.raise_it(value, type(query))
-                except errors.RPCError as exc:
-                    answers.append(exc)
-                continue
-            if value is None or isinstance(value, (raw.types.BadServerSalt, raw.types.BadMsgNotification)):
-                if isinstance(value, raw.types.BadServerSalt):
-                    session.salt = value.new_server_salt
-                answers.append(await self._invoke_one(query))
-                continue
-            answers.append(value)
-        return answers
+        """Each query's answer (or the exception it raised), several in one MTProto container
+        (kurigram.invoke_many: each request serialized once, on the wire as this client sends)."""
+        wired = [q if isinstance(q, Written) and q.query is not None else Written(self._wire(q).write(), q) for q in queries]
+        return await invoke_many(self.client, wired)
 
     def _wire(self, query: raw.core.TLObject) -> raw.core.TLObject:
         """The request as it goes on the wire: a client without updates asks Telegram for none."""
         return raw.functions.InvokeWithoutUpdates(query=query) if self.client.no_updates else query
-
-    async def _invoke_one(self, query):
-        try:
-            return await self.client.invoke(query)
-        except Exception as exc:  # noqa: BLE001 - that query's result
-            return exc
 
     async def _invoke(self, query):
         """One request, sent as `_invoke_many` sends them; raises what kurigram's invoke raises."""
@@ -871,7 +788,7 @@ class PyrogramGateway(Gateway):
         # core.telegram.org/method/messages.uploadMedia: "peer: can be inputPeerEmpty for bots".
         answer = await self.client.invoke(raw.functions.messages.UploadMedia(peer=raw.types.InputPeerEmpty(), media=media))
         if isinstance(answer, raw.types.MessageMediaPhoto):
-            return types.Photo._parse(self.client, answer.photo).file_id
+            return photo_file_id(self.client, answer.photo)
         if not isinstance(answer, raw.types.MessageMediaDocument):
             raise BadRequest(f"upload of {file_name} answered {type(answer).__name__}")
         doc = answer.document
@@ -941,7 +858,7 @@ class PyrogramGateway(Gateway):
         if found is None:
             if len(self._markup_cache) >= 256:
                 self._markup_cache.clear()
-            found = self._markup_cache[key] = _Written((await markup(buttons).write(self.client)).write())
+            found = self._markup_cache[key] = Written((await markup(buttons).write(self.client)).write())
         return found
 
     async def _forward(self, chat_id, from_chat_id, ids, protect) -> list[int]:
@@ -964,17 +881,7 @@ class PyrogramGateway(Gateway):
         """The messages that can be copied, in order (one call; a FloodWait reaches the limiter
         instead of being slept through inside kurigram, as get_messages would)."""
 
-        async def fetch():
-            peer = await self.client.resolve_peer(chat_id)
-            refs = [raw.types.InputMessageID(id=i) for i in ids]
-            query = (
-                raw.functions.channels.GetMessages(channel=peer, id=refs)
-                if isinstance(peer, raw.types.InputPeerChannel)
-                else raw.functions.messages.GetMessages(id=refs)
-            )
-            return await utils.parse_messages(self.client, await self.client.invoke(query, sleep_threshold=0), replies=0)
-
-        return [m for m in self._call(fetch) if not m.empty and not m.service]
+        return [m for m in self._call(self._messages, chat_id, ids) if not m.empty and not m.service]
 
     def delete_messages(self, chat_id: int, message_ids: Iterable[int]) -> int:
         deleted = 0
@@ -1045,10 +952,11 @@ class PyrogramGateway(Gateway):
         return messages
 
     async def _album(self, chat_id, message_id) -> list[int]:
-        # kurigram's get_media_group: the messages 9 before to 10 after, one call, same grouped_id.
-        found = await self.client.get_messages(
-            chat_id=chat_id, message_ids=list(range(max(1, message_id - 9), message_id + 10)), replies=0
-        )
+        # kurigram's get_media_group reads the messages 9 before to 10 after, one call, same
+        # grouped_id; read here with sleep_threshold=0, so a FloodWait reaches the limiter
+        # instead of being slept through inside kurigram (get_messages sleeps through any).
+        ids = list(range(max(1, message_id - 9), message_id + 10))
+        found = await self._messages(chat_id, ids)
         by_id = {m.id: m for m in found if not m.empty}
         wanted = by_id.get(message_id)
         if wanted is None:
@@ -1056,6 +964,17 @@ class PyrogramGateway(Gateway):
         if wanted.media_group_id is None:
             return [message_id]
         return sorted(i for i, m in by_id.items() if m.media_group_id == wanted.media_group_id)
+
+    async def _messages(self, chat_id: int, ids: list[int]) -> list[types.Message]:
+        """messages.getMessages (channels.getMessages for a channel), parsed; any FloodWait raised."""
+        peer = await self.client.resolve_peer(chat_id)
+        refs = [raw.types.InputMessageID(id=i) for i in ids]
+        query = (
+            raw.functions.channels.GetMessages(channel=peer, id=refs)
+            if isinstance(peer, raw.types.InputPeerChannel)
+            else raw.functions.messages.GetMessages(id=refs)
+        )
+        return await utils.parse_messages(self.client, await self.client.invoke(query, sleep_threshold=0), replies=0)
 
     def answer_callback(self, callback_id: str, text: str = "", *, alert: bool = False) -> None:
         # Answering a button press is not a message; Telegram does not rate it like one.

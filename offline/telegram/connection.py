@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from pyrogram.storage import SQLiteStorage
 
-from botapp.telegram.transport import LoopCrypto
+from botapp.telegram.kurigram import LoopCrypto
 
 if TYPE_CHECKING:  # a client of `manage.py telegram_server` never imports the server (its wire
     # module reads requests with kurigram's Vector.read patched: the server's side, not a client's)

@@ -100,6 +100,7 @@ class Fault:
     chat_id: int | None
     remaining: int
     skip: int = 0  # let this many matching calls through first
+    code: int | None = None  # the error_code to answer with; None: as Telegram sends `error`
 
 
 class Endpoint:
@@ -330,7 +331,7 @@ class TelegramServer:
                 self.faults.remove(fault)
             if fault.error.startswith("FLOOD_WAIT_"):
                 self.flood_waits += 1
-            raise RpcFault(fault.error)
+            raise RpcFault(fault.error, fault.code)
 
     # --- rules every send obeys -------------------------------------------------------------------
 
@@ -634,13 +635,21 @@ class TelegramServer:
             self.bot.revoked = False
 
     def fail_next(
-        self, error: str, *, methods: Iterable[str] | None = None, times: int = 1, chat_id: int | None = None, after: int = 0
+        self,
+        error: str,
+        *,
+        methods: Iterable[str] | None = None,
+        times: int = 1,
+        chat_id: int | None = None,
+        after: int = 0,
+        code: int | None = None,
     ) -> None:
         """The next `times` calls (of `methods`, to `chat_id`) after `after` matching ones answer
         `error` ("FLOOD_WAIT_7", "USER_IS_BLOCKED", "INTERNAL", ...), as Telegram would; LOSE_ANSWER
-        lets the call take effect and drops its answer."""
+        lets the call take effect and drops its answer. `code`: the error_code, for a name Telegram
+        may send one day with a code we cannot guess (a new 420 "FROZEN_METHOD_INVALID")."""
         with self.lock:
-            self.faults.append(Fault(error, frozenset(methods) if methods else None, chat_id, times, after))
+            self.faults.append(Fault(error, frozenset(methods) if methods else None, chat_id, times, after, code))
 
     def file_id(self, kind: str, name: str = "file") -> str:
         """A new file on the server and the file_id string a bot would get for it."""

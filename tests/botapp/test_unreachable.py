@@ -20,7 +20,7 @@ def test_each_refusal_maps_to_one_status_error_and_user_state():
     assert mapped(UserDeactivated("USER_DEACTIVATED")) == ("skipped", "account deactivated", "deactivated")
     assert mapped(OutcomeUnknown("no answer")) == ("interrupted", "no answer", "")
     assert mapped(BadRequest("MESSAGE_EMPTY")) == ("failed", "MESSAGE_EMPTY", "")
-    assert mapped(TransientError("x" * 300)) == ("failed", "x" * 255, "")
+    assert mapped(TransientError("x" * 300)) == ("pending", "x" * 255, "")  # nothing left: sent again later
     assert send_failure(exc=UserBlocked("b"), unreachable_status=SendStatus.BLOCKED).status == "blocked"
     assert (
         unreachable_state(exc=UserBlocked("b")),

@@ -16,6 +16,7 @@ from botapp.telegram.gateway import (
     BadRequest,
     BotUnauthorized,
     Button,
+    ChatNotFound,
     CopyIncomplete,
     FloodWait,
     Media,
@@ -260,9 +261,11 @@ def test_a_local_path_is_never_uploaded_as_media(telegram, gateway, met, tmp_pat
     assert len(telegram.bot_messages(met.id)) == before
 
 
-def test_chat_id_zero_is_a_domain_error(gateway):
-    with pytest.raises(BadRequest):
+def test_chat_id_zero_is_refused_as_telegram_would_before_any_call(telegram, gateway):
+    calls = len(telegram.calls)
+    with pytest.raises(ChatNotFound, match="PEER_ID_INVALID"):
         gateway.send_text(0, "hi")
+    assert len(telegram.calls) == calls
 
 
 # --- 6. a 401 is about the bot, not the user ------------------------------------------------------------

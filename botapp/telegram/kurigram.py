@@ -1,0 +1,398 @@
+"""Every use of kurigram's private parts, in one place, checked against one kurigram version.
+
+Courier talks to Telegram through kurigram's public API except where it must not (speed, or
+behaviour kurigram lacks). Each of those places is here, with the kurigram code it mirrors named,
+so an upgrade re-checks one module: tests/botapp/telegram/test_kurigram.py fails on any other
+installed version than KURIGRAM_CHECKED and lists what to re-read; a contract test sends each kind
+of request through `invoke_many` and through kurigram's public `Client.invoke` against the
+in-memory Telegram and compares the bytes.
+
+What is used, and where kurigram keeps it (pyrogram/session/session.py unless said otherwise):
+- `Session.msg_factory` (internals/msg_factory.py: `create`, `allocate_message_identity`,
+  `allocate_message_sequence`, `_last_msg_id`), `Session.results` (msg_id -> Result with `.value`
+  and `.event.set()`, filled by `Session.handle_packet`), `Session.salt`, `session_id`,
+  `auth_key`, `auth_key_id`, `connection.send`, `is_started`, `stored_msg_ids`, `WAIT_TIMEOUT`;
+  `pyrogram.crypto.mtproto.pack`; `pyrogram.raw.core.Message` and `MsgContainer`.
+- `Client._set_server_time(msg_id)` (client.py): the clock offset kurigram's msg ids use.
+- `TCP.crypto_executor` (connection/transport/tcp/tcp.py): where packets are ciphered.
+- `types.Photo._parse` (types/messages_and_media/photo.py): a photo's file id from raw TL.
+- `Client.loop`: the loop kurigram schedules its own tasks on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import concurrent.futures
+import io
+from importlib import metadata
+
+from pyrogram import Client, errors, raw, types
+from pyrogram.connection.transport import TCPAbridged
+from pyrogram.crypto import mtproto
+from pyrogram.raw.core import Message, MsgContainer
+
+from botapp.runtime import gc_tune
+
+KURIGRAM_CHECKED = "2.2.26"  # the version every use below was read against
+RECHECK = (
+    "pyrogram/session/session.py: Session.handle_packet (results, stored_msg_ids, seq_no == 0 time sync), "
+    "Session.send (salt, BadServerSalt), Session.invoke (retries)",
+    "pyrogram/session/internals/msg_factory.py: MsgFactory.create / allocate_* / _last_msg_id",
+    "pyrogram/crypto/mtproto.py: pack(message, salt, session_id, auth_key, auth_key_id)",
+    "pyrogram/client.py: Client._set_server_time, Client.server_time, Client.loop",
+    "pyrogram/connection/transport/tcp/tcp.py: TCP.crypto_executor",
+    "pyrogram/types/messages_and_media/photo.py: Photo._parse",
+    "pyrogram/errors/rpc_error.py: RPCError.raise_it, the value of an unknown error ('[420 NAME]')",
+)
+
+
+def kurigram_version() -> str:
+    return metadata.version("kurigram")
+
+
+# --- the session's seen-message ids -------------------------------------------------------------
+
+
+class MessageIds(list):
+    """kurigram's Session keeps the ids of the last 2,000 messages Telegram sent it, sorted
+    (bisect.insort), and checks each new message against them with `in`: a scan of the whole list
+    for every message received, a few per cent of runbot's CPU. This list answers `in` by bisection."""
+
+    def __contains__(self, msg_id) -> bool:
+        i = bisect.bisect_left(self, msg_id)
+        return i < len(self) and self[i] == msg_id
+
+
+def session_tune(client: Client) -> None:
+    """After the client has started: its session's seen-message ids in a `MessageIds`, and what
+    signing in built (kurigram's TL classes among it) frozen out of the garbage collector's walks
+    (botapp/runtime.py)."""
+    session = getattr(client, "session", None)
+    if session is not None and type(session.stored_msg_ids) is list:
+        session.stored_msg_ids = MessageIds(session.stored_msg_ids)
+    gc_tune()
+
+
+def loop_bind(client: Client, loop: asyncio.AbstractEventLoop) -> None:
+    """kurigram schedules its own tasks on `client.loop`: it must be the loop the gateway runs."""
+    client.loop = loop
+
+
+def photo_file_id(client: Client, photo: raw.base.Photo) -> str:
+    """The file id kurigram gives a photo it parsed (Photo._parse), for a photo we uploaded."""
+    return types.Photo._parse(client, photo).file_id
+
+
+# --- where packets are ciphered -------------------------------------------------------------------
+
+# kurigram hands each packet's MTProto encryption and decryption (and the obfuscation layer's
+# AES-CTR) to `connection.protocol.crypto_executor` through `loop.run_in_executor`: a hop to a thread
+# and back for every request and every answer. For what a bot sends and gets (a few KB) the hops
+# cost far more than the cipher (tgcrypto, in C: microseconds): in a profile of runbot they were
+# most of the event loop's own work. Bytes above which a packet still goes to the thread: one
+# request or answer is a few KB; a container of a batch's answers tens of KB (100 "deleted" notices:
+# 38 KB, 6 ms to read), an upload part 512 KB (the deletion sweep, side by side: 4,200-4,400 ->
+# 4,400-4,800 rows/s at 8 KB against 64 KB).
+SMALL_PACKET = 8 * 1024
+
+
+def _size(payload) -> int:
+    if isinstance(payload, (bytes, bytearray, memoryview)):
+        return len(payload)
+    if isinstance(payload, io.BytesIO):
+        return payload.getbuffer().nbytes
+    return getattr(payload, "length", 0)  # an outgoing pyrogram.raw.core.Message: its body's length
+
+
+class LoopCrypto(concurrent.futures.Executor):
+    """An executor for kurigram's crypto: a small packet is done in the caller, and `submit`
+    returns the done asyncio future `loop.run_in_executor` passes straight through (awaiting it
+    does not yield to the loop); a large one goes to a thread of its own."""
+
+    def __init__(self):
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="CryptoWorker")
+
+    def submit(self, fn, /, *args, **kwargs):
+        if args and _size(args[0]) > SMALL_PACKET:
+            return self._pool.submit(fn, *args, **kwargs)
+        try:
+            future = asyncio.get_running_loop().create_future()
+        except RuntimeError:  # not called from a loop: a plain future does
+            future = concurrent.futures.Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except Exception as exc:  # noqa: BLE001 - the awaiting side gets it, as from a thread
+            future.set_exception(exc)
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        self._pool.shutdown(wait=wait, cancel_futures=cancel_futures)
+
+
+class Abridged(TCPAbridged):
+    """kurigram's default transport (TCP abridged), its crypto run by `LoopCrypto`."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.crypto_executor.shutdown(wait=False)  # the pool TCP made (no thread started yet)
+        self.crypto_executor = LoopCrypto()
+
+
+# --- sending requests: several in one container, each serialized once -------------------------------
+
+# Telegram's limits on a container are not published; these are those of well-used clients
+# (Telethon's MessageContainer: at most 100 messages, about 1 MB). Inferred, kept well under.
+CONTAINER_MESSAGES = 100
+CONTAINER_BYTES = 512 * 1024
+# Times a message Telegram refused before processing it (bad_server_salt, bad_msg_notification) is
+# sent again at once with a new msg_id. Each refusal says why (a new salt, the server's clock), so
+# one resend normally does; more than this and something else is wrong: the request is reported as
+# not sent (a transient error the caller retries with back-off).
+RESEND_MAX = 3
+# bad_msg_notification codes (core.telegram.org/mtproto/service_messages_about_messages):
+# 16/17 msg_id too low/high (the client's clock: resync from the server's msg_id, as Telethon does),
+# 32/33 msg_seqno too low/high, 48 incorrect server salt: each means the message was not processed.
+CLOCK_CODES = {16, 17}
+RESEND_CODES = {16, 17, 32, 33, 48}
+
+
+class Written(raw.core.TLObject):
+    """A request serialized once: kurigram's MsgFactory measures a body by writing it, and a
+    container writes each body again (three writes of every request, a tenth of a send's CPU).
+    `query`: when set, `data` is that request as it goes on the wire (wrapped in
+    InvokeWithoutUpdates for a client without updates), serialized by the sending thread."""
+
+    __slots__ = ("data", "query")
+    QUALNAME = "Written"
+
+    def __init__(self, data: bytes, query: raw.core.TLObject | None = None):
+        self.data = data
+        self.query = query
+
+    def write(self, *args) -> bytes:
+        return self.data
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+
+def container_bounds(lengths: list[int]) -> list[tuple[int, int]]:
+    """Split messages of these lengths into runs that each fit one container."""
+    bounds, start, size = [], 0, 0
+    for n, length in enumerate(lengths):
+        if n > start and (n - start >= CONTAINER_MESSAGES or size + length > CONTAINER_BYTES):
+            bounds.append((start, n))
+            start, size = n, 0
+        size += length + 16
+    bounds.append((start, len(lengths)))
+    return bounds
+
+
+class NotSent(ConnectionError):
+    """Telegram refused the message before processing it, or it never left: nothing was delivered
+    (a transient error; the caller may send it again, with the same random_id)."""
+
+
+class _Round:
+    """The answers one transmission waits for: done when every message has its answer, or its
+    container was refused as a whole."""
+
+    __slots__ = ("left", "done")
+
+    def __init__(self, expected: int):
+        self.left = expected
+        self.done = asyncio.Event()
+        if expected <= 0:
+            self.done.set()
+
+    def arrive(self, slots) -> None:
+        for slot in slots:
+            if not slot.arrived:
+                slot.arrived = True
+                self.left -= 1
+        if self.left <= 0:
+            self.done.set()
+
+
+class _Signal:
+    """Stands for the asyncio.Event of kurigram's Result: `Session.handle_packet` calls `set()`
+    when Telegram answers the msg_id (with a result, an error, bad_server_salt or
+    bad_msg_notification naming it). Setting it tells the round which messages are answered."""
+
+    __slots__ = ("round", "slots", "fired")
+
+    def __init__(self, round_: _Round, slots: list):
+        self.round, self.slots, self.fired = round_, slots, False
+
+    def set(self) -> None:
+        if not self.fired:
+            self.fired = True
+            self.round.arrive(self.slots)
+
+    def is_set(self) -> bool:
+        return self.fired
+
+
+class _Slot:
+    """What kurigram's Session keeps in `results` for a msg_id it waits for (its Result)."""
+
+    __slots__ = ("value", "event", "arrived")
+
+    def __init__(self):
+        self.value = None
+        self.event: _Signal | None = None
+        self.arrived = False
+
+
+async def invoke_many(client: Client, queries: list) -> list:
+    """Each query's answer (or the exception it raised), one query as one MTProto message and
+    several as one container (core.telegram.org/mtproto/service_messages#containers): each request
+    serialised once, one encryption and one write for all, where kurigram's `invoke` serialises a
+    request twice, starts a task and a timer to wait for the session and another pair to wait for
+    the answer, and stores every user and chat of the answer in its SQLite storage.
+
+    What kurigram's Session does for its own `send`, this does too: a bad_server_salt (naming one
+    message, or the whole container) takes the new salt and sends the refused messages again at
+    once; a bad_msg_notification 16/17 resyncs the clock from the newest server msg_id and sends
+    again; 32/33/48 send again. A message that never left (the connection down, the session not
+    started) is `NotSent`; one with no answer in time is asked again through kurigram's `invoke`,
+    which retries as it always does (the same random_id: Telegram sends a message once)."""
+    session = client.session
+    if not client.is_connected or session is None:
+        raise NotSent("the client is not connected: nothing was sent")
+    if not session.is_started.is_set():
+        try:
+            await asyncio.wait_for(session.is_started.wait(), session.WAIT_TIMEOUT)
+        except TimeoutError:
+            raise NotSent(f"the session did not start within {session.WAIT_TIMEOUT}s: nothing was sent") from None
+    bodies = [q if isinstance(q, Written) and q.query is not None else Written(q.write()) for q in queries]
+    plain = [q.query if isinstance(q, Written) and q.query is not None else q for q in queries]
+    values: list = [None] * len(queries)
+    todo = list(range(len(queries)))
+    for _ in range(RESEND_MAX + 1):
+        answered = await _transmit(client, [bodies[i] for i in todo])
+        again = []
+        for i, value in zip(todo, answered, strict=True):
+            if value is _REFUSED:
+                again.append(i)
+            else:
+                values[i] = value
+        todo = again
+        if not todo:
+            break
+    for i in todo:
+        values[i] = NotSent(f"Telegram refused the message {RESEND_MAX + 1} times before processing it")
+    answers = []
+    for query, value in zip(plain, values, strict=True):
+        if isinstance(value, OSError) and not isinstance(value, NotSent):
+            answers.append(await invoke_one(client, query) if len(plain) == 1 else value)
+        elif isinstance(value, raw.types.RpcError):
+            answers.append(rpc_error(value, query))
+        elif value is None:  # no answer in time: kurigram asks again (the same random_id)
+            answers.append(await invoke_one(client, query))
+        else:
+            answers.append(value)
+    return answers
+
+
+_REFUSED = object()  # refused before processing: send again
+
+
+async def _transmit(client: Client, bodies: list[Written]) -> list:
+    """Send the bodies (one message, or containers) and wait up to WAIT_TIMEOUT for their answers;
+    each body's value: the answer, an OSError (not sent), None (no answer), or _REFUSED."""
+    session = client.session
+    messages = [await session.msg_factory.create(body) for body in bodies]
+    round_ = _Round(len(messages))
+    slots = []
+    for message in messages:
+        slot = _Slot()
+        slot.event = _Signal(round_, [slot])
+        session.results[message.msg_id] = slot
+        slots.append(slot)
+    containers: list[tuple[int, int, int]] = []  # (container msg_id, start, end)
+    try:
+        if len(messages) == 1:
+            payload = mtproto.pack(messages[0], session.salt, session.session_id, session.auth_key, session.auth_key_id)
+            try:
+                await session.connection.send(payload)
+            except OSError as exc:  # not sent
+                slots[0].value = exc
+                slots[0].event.set()
+        for start, end in container_bounds([m.length for m in messages]) if len(messages) > 1 else ():
+            # Not msg_factory.create(MsgContainer(...)): it writes every message to measure the
+            # container, and pack writes them again. A container is not content-related.
+            body = Written(MsgContainer(messages[start:end]).write())
+            msg_id = await session.msg_factory.allocate_message_identity()
+            seq_no = await session.msg_factory.allocate_message_sequence(False)
+            container_slot = _Slot()
+            container_slot.event = _Signal(round_, slots[start:end])
+            session.results[msg_id] = container_slot
+            containers.append((msg_id, start, end))
+            payload = mtproto.pack(
+                Message(body, msg_id, seq_no, len(body)), session.salt, session.session_id, session.auth_key, session.auth_key_id
+            )
+            try:
+                await session.connection.send(payload)
+            except OSError as exc:  # this container and the rest were not sent
+                for slot in slots[start:]:
+                    slot.value = exc
+                    slot.event.set()
+                break
+        try:
+            async with asyncio.timeout(session.WAIT_TIMEOUT):
+                await round_.done.wait()
+        except TimeoutError:
+            pass
+    finally:
+        for message in messages:
+            session.results.pop(message.msg_id, None)
+        refusals = {start: (end, session.results.pop(msg_id, _Slot()).value) for msg_id, start, end in containers}
+    values = [slot.value for slot in slots]
+    for start, (end, refusal) in refusals.items():
+        if refusal is not None:  # the whole container was refused: its unanswered messages go again
+            again = _refused(client, refusal)
+            for i in range(start, end):
+                if values[i] is None:
+                    values[i] = _REFUSED if again else NotSent(f"the container was refused: {type(refusal).__name__}")
+    for i, value in enumerate(values):
+        if isinstance(value, (raw.types.BadServerSalt, raw.types.BadMsgNotification)):
+            values[i] = _REFUSED if _refused(client, value) else NotSent(f"bad_msg_notification {value.error_code}")
+    return values
+
+
+def _refused(client: Client, notice) -> bool:
+    """Act on a refusal as Telegram asks (a new salt; the server's clock); whether to send again."""
+    session = client.session
+    if isinstance(notice, raw.types.BadServerSalt):
+        session.salt = notice.new_server_salt
+        return True
+    if not isinstance(notice, raw.types.BadMsgNotification):
+        return False
+    if notice.error_code in CLOCK_CODES and session.stored_msg_ids:
+        # kurigram resyncs only from a server message with seq_no 0 (the first of a session);
+        # Telethon from the notice's own msg_id. The newest server msg_id kurigram has seen is
+        # at most the round trip older than the notice (it is one of them).
+        client._set_server_time(max(session.stored_msg_ids))
+        session.msg_factory._last_msg_id = 0  # msg ids restart from the corrected clock
+    return notice.error_code in RESEND_CODES
+
+
+def rpc_error(error: raw.types.RpcError, query) -> errors.RPCError:
+    """kurigram's exception for Telegram's error answer to `query` (RPCError.raise_it)."""
+    if isinstance(query, (raw.functions.InvokeWithoutUpdates, raw.functions.InvokeWithTakeout)):
+        query = query.query
+    try:
+        errors.RPCError.raise_it(error, type(query))
+    except errors.RPCError as exc:
+        return exc
+    raise AssertionError("RPCError.raise_it returned")  # pragma: no cover - it always raises
+
+
+async def invoke_one(client: Client, query):
+    """kurigram's own `invoke` (its retries, FloodWait raised at once): the answer or the exception."""
+    try:
+        return await client.invoke(query, sleep_threshold=0)
+    except Exception as exc:  # noqa: BLE001 - that query's result
+        return exc

@@ -1,0 +1,128 @@
+"""kurigram's packet crypto on the loop (botapp.telegram.kurigram), and the session's seen-message
+ids answered by bisection (kurigram.session_tune)."""
+
+import asyncio
+import bisect
+import io
+import threading
+
+import pytest
+
+from botapp.telegram.kurigram import SMALL_PACKET, Abridged, LoopCrypto, MessageIds
+
+
+def where(payload):
+    return threading.current_thread().name
+
+
+def test_a_small_packet_is_ciphered_at_once_on_the_loop_a_large_one_on_the_crypto_thread():
+    crypto = LoopCrypto()
+
+    async def run():
+        loop = asyncio.get_running_loop()
+        small = loop.run_in_executor(crypto, where, b"x" * 100)
+        assert small.done()  # awaiting it does not even yield to the loop
+        return await small, await loop.run_in_executor(crypto, where, io.BytesIO(b"x" * (SMALL_PACKET + 1)))
+
+    try:
+        small, large = asyncio.run(run())
+    finally:
+        crypto.shutdown()
+    assert small == threading.current_thread().name
+    assert large.startswith("CryptoWorker")
+
+
+def test_an_error_in_the_cipher_reaches_the_awaiting_side():
+    crypto = LoopCrypto()
+
+    def broken(payload):
+        raise ValueError("bad packet")
+
+    async def run():
+        await asyncio.get_running_loop().run_in_executor(crypto, broken, b"x")
+
+    with pytest.raises(ValueError, match="bad packet"):
+        asyncio.run(run())
+    crypto.shutdown()
+
+
+def test_the_production_transport_uses_it():
+    transport = Abridged(ipv6=False, proxy=None)
+    assert isinstance(transport.crypto_executor, LoopCrypto)
+    transport.crypto_executor.shutdown()
+
+
+def test_the_sessions_seen_message_ids_answer_in_by_bisection():
+    ids = MessageIds()
+    for msg_id in (40, 10, 30, 20):
+        bisect.insort(ids, msg_id)
+    assert list(ids) == [10, 20, 30, 40]
+    assert all(i in ids for i in (10, 20, 30, 40))
+    assert not any(i in ids for i in (5, 25, 50))
+    del ids[:2]  # as kurigram trims it
+    assert 10 not in ids and 30 in ids
+
+
+def test_a_started_clients_session_has_them(gateway):
+    assert type(gateway.client.session.stored_msg_ids) is MessageIds
+
+
+def test_the_installed_kurigram_is_the_one_the_adapter_was_checked_against():
+    """An upgrade of kurigram must re-read what botapp/telegram/kurigram.py mirrors, then move
+    KURIGRAM_CHECKED: this fails on any other version and says what to re-check."""
+    from botapp.telegram.kurigram import KURIGRAM_CHECKED, RECHECK, kurigram_version
+
+    installed = kurigram_version()
+    assert installed == KURIGRAM_CHECKED, (
+        f"kurigram {installed} is installed; botapp/telegram/kurigram.py was checked against {KURIGRAM_CHECKED}. "
+        "Re-read, then set KURIGRAM_CHECKED:\n  " + "\n  ".join(RECHECK)
+    )
+
+
+# kurigram's private parts, as they would be spelled by code using them (attribute names, and the
+# modules that hold only internals). Only botapp/telegram/kurigram.py may use them.
+PRIVATE = (
+    ".msg_factory",
+    ".results[",
+    "session.salt",
+    ".session_id",
+    ".auth_key",
+    "connection.send",
+    "mtproto.",
+    "MsgContainer",
+    "stored_msg_ids",
+    "crypto_executor",
+    "._parse(",
+    "_set_server_time",
+    "client.loop =",
+    "is_started",
+    "pyrogram.session.session",
+    "pyrogram.crypto",
+    "pyrogram.raw.core import Message",
+)
+
+
+def private_uses(source: str, name: str) -> list[str]:
+    return [
+        f"{name}:{n}: {line.strip()}"
+        for n, line in enumerate(source.splitlines(), start=1)
+        if not line.lstrip().startswith("#") and any(p in line for p in PRIVATE)
+    ]
+
+
+def test_the_private_names_check_sees_them():
+    source = "x = session.msg_factory\n# session.salt in a comment\ny = client.session.stored_msg_ids\n"
+    assert [hit.split(": ")[0] for hit in private_uses(source, "f.py")] == ["f.py:1", "f.py:3"]
+
+
+def test_no_module_but_the_adapter_uses_kurigrams_private_parts():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    found = []
+    for package in ("botapp", "scheduler", "api", "config"):
+        for path in sorted((root / package).rglob("*.py")):
+            if path == root / "botapp" / "telegram" / "kurigram.py":
+                continue
+            found += private_uses(path.read_text(), str(path.relative_to(root)))
+    assert found == [], "kurigram's private parts outside botapp/telegram/kurigram.py:\n" + "\n".join(found)
