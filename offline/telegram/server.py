@@ -21,6 +21,7 @@ import collections
 import itertools
 import logging
 import math
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -61,6 +62,16 @@ GLOBAL_JITTER = 0.1
 
 # fail_next(LOSE_ANSWER): the call takes effect but its answer is lost on the way back.
 LOSE_ANSWER = "LOSE_ANSWER"
+
+# A message whose msg_id is this far behind or ahead of the server's clock is refused with
+# bad_msg_notification 16 / 17 (core.telegram.org/mtproto/description#message-identifier-msg-id:
+# "more than 300 seconds in the past or more than 30 seconds in the future").
+MSG_ID_PAST = 300
+MSG_ID_FUTURE = 30
+# How long a salt Telegram replaced is still accepted. Telegram documents that salts change and that
+# a client learns the new one from bad_server_salt or get_future_salts, not for how long the old one
+# is honoured: inferred, and stricter than Telegram is likely to be, not at all.
+OLD_SALT_GRACE = 0.0
 
 
 class RpcFault(Exception):
@@ -124,6 +135,8 @@ class Endpoint:
             log.warning("telegram server: undecryptable packet dropped")
             return
         self.session_id = incoming.session_id
+        if self._refused(incoming):
+            return
         if not isinstance(incoming.body, raw.core.MsgContainer):
             self.server.dispatch(self, incoming.msg_id, incoming.body)
             return
@@ -143,6 +156,31 @@ class Endpoint:
             self.send(answers[0][0], answer=answers[0][1], content=answers[0][2], delay=delay)
         elif answers:
             self._send_container(answers, delay)
+
+    def _refused(self, incoming) -> bool:
+        """Refuse a message (or a container, whole) as Telegram does before processing it: a salt
+        that is not the session's (bad_server_salt, with the new one), a msg_id from a client
+        clock that is off (bad_msg_notification 16/17). With `salt_refusal == "items"` a refused
+        container gets one bad_server_salt per message inside instead of one naming it."""
+        server = self.server
+        now_id = time.time()
+        sent_at = incoming.msg_id / 2**32
+        code = 16 if sent_at < now_id - MSG_ID_PAST else 17 if sent_at > now_id + MSG_ID_FUTURE else 0
+        if code:
+            server.refusals.append(f"bad_msg_notification {code}")
+            notice = raw.types.BadMsgNotification(bad_msg_id=incoming.msg_id, bad_msg_seqno=incoming.seq_no, error_code=code)
+            self.send(notice.write(), answer=True, content=False)
+            return True
+        if server.salt_ok(incoming.salt):
+            return False
+        named = [(incoming.msg_id, incoming.seq_no)]
+        if isinstance(incoming.body, raw.core.MsgContainer) and server.salt_refusal == "items":
+            named = [(m.msg_id, m.seq_no) for m in incoming.body.messages]
+        for msg_id, seq_no in named:
+            server.refusals.append("bad_server_salt")
+            notice = raw.types.BadServerSalt(bad_msg_id=msg_id, bad_msg_seqno=seq_no, error_code=48, new_server_salt=server.salt)
+            self.send(notice.write(), answer=True, content=False)
+        return True
 
     def _send_container(self, answers: list[tuple[bytes, bool, bool, float]], delay: float) -> None:
         # Inner messages get their ids first: a container's msg_id is greater than theirs.
@@ -226,6 +264,12 @@ class TelegramServer:
         self.containers = 0  # MTProto containers received (several requests in one packet)
         self._tat: dict[tuple, float] = {}  # per bucket: when it is empty again
         self.flood_waits = 0
+        # The server salt every session must use (a client starts with 0 and learns it from
+        # bad_server_salt, as from Telegram); rotate_salt() replaces it.
+        self.salt = int.from_bytes(os.urandom(8), "big", signed=True)
+        self._old_salt: tuple[int, float] | None = None  # (salt, accepted until, monotonic)
+        self.salt_refusal = "container"  # or "items": how a refused container is named
+        self.refusals: list[str] = []  # bad_server_salt / bad_msg_notification N, as sent
         self.events: list[Event] = []
         self.listeners: list[Callable[[Event], None]] = []
 
@@ -243,6 +287,22 @@ class TelegramServer:
         with self.lock:
             if endpoint in self.endpoints:
                 self.endpoints.remove(endpoint)
+
+    def salt_ok(self, salt: int) -> bool:
+        if salt == self.salt:
+            return True
+        old = self._old_salt
+        return old is not None and salt == old[0] and time.monotonic() < old[1]
+
+    def rotate_salt(self, *, refusal: str = "container") -> int:
+        """A new server salt, as Telegram changes it about hourly: messages with the old one are
+        refused with bad_server_salt naming the container (or, `refusal="items"`, each message in
+        it). Returns the new salt."""
+        with self.lock:
+            self._old_salt = (self.salt, time.monotonic() + OLD_SALT_GRACE)
+            self.salt = int.from_bytes(os.urandom(8), "big", signed=True)
+            self.salt_refusal = refusal
+            return self.salt
 
     def dispatch(self, endpoint: Endpoint, msg_id: int, body) -> None:
         if isinstance(body, raw.types.MsgsAck):

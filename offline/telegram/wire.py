@@ -37,6 +37,7 @@ class Incoming:
     msg_id: int
     seq_no: int
     body: TLObject
+    salt: int = 0
 
 
 # kurigram's generated read() guesses a bare vector's element type from its byte size: it only ever
@@ -91,13 +92,13 @@ def unpack_client(packet: bytes, auth_key: bytes) -> Incoming:
     if sha256(auth_key[88 : 88 + 32] + plain).digest()[8:24] != msg_key:
         raise ValueError("msg_key mismatch")
     data = BytesIO(plain)
-    data.read(8)  # salt: any salt is accepted
+    salt = Long.read(data)
     session_id = data.read(8)
     msg_id = Long.read(data)
     seq_no = Int.read(data)
     length = Int.read(data)
     body = read_request(data.read(length))
-    return Incoming(session_id, msg_id, seq_no, body)
+    return Incoming(session_id, msg_id, seq_no, body, salt)
 
 
 def encode(value) -> bytes:

@@ -1,0 +1,90 @@
+"""What a long-lived connection to Telegram meets, through a worker's real client (kurigram's
+Session, our container sender in botapp/telegram/kurigram.py) and the in-memory Telegram: a
+rotated server salt refused for a whole container or for each message in it, a client clock Telegram
+refuses (bad_msg_notification 16/17), a session that is not up. Each is answered at once, and every
+message is delivered once."""
+
+import pytest
+from pyrogram.session import Session
+
+from botapp.services.users import user_access_hash
+from botapp.telegram.gateway import SendItem, Sent, TgUser, TransientError
+from offline.telegram.clients import offline_gateway
+
+pytestmark = pytest.mark.django_db
+
+USERS = [TgUser(id=3000 + i, first_name=f"U{i}") for i in range(20)]
+
+
+class Limiter:
+    def acquire(self, chat_id=None):
+        return 0.0
+
+    def acquire_many(self, chat_ids):
+        return len(chat_ids)
+
+    def pause(self, seconds, *, chat_id=None):
+        return seconds
+
+
+@pytest.fixture
+def users(chat):
+    for user in USERS:
+        chat(user, "/help")
+    return USERS
+
+
+@pytest.fixture
+def worker(telegram, users, monkeypatch):
+    # kurigram waits WAIT_TIMEOUT for an answer before asking again on its own: long here, so a
+    # refusal left unanswered would show as a call made twice or a test that hangs, never pass.
+    monkeypatch.setattr(Session, "WAIT_TIMEOUT", 60)
+    gw = offline_gateway(telegram, peers=user_access_hash, limiter=Limiter(), sleep=lambda s: None)
+    gw.send_text(users[0].id, "warm")  # the text is parsed once: the batch below goes as one container
+    yield gw
+    gw.stop()
+
+
+def received(telegram, text):
+    return sorted(m.chat_id for m in telegram.box.values() if m.text == text)
+
+
+@pytest.mark.parametrize("refusal", ["container", "items"])
+def test_a_rotated_salt_refusing_a_container_sends_it_again_at_once_each_message_once(telegram, worker, users, refusal):
+    telegram.rotate_salt(refusal=refusal)
+    containers, refusals = telegram.containers, len(telegram.refusals)
+    results = worker.send_many([SendItem(u.id, "warm") for u in users])
+    assert all(isinstance(r, Sent) for r in results)
+    assert received(telegram, "warm") == sorted([users[0].id] * 2 + [u.id for u in users[1:]])
+    expected = 1 if refusal == "container" else len(users)
+    assert telegram.refusals[refusals:] == ["bad_server_salt"] * expected
+    # The refused container and the one sent again with the new salt: no message fell back to
+    # kurigram's one-by-one retry after its WAIT_TIMEOUT.
+    assert telegram.containers == containers + 1
+
+
+def test_a_client_clock_telegram_refuses_is_resynced_and_the_message_sent_once(telegram, worker, users):
+    worker.client._server_time_offset = -600  # ten minutes slow: msg ids "too low" (16)
+    worker.client.session.msg_factory._last_msg_id = 0  # as a client started with the slow clock
+    worker.send_text(users[1].id, "on time")
+    assert received(telegram, "on time") == [users[1].id]
+    assert "bad_msg_notification 16" in telegram.refusals
+    assert abs(worker.client._server_time_offset) < 5
+
+    # Two minutes fast: "too high" (17), msg ids restart lower. (Over 300 s fast, kurigram itself
+    # discards the server's packets as too old and restarts the session, which resyncs the clock.)
+    worker.client._server_time_offset = 120
+    worker.send_many([SendItem(u.id, "fast clock") for u in users[:5]])
+    assert received(telegram, "fast clock") == sorted(u.id for u in users[:5])
+    assert "bad_msg_notification 17" in telegram.refusals
+
+
+def test_a_session_that_is_not_up_sends_nothing_and_says_it_is_transient(telegram, worker, users, monkeypatch):
+    monkeypatch.setattr(Session, "WAIT_TIMEOUT", 0.2)
+    worker.client.session.is_started.clear()  # reconnecting, as after a dropped connection
+    with pytest.raises(TransientError):
+        worker.send_text(users[2].id, "not yet")
+    results = worker.send_many([SendItem(users[3].id, "not yet")])
+    assert isinstance(results[0], TransientError)
+    worker.client.session.is_started.set()
+    assert received(telegram, "not yet") == []
