@@ -270,6 +270,8 @@ class TelegramServer:
         self._old_salt: tuple[int, float] | None = None  # (salt, accepted until, monotonic)
         self.salt_refusal = "container"  # or "items": how a refused container is named
         self.refusals: list[str] = []  # bad_server_salt / bad_msg_notification N, as sent
+        self.record_requests = False  # when set, `requests` gets each request's body as received
+        self.requests: list[bytes] = []
         self.events: list[Event] = []
         self.listeners: list[Callable[[Event], None]] = []
 
@@ -307,6 +309,8 @@ class TelegramServer:
     def dispatch(self, endpoint: Endpoint, msg_id: int, body) -> None:
         if isinstance(body, raw.types.MsgsAck):
             return
+        if self.record_requests:
+            self.requests.append(body.write())
         if isinstance(body, (raw.functions.Ping, raw.functions.PingDelayDisconnect)):
             pong = raw.types.Pong(msg_id=msg_id, ping_id=body.ping_id)
             endpoint.send(pong.write(), answer=True, content=False)
