@@ -63,6 +63,9 @@ GLOBAL_JITTER = 0.1
 # fail_next(LOSE_ANSWER): the call takes effect but its answer is lost on the way back.
 LOSE_ANSWER = "LOSE_ANSWER"
 
+# What delivers a message to a chat (a hostile mode's unknown 420s strike these).
+SEND_METHODS = frozenset({"messages.SendMessage", "messages.SendMedia", "messages.SendMultiMedia", "messages.ForwardMessages"})
+
 # A message whose msg_id is this far behind or ahead of the server's clock is refused with
 # bad_msg_notification 16 / 17 (core.telegram.org/mtproto/description#message-identifier-msg-id:
 # "more than 300 seconds in the past or more than 30 seconds in the future").
@@ -114,6 +117,24 @@ class Fault:
     code: int | None = None  # the error_code to answer with; None: as Telegram sends `error`
 
 
+@dataclass
+class Hostile:
+    """What a long-lived connection to Telegram meets, at a steady pace (deterministic, so a run can
+    be repeated): every `salt_every` packets the server salt changes (refusals alternately name
+    the container and each message in it), and every `flood_every` sends one is refused with a
+    420 kurigram's table does not know, alternately with seconds and without."""
+
+    salt_every: int = 0
+    flood_every: int = 0
+    packets: int = 0
+    sends: int = 0
+    rotations: int = 0
+    floods: int = 0
+
+
+HOSTILE_FLOODS = ("FLOOD_NEWKIND_WAIT_1", "FROZEN_METHOD_INVALID")  # a new 420 with seconds, one without
+
+
 class Endpoint:
     """One connected MTProto session (a kurigram `Session`)."""
 
@@ -135,6 +156,7 @@ class Endpoint:
             log.warning("telegram server: undecryptable packet dropped")
             return
         self.session_id = incoming.session_id
+        self.server.hostile_tick()
         if self._refused(incoming):
             return
         if not isinstance(incoming.body, raw.core.MsgContainer):
@@ -270,6 +292,7 @@ class TelegramServer:
         self._old_salt: tuple[int, float] | None = None  # (salt, accepted until, monotonic)
         self.salt_refusal = "container"  # or "items": how a refused container is named
         self.refusals: list[str] = []  # bad_server_salt / bad_msg_notification N, as sent
+        self.hostile: Hostile | None = None  # hostile_start(): salt rotation, unknown 420s
         self.record_requests = False  # when set, `requests` gets each request's body as received
         self.requests: list[bytes] = []
         self.events: list[Event] = []
@@ -289,6 +312,36 @@ class TelegramServer:
         with self.lock:
             if endpoint in self.endpoints:
                 self.endpoints.remove(endpoint)
+
+    def hostile_start(self, *, salt_every: int = 50, flood_every: int = 200) -> None:
+        """Turn on the hostile mode (see Hostile); hostile_stop() turns it off."""
+        with self.lock:
+            self.hostile = Hostile(salt_every=salt_every, flood_every=flood_every)
+
+    def hostile_stop(self) -> dict:
+        """Turn it off; what it did: {"rotations": n, "floods": n}."""
+        with self.lock:
+            done, self.hostile = self.hostile, None
+        return {"rotations": done.rotations, "floods": done.floods} if done else {"rotations": 0, "floods": 0}
+
+    def hostile_tick(self) -> None:
+        hostile = self.hostile
+        if hostile is None or not hostile.salt_every:
+            return
+        with self.lock:
+            hostile.packets += 1
+            if hostile.packets % hostile.salt_every == 0:
+                hostile.rotations += 1
+                self.rotate_salt(refusal="container" if hostile.rotations % 2 else "items")
+
+    def _hostile_flood(self, name: str) -> None:
+        hostile = self.hostile
+        if hostile is None or not hostile.flood_every or name not in SEND_METHODS:
+            return
+        hostile.sends += 1
+        if hostile.sends % hostile.flood_every == 0:
+            hostile.floods += 1
+            raise RpcFault(HOSTILE_FLOODS[hostile.floods % 2], 420)
 
     def salt_ok(self, salt: int) -> bool:
         if salt == self.salt:
@@ -342,6 +395,7 @@ class TelegramServer:
             if self.bot.deactivated:
                 raise RpcFault("USER_DEACTIVATED")
         self._raise_fault(name, chat_id)
+        self._hostile_flood(name)
         handler = self.methods.get(name)
         if handler is None:
             log.error("telegram server: %s is not implemented", name)

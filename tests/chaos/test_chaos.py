@@ -444,3 +444,37 @@ def test_the_bot_token_revoked_mid_broadcast(cluster):
     recover(cluster, figures, fault, "send_broadcasts")
     audit(cluster, figures)
     check(figures)
+
+
+def test_a_hostile_telegram(cluster):
+    """Telegram as a long-lived connection meets it, under a broadcast, a deletion sweep and users
+    writing to runbot at once: the server salt changes every 50 packets (refusals naming the
+    container, then each message in it), and every 100th send is refused with a 420 kurigram does
+    not know (with seconds, then without)."""
+    figures = scenario(cluster, "hostile Telegram: salts rotated, unknown 420s")
+    writers = [TgUser(id=8_100_000 + i, first_name=f"Writer{i}") for i in range(200)]
+    cluster.remote.hostile_start(salt_every=50, flood_every=100)
+    try:
+        fault = time.monotonic()
+        broadcast(cluster, 8_000_000, 5000)
+        deleted = deletions(cluster, 8_200_000, 3000)
+        TASKS["send_broadcasts"].apply_async(kwargs={"trigger": "chaos"})
+        TASKS["delete_due_messages"].apply_async(kwargs={"trigger": "chaos"})
+        for writer in writers:
+            cluster.remote.user_sends(writer, "/help")
+        recover(cluster, figures, fault, "send_broadcasts", "delete_due_messages")
+        wait_for(
+            lambda: all(cluster.remote.received().get(w.id) for w in writers), timeout=SETTLE_TIMEOUT, what="runbot's answers"
+        )
+    finally:
+        did = cluster.remote.hostile_stop()
+    answers = cluster.remote.received()
+    twice = [w.id for w in writers if answers.get(w.id, 0) != 1]
+    figures.note = f"{did['rotations']} salt rotations, {did['floods']} unknown 420s; 200 users answered once each"
+    if twice:
+        figures.problems.append(f"{len(twice)} of 200 users writing to runbot got other than one answer, e.g. {twice[:3]}")
+    figures.rows += len(writers)
+    figures.sends += sum(answers.get(w.id, 0) for w in writers)
+    audit(cluster, figures, deleted=deleted)
+    check(figures)
+    assert did["rotations"] > 10 and did["floods"] > 10, did
