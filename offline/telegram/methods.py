@@ -232,14 +232,19 @@ def get_channels(server, query):
 # --- sending ---------------------------------------------------------------------------------------
 
 
+def utf16_units(text: str) -> int:
+    """Telegram counts a text's length in UTF-16 code units (an emoji outside the BMP is two)."""
+    return len(text.encode("utf-16-le")) // 2
+
+
 def check_text(text: str, *, caption: bool) -> None:
     if caption:
-        if len(text) > limits.CAPTION_LENGTH:
+        if utf16_units(text) > limits.CAPTION_LENGTH:
             raise RpcFault("MEDIA_CAPTION_TOO_LONG")
         return
     if not text.strip():
         raise RpcFault("MESSAGE_EMPTY")
-    if len(text) > limits.TEXT_LENGTH:
+    if utf16_units(text) > limits.TEXT_LENGTH:
         raise RpcFault("MESSAGE_TOO_LONG")
 
 

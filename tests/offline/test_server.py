@@ -196,3 +196,11 @@ def test_an_album_keeps_its_group_and_a_reply_names_its_message(telegram, raw_ga
     copies = raw_gateway.copy_messages(BEN.id, ANN.id, ids)
     groups = {telegram.message(BEN.id, c.message_id).grouped_id for c in copies}
     assert len(groups) == 1 and None not in groups and groups != {telegram.message(ANN.id, ids[0]).grouped_id}
+
+
+def test_lengths_are_counted_as_telegram_counts_them_in_utf16_units(telegram, raw_gateway):
+    """4096 code points of emoji are 8192 UTF-16 units: Telegram refuses them as too long."""
+    raw_gateway.send_text(ANN.id, "é" * 4096)  # one unit each: the whole limit
+    with pytest.raises(BadRequest, match="MESSAGE_TOO_LONG"):
+        raw_gateway.send_text(ANN.id, "😀" * 2049)  # 4098 units
+    raw_gateway.send_text(ANN.id, "😀" * 2048)  # 4096 units
