@@ -351,3 +351,14 @@ UNFOLD = {
         ],
     },
 }
+
+
+# --- Error reports (config/error_reports.py): Sentry, or any server speaking its protocol, when
+# SENTRY_DSN is set; nothing is sent anywhere when it is empty. Secrets and user texts are scrubbed.
+SENTRY_DSN = env("SENTRY_DSN", default="")
+SENTRY_ENVIRONMENT = env("SENTRY_ENVIRONMENT", default="production")
+SENTRY_RELEASE = env("SENTRY_RELEASE", default="")
+if SENTRY_DSN:
+    from config.error_reports import error_reports_init
+
+    error_reports_init(dsn=SENTRY_DSN, environment=SENTRY_ENVIRONMENT, release=SENTRY_RELEASE)

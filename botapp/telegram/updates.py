@@ -8,12 +8,14 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
+import sentry_sdk
 from django.db import close_old_connections
 from pyrogram import Client, filters, raw
 from pyrogram import types as ptypes
 from pyrogram.handlers import CallbackQueryHandler, ChatJoinRequestHandler, MessageHandler, RawUpdateHandler
 
 from botapp.telegram.gateway import CallbackQuery, ChannelPost, IncomingMessage, Media, ReplyTo, TgUser
+from config.error_reports import TEXTS_TO_HIDE
 
 log = logging.getLogger(__name__)
 
@@ -192,6 +194,29 @@ def _with_db(handle, update) -> None:
     """Like a Django request: drop broken or expired connections before and after."""
     close_old_connections()
     try:
-        handle(update)
+        handle_reported(handle, update)
     finally:
         close_old_connections()
+
+
+def handle_reported(handle, update) -> None:
+    """`handle(update)`; an error reported meanwhile names the update (its kind and ids, never its
+    text). Without SENTRY_DSN the scope costs next to nothing."""
+    with sentry_sdk.new_scope() as report:
+        report.set_tag("update", type(update).__name__ if update is not None else "event")
+        report.set_context("update", update_ids(update))
+        text = getattr(update, "text", "")
+        if text:
+            report.set_extra(TEXTS_TO_HIDE, [text])  # taken out again before sending
+        handle(update)
+
+
+def update_ids(update) -> dict:
+    """Which update this is, for an error report: ids only."""
+    if isinstance(update, IncomingMessage):
+        return {"user_id": update.user.id, "chat_id": update.chat_id, "message_id": update.message_id}
+    if isinstance(update, CallbackQuery):
+        return {"user_id": update.user.id, "chat_id": update.chat_id, "message_id": update.message_id, "data": update.data}
+    if isinstance(update, ChannelPost):
+        return {"chat_id": update.chat_id, "message_id": update.message_id}
+    return {}
