@@ -190,7 +190,7 @@ SPECTACULAR_SETTINGS = {
 if not DEBUG:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=True)
-    SECURE_REDIRECT_EXEMPT = [r"^health/$"]
+    SECURE_REDIRECT_EXEMPT = [r"^health/$", r"^metrics$"]  # probes from inside the network, plain http
     SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=60 * 60 * 24 * 30)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=True)
     SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
@@ -362,3 +362,10 @@ if SENTRY_DSN:
     from config.error_reports import error_reports_init
 
     error_reports_init(dsn=SENTRY_DSN, environment=SENTRY_ENVIRONMENT, release=SENTRY_RELEASE)
+
+# --- Metrics at /metrics (botapp/metrics.py), off unless one of these is set: a scraper sends
+# `Authorization: Bearer METRICS_TOKEN`, or comes from an address of METRICS_ALLOWED_IPS (behind a
+# proxy, as PROXY_COUNT tells). Every process also needs PROMETHEUS_MULTIPROC_DIR (prometheus_client's
+# own variable): one folder, emptied before the processes start, where each writes its counts.
+METRICS_TOKEN = env("METRICS_TOKEN", default="")
+METRICS_ALLOWED_IPS = env.list("METRICS_ALLOWED_IPS", default=[])

@@ -98,6 +98,7 @@ def doctor_settings() -> list[Finding]:
     else:
         found.append(_ok(a, "ALLOWED_HOSTS", ", ".join(hosts)))
     found.append(_https())
+    found += _reporting()
     messages = [
         m
         for m in checks.run_checks(include_deployment_checks=True)
@@ -108,6 +109,29 @@ def doctor_settings() -> list[Finding]:
         found.append(_fail(a, "check --deploy", listed))
     else:
         found.append(_ok(a, "check --deploy", "no problems"))
+    return found
+
+
+def _reporting() -> list[Finding]:
+    """/metrics and error reports: off is fine; on needs what they need."""
+    from urllib.parse import urlsplit
+
+    a = "settings"
+    found = []
+    if not (settings.METRICS_TOKEN or settings.METRICS_ALLOWED_IPS):
+        found.append(_ok(a, "metrics", "off (/metrics answers 404)"))
+    else:
+        folder = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "")
+        if not folder:
+            found.append(
+                _fail(a, "metrics", "on, but PROMETHEUS_MULTIPROC_DIR is not set: set it for every process (docs/operating.md)")
+            )
+        elif not (os.path.isdir(folder) and os.access(folder, os.W_OK | os.X_OK)):
+            found.append(_fail(a, "metrics", f"PROMETHEUS_MULTIPROC_DIR {folder} is not a writable folder: create it"))
+        else:
+            found.append(_ok(a, "metrics", f"on, every process counting in {folder}"))
+    dsn = getattr(settings, "SENTRY_DSN", "")
+    found.append(_ok(a, "error reports", f"to {urlsplit(dsn).hostname}" if dsn else "off (SENTRY_DSN empty)"))
     return found
 
 

@@ -7,6 +7,7 @@ job behaves the same whoever starts it.
 from __future__ import annotations
 
 import logging
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from django.db import DatabaseError
 from django.utils import timezone
 
 from botapp import clock
+from botapp.metrics import JOB_RUN_SECONDS, JOB_RUNS
 from scheduler.models import JobRun
 
 log = logging.getLogger(__name__)
@@ -77,6 +79,18 @@ def job_run(name: str, *, trigger: str, gateway=None, dry_run: bool = False, **s
 
 
 def _job_run(job: Job, run: JobRun, *, gateway, scope: dict) -> Outcome:
+    """The run, timed and counted for /metrics by its result."""
+    started, result = time.monotonic(), "failed"
+    try:
+        outcome = _job_work(job, run, gateway=gateway, scope=scope)
+        result = "ok"
+        return outcome
+    finally:
+        JOB_RUN_SECONDS.labels(job.name).observe(time.monotonic() - started)
+        JOB_RUNS.labels(job.name, result).inc()
+
+
+def _job_work(job: Job, run: JobRun, *, gateway, scope: dict) -> Outcome:
     name = job.name
     try:
         if job.needs_gateway and gateway is None:

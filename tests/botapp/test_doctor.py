@@ -66,7 +66,22 @@ def test_secure_settings_are_all_green(secure):
     code, lines = doctor("settings")
 
     assert code == 0, lines
-    assert set(lines) == {"SECRET_KEY", "DEBUG", "ALLOWED_HOSTS", "HTTPS", "check --deploy"}
+    assert set(lines) == {"SECRET_KEY", "DEBUG", "ALLOWED_HOSTS", "HTTPS", "metrics", "error reports", "check --deploy"}
+    assert lines["metrics"] == ("✔", "off (/metrics answers 404)")
+
+
+def test_metrics_without_a_multiprocess_folder_are_named(secure, monkeypatch, tmp_path):
+    secure.METRICS_TOKEN = "scrape-token"
+    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
+    assert red(doctor("settings")[1]) == {
+        "metrics": "on, but PROMETHEUS_MULTIPROC_DIR is not set: set it for every process (docs/operating.md)"
+    }
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
+
+    code, lines = doctor("settings")
+
+    assert code == 0
+    assert lines["metrics"] == ("✔", f"on, every process counting in {tmp_path}")
 
 
 @pytest.mark.parametrize(

