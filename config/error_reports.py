@@ -25,8 +25,8 @@ SECRET_SETTINGS = (
     "BOT_TOKEN",
     "API_HASH",
     "METRICS_TOKEN",
-    "AWS_SECRET_ACCESS_KEY",
-    "AWS_ACCESS_KEY_ID",
+    "S3_SECRET_ACCESS_KEY",
+    "S3_ACCESS_KEY_ID",
     "SENTRY_DSN",
 )
 BOT_TOKEN_SHAPE = re.compile(r"\b\d{5,}:[A-Za-z0-9_-]{30,}\b")

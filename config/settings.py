@@ -140,14 +140,37 @@ USE_TZ = True
 FORMAT_MODULE_PATH = "config.formats"  # the console's short dates (2026-05-01 14:30)
 
 # Files kept by the default storage: attachments uploaded through the API, until (and after) the
-# sender has uploaded them to Telegram. A local folder here; production may configure any Django
-# storage backend in STORAGES["default"] instead.
+# sender has uploaded them to Telegram. A local folder (MEDIA_ROOT), which only processes of this
+# host can read; or, when S3_BUCKET is set, an S3-compatible bucket (django-storages) that every
+# process on every host reads: AWS S3, MinIO, Cloudflare R2, Backblaze B2, ... (S3_ENDPOINT_URL
+# for any but AWS). docs/operating.md, "Media".
 MEDIA_ROOT = Path(env("MEDIA_ROOT", default=str(VAR_DIR / "media")))
+S3_BUCKET = env("S3_BUCKET", default="")
+S3_ENDPOINT_URL = env("S3_ENDPOINT_URL", default="")
+S3_REGION = env("S3_REGION", default="")
+S3_ACCESS_KEY_ID = env("S3_ACCESS_KEY_ID", default="")
+S3_SECRET_ACCESS_KEY = env("S3_SECRET_ACCESS_KEY", default="")
+S3_PREFIX = env("S3_PREFIX", default="media")  # a folder of the bucket, so that one bucket can serve several
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 STORAGES = {
-    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"}
+    if not S3_BUCKET
+    else {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": S3_BUCKET,
+            "endpoint_url": S3_ENDPOINT_URL or None,
+            "region_name": S3_REGION or None,
+            # Empty: boto3's own chain (AWS_* variables, an instance role, ~/.aws).
+            "access_key": S3_ACCESS_KEY_ID or None,
+            "secret_key": S3_SECRET_ACCESS_KEY or None,
+            "location": S3_PREFIX,
+            "default_acl": None,  # private: files are read by our processes, never served from the bucket
+            "file_overwrite": False,  # two uploads with one name keep both
+        },
+    },
     "staticfiles": {
         "BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"
         if not DEBUG

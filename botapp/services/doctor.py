@@ -423,7 +423,7 @@ def doctor_media() -> list[Finding]:
     a = "media"
     default_storage = storages["default"]
     backend = type(default_storage).__name__
-    where = str(getattr(default_storage, "location", "") or getattr(default_storage, "bucket_name", "") or "")
+    where = str(getattr(default_storage, "bucket_name", "") or getattr(default_storage, "location", "") or "")
     probe = f"doctor/{socket.gethostname()}-{uuid.uuid4().hex[:8]}.txt"
     body = b"courier doctor probe"
     try:
