@@ -62,7 +62,7 @@ migrate: $(STAMP)
 run: $(STAMP)
 	@$(BIN)/python manage.py migrate --noinput
 	@$(BIN)/python manage.py collectstatic --noinput --verbosity 0
-	@PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/honcho start
+	@PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/honcho start web bot worker beat  # release: migrate, done above
 
 clean:
 	rm -rf $(VENV) var .pytest_cache staticfiles

@@ -4,7 +4,7 @@ import redis
 from django.conf import settings
 from django.db import connection
 from django.db.models import Max
-from django.http import HttpResponseRedirect, JsonResponse
+from django.http import HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
 from django.template.response import TemplateResponse
 from django.utils import timezone
@@ -111,3 +111,47 @@ def _lockout_message(request, username: str) -> str:
         "Attempts until then are refused, even with the right password. "
         "An administrator can lift the lock sooner."
     )
+
+
+def metrics(request):
+    """Prometheus' text format: what every process counted (multiprocess mode, botapp/metrics.py)
+    and the work waiting in the database. Off (404) unless METRICS_TOKEN or METRICS_ALLOWED_IPS is
+    set; then a request needs `Authorization: Bearer <METRICS_TOKEN>` or an allowed address."""
+    import hmac
+    import os
+
+    token, addresses = settings.METRICS_TOKEN, settings.METRICS_ALLOWED_IPS
+    if not (token or addresses):
+        return HttpResponse("Not found\n", status=404, content_type="text/plain")
+    given = request.META.get("HTTP_AUTHORIZATION", "").removeprefix("Bearer ").strip()
+    if not ((token and hmac.compare_digest(given, token)) or (addresses and client_ip(request) in addresses)):
+        return HttpResponse("Unauthorized\n", status=401, content_type="text/plain", headers={"WWW-Authenticate": "Bearer"})
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        log.error("/metrics is enabled but PROMETHEUS_MULTIPROC_DIR is not set: the processes' counts cannot be added up")
+        return HttpResponse("PROMETHEUS_MULTIPROC_DIR is not set\n", status=503, content_type="text/plain")
+    from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest, multiprocess
+
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry)
+    registry.register(_BacklogCollector())
+    return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
+
+
+class _BacklogCollector:
+    """The database's queues, read at scrape time (botapp/services/backlog.py)."""
+
+    def collect(self):
+        from prometheus_client.core import GaugeMetricFamily
+
+        from botapp import clock
+        from botapp.services.backlog import backlog_read
+
+        rows = GaugeMetricFamily("courier_backlog_rows", "Rows due now and not done, by queue", labels=["queue"])
+        late = GaugeMetricFamily(
+            "courier_backlog_oldest_late_seconds", "How long the oldest row due has been waiting, by queue", labels=["queue"]
+        )
+        for b in backlog_read(now=clock.now()):
+            rows.add_metric([b.queue], b.rows)
+            late.add_metric([b.queue], b.late_seconds)
+        yield rows
+        yield late

@@ -140,14 +140,37 @@ USE_TZ = True
 FORMAT_MODULE_PATH = "config.formats"  # the console's short dates (2026-05-01 14:30)
 
 # Files kept by the default storage: attachments uploaded through the API, until (and after) the
-# sender has uploaded them to Telegram. A local folder here; production may configure any Django
-# storage backend in STORAGES["default"] instead.
+# sender has uploaded them to Telegram. A local folder (MEDIA_ROOT), which only processes of this
+# host can read; or, when S3_BUCKET is set, an S3-compatible bucket (django-storages) that every
+# process on every host reads: AWS S3, MinIO, Cloudflare R2, Backblaze B2, ... (S3_ENDPOINT_URL
+# for any but AWS). docs/operating.md, "Media".
 MEDIA_ROOT = Path(env("MEDIA_ROOT", default=str(VAR_DIR / "media")))
+S3_BUCKET = env("S3_BUCKET", default="")
+S3_ENDPOINT_URL = env("S3_ENDPOINT_URL", default="")
+S3_REGION = env("S3_REGION", default="")
+S3_ACCESS_KEY_ID = env("S3_ACCESS_KEY_ID", default="")
+S3_SECRET_ACCESS_KEY = env("S3_SECRET_ACCESS_KEY", default="")
+S3_PREFIX = env("S3_PREFIX", default="media")  # a folder of the bucket, so that one bucket can serve several
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 STORAGES = {
-    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"}
+    if not S3_BUCKET
+    else {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": S3_BUCKET,
+            "endpoint_url": S3_ENDPOINT_URL or None,
+            "region_name": S3_REGION or None,
+            # Empty: boto3's own chain (AWS_* variables, an instance role, ~/.aws).
+            "access_key": S3_ACCESS_KEY_ID or None,
+            "secret_key": S3_SECRET_ACCESS_KEY or None,
+            "location": S3_PREFIX,
+            "default_acl": None,  # private: files are read by our processes, never served from the bucket
+            "file_overwrite": False,  # two uploads with one name keep both
+        },
+    },
     "staticfiles": {
         "BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"
         if not DEBUG
@@ -190,18 +213,28 @@ SPECTACULAR_SETTINGS = {
 if not DEBUG:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=True)
-    SECURE_REDIRECT_EXEMPT = [r"^health/$"]
+    SECURE_REDIRECT_EXEMPT = [r"^health/$", r"^metrics$"]  # probes from inside the network, plain http
     SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=60 * 60 * 24 * 30)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=True)
     SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
 
+# LOG_FORMAT=json: one JSON object per line (timestamp, level, logger, message, and the traceback
+# of an exception), for log shippers (journald, Loki, Elasticsearch ...); plain lines otherwise.
+LOG_FORMAT = env("LOG_FORMAT", default="plain")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "json": {
+            "()": "pythonjsonlogger.json.JsonFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s %(process)d %(message)s",
+            "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger", "process": "pid"},
+        },
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json" if LOG_FORMAT == "json" else "plain"}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
     "loggers": {"pyrogram": {"level": "WARNING"}},
 }
@@ -351,3 +384,21 @@ UNFOLD = {
         ],
     },
 }
+
+
+# --- Error reports (config/error_reports.py): Sentry, or any server speaking its protocol, when
+# SENTRY_DSN is set; nothing is sent anywhere when it is empty. Secrets and user texts are scrubbed.
+SENTRY_DSN = env("SENTRY_DSN", default="")
+SENTRY_ENVIRONMENT = env("SENTRY_ENVIRONMENT", default="production")
+SENTRY_RELEASE = env("SENTRY_RELEASE", default="")
+if SENTRY_DSN:
+    from config.error_reports import error_reports_init
+
+    error_reports_init(dsn=SENTRY_DSN, environment=SENTRY_ENVIRONMENT, release=SENTRY_RELEASE)
+
+# --- Metrics at /metrics (botapp/metrics.py), off unless one of these is set: a scraper sends
+# `Authorization: Bearer METRICS_TOKEN`, or comes from an address of METRICS_ALLOWED_IPS (behind a
+# proxy, as PROXY_COUNT tells). Every process also needs PROMETHEUS_MULTIPROC_DIR (prometheus_client's
+# own variable): one folder, emptied before the processes start, where each writes its counts.
+METRICS_TOKEN = env("METRICS_TOKEN", default="")
+METRICS_ALLOWED_IPS = env.list("METRICS_ALLOWED_IPS", default=[])

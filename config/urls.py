@@ -5,6 +5,7 @@ from botapp import views
 
 urlpatterns = [
     path("health/", views.health, name="health"),
+    path("metrics", views.metrics, name="metrics"),
     path("go/<str:token>/", views.go, name="go"),
     path("api/v1/", include(("api.urls", "api"), namespace="api")),
     path("", admin.site.urls),

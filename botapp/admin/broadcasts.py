@@ -142,7 +142,7 @@ class BroadcastAdmin(ModelAdmin):
         rows = [
             f"{a.get_kind_display()} {a.file_name or a.file_id[:24] + '…'}"
             + (f" ({filesizeformat(a.size)})" if a.size else "")
-            + (f", refused: {a.error}" if a.error else "")
+            + (f" — {a.error}" if a.error else "")
             for a in obj.attachments.all()
         ]
         if obj.copy_message_ids:

@@ -148,6 +148,17 @@ class CallbackQuery:
     data: str
 
 
+@dataclass(frozen=True)
+class ChatRights:
+    """What the bot may do in a channel: a member without admin rights has none of them."""
+
+    admin: bool = False
+    post: bool = False  # post messages
+    edit: bool = False  # edit messages of others (buttons on any post)
+    delete: bool = False  # delete messages of others
+    invite: bool = False  # add users / make invite links
+
+
 # --- Errors -------------------------------------------------------------------------------
 
 
@@ -327,6 +338,11 @@ class Gateway(abc.ABC):
     @abc.abstractmethod
     def is_member(self, chat_id: int, user_id: int) -> bool:
         """Whether the user is a member of the channel/group (joined, admin or owner)."""
+
+    @abc.abstractmethod
+    def chat_rights(self, chat_id: int) -> ChatRights:
+        """The bot's own rights in the channel. Raises ChatNotFound when the channel does not exist
+        or the bot cannot see it (not a member, or removed)."""
 
     @abc.abstractmethod
     def peers_remember(self, access_hashes: dict[int, int | None]) -> None:

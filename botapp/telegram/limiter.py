@@ -29,6 +29,7 @@ from collections.abc import Sequence
 import redis
 from django.conf import settings
 
+from botapp.metrics import FLOOD_WAIT_SECONDS, FLOOD_WAITS, LIMITER_WAIT
 from botapp.telegram.limits import GROUP_CHAT_INTERVAL, PRIVATE_CHAT_BURST, PRIVATE_CHAT_INTERVAL
 
 # One round trip per call: the chat's slot (KEYS[1], its pause KEYS[2]) and then the global slot
@@ -237,6 +238,11 @@ class RedisLimiter:
     def acquire(self, chat_id: int | None = None) -> float:
         """Replies go on without Redis (at FALLBACK_RATE, logged); bulk sends do not (the error
         reaches the sweep, which hands the row back)."""
+        waited = self._acquire_or_fall_back(chat_id)
+        LIMITER_WAIT.labels(self.lane).observe(waited)
+        return waited
+
+    def _acquire_or_fall_back(self, chat_id: int | None) -> float:
         if self.lane == REPLY and time.monotonic() < self._down_until:
             return self._fallback.acquire(chat_id)
         try:
@@ -302,15 +308,20 @@ class RedisLimiter:
             key = self._chat_key(chat_id)
             keys += [key, f"{key}:pause"]
             args.append(chat_interval(chat_id))
+        waited = 0.0
         while True:
             answer = self._acquire_many(keys=keys, args=args)
             answer = answer.decode() if isinstance(answer, bytes) else str(answer)
             if answer.startswith("-"):  # nothing free within the window: ask again
-                self.sleep(max(float(answer[1:]), self.interval / 2))
+                retry = max(float(answer[1:]), self.interval / 2)
+                self.sleep(retry)
+                waited += retry
                 continue
             granted, delay = answer.split()
             if float(delay) > 0:
                 self.sleep(float(delay))
+                waited += float(delay)
+            LIMITER_WAIT.labels(self.lane).observe(waited)
             return int(granted)
 
     def _chat_key(self, chat_id: int) -> str:
@@ -318,6 +329,8 @@ class RedisLimiter:
 
     def pause(self, seconds: float, *, chat_id: int | None = None) -> float:
         """A FloodWait of `seconds`: pause its scope (see the module's doc). Returns the pause in force."""
+        FLOOD_WAITS.labels(self.lane).inc()
+        FLOOD_WAIT_SECONDS.labels(self.lane).inc(seconds)
         try:
             if self.lane == REPLY and time.monotonic() < self._down_until:
                 raise redis.ConnectionError("Redis was unreachable moments ago")

@@ -39,6 +39,7 @@ from botapp.telegram.gateway import (
     BotUnauthorized,
     Caption,
     ChatNotFound,
+    ChatRights,
     CopyIncomplete,
     CopySource,
     FloodWait,
@@ -1002,3 +1003,24 @@ class PyrogramGateway(Gateway):
             return True
         # A restricted user may still be in the chat; left and banned users are not.
         return member.status == enums.ChatMemberStatus.RESTRICTED and bool(getattr(member, "is_member", False))
+
+    def chat_rights(self, chat_id: int) -> ChatRights:
+        return self._call(self._chat_rights, chat_id, paced=False)  # a read, not a message
+
+    async def _chat_rights(self, chat_id) -> ChatRights:
+        try:
+            member = await self.client.get_chat_member(chat_id, "me")
+        except errors.ChatAdminRequired:  # the channel resolved, but a non-admin may not even look
+            return ChatRights()
+        if member.status == enums.ChatMemberStatus.OWNER:
+            return ChatRights(admin=True, post=True, edit=True, delete=True, invite=True)
+        rights = member.privileges
+        if member.status != enums.ChatMemberStatus.ADMINISTRATOR or rights is None:
+            return ChatRights()
+        return ChatRights(
+            admin=True,
+            post=bool(rights.can_post_messages),
+            edit=bool(rights.can_edit_messages),
+            delete=bool(rights.can_delete_messages),
+            invite=bool(rights.can_invite_users),
+        )

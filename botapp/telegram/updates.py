@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
+import sentry_sdk
 from django.db import close_old_connections
 from pyrogram import Client, filters, raw
 from pyrogram import types as ptypes
 from pyrogram.handlers import CallbackQueryHandler, ChatJoinRequestHandler, MessageHandler, RawUpdateHandler
 
+from botapp.metrics import UPDATE_SECONDS
 from botapp.telegram.gateway import CallbackQuery, ChannelPost, IncomingMessage, Media, ReplyTo, TgUser
+from config.error_reports import TEXTS_TO_HIDE
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +154,8 @@ class UpdatePump:
 
     async def submit(self, handle: Callable[[object], None], update: object) -> None:
         """Run `handle(update)` (a router call) on a worker thread: services are sync Django."""
-        await asyncio.get_running_loop().run_in_executor(self.executor, _with_db, handle, update)
+        arrived = time.monotonic()  # the update-to-reply latency counts the wait for a thread too
+        await asyncio.get_running_loop().run_in_executor(self.executor, _with_db, handle, update, arrived)
 
     async def _on_message(self, client: Client, message: ptypes.Message) -> None:
         if not self.accepting or message.from_user is None:
@@ -188,10 +193,38 @@ class UpdatePump:
         await asyncio.get_running_loop().run_in_executor(None, self.executor.shutdown, True)
 
 
-def _with_db(handle, update) -> None:
+def _with_db(handle, update, arrived: float) -> None:
     """Like a Django request: drop broken or expired connections before and after."""
     close_old_connections()
     try:
-        handle(update)
+        handle_reported(handle, update, arrived=arrived)
     finally:
         close_old_connections()
+
+
+def handle_reported(handle, update, *, arrived: float) -> None:
+    """`handle(update)`, timed from `arrived` (time.monotonic() when the update came in) to the end
+    of its handling; an error reported meanwhile names the update (its kind and ids, never its
+    text). Without SENTRY_DSN the scope costs next to nothing."""
+    kind = type(update).__name__ if update is not None else "event"
+    try:
+        with sentry_sdk.new_scope() as report:
+            report.set_tag("update", kind)
+            report.set_context("update", update_ids(update))
+            text = getattr(update, "text", "")
+            if text:
+                report.set_extra(TEXTS_TO_HIDE, [text])  # taken out again before sending
+            handle(update)
+    finally:
+        UPDATE_SECONDS.labels(kind).observe(time.monotonic() - arrived)
+
+
+def update_ids(update) -> dict:
+    """Which update this is, for an error report: ids only."""
+    if isinstance(update, IncomingMessage):
+        return {"user_id": update.user.id, "chat_id": update.chat_id, "message_id": update.message_id}
+    if isinstance(update, CallbackQuery):
+        return {"user_id": update.user.id, "chat_id": update.chat_id, "message_id": update.message_id, "data": update.data}
+    if isinstance(update, ChannelPost):
+        return {"chat_id": update.chat_id, "message_id": update.message_id}
+    return {}

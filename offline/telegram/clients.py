@@ -11,12 +11,13 @@ from __future__ import annotations
 import os
 import queue
 import tempfile
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from botapp.telegram.gateway import ChannelPost
 from botapp.telegram.pyrogram_gateway import PyrogramGateway, client_build
-from botapp.telegram.updates import UpdatePump
+from botapp.telegram.updates import UpdatePump, handle_reported
 
 if TYPE_CHECKING:  # a client of `manage.py telegram_server` (a socket path) never loads the server
     from offline.telegram.server import TelegramServer
@@ -57,7 +58,7 @@ class QueuedPump(UpdatePump):
         self.pending: queue.Queue = queue.Queue()
 
     async def submit(self, handle, update) -> None:
-        self.pending.put((handle, update))
+        self.pending.put((handle, update, time.monotonic()))
 
     def process(self, *, expect: int = 1, timeout: float = 5.0, posts: bool = False) -> int:
         """Handle `expect` updates, waiting for each up to `timeout`, then any already queued.
@@ -66,17 +67,17 @@ class QueuedPump(UpdatePump):
         for the user's message a caller waits for."""
         done = waited = 0
         while waited < expect:
-            handle, update = self.pending.get(timeout=timeout)
-            handle(update)
+            handle, update, arrived = self.pending.get(timeout=timeout)
+            handle_reported(handle, update, arrived=arrived)
             done += 1
             if isinstance(update, ChannelPost) == posts:
                 waited += 1
         while True:
             try:
-                handle, update = self.pending.get_nowait()
+                handle, update, arrived = self.pending.get_nowait()
             except queue.Empty:
                 return done
-            handle(update)
+            handle_reported(handle, update, arrived=arrived)
             done += 1
 
 

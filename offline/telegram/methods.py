@@ -74,7 +74,7 @@ def writable(server: TelegramServer, peer, *, paid: bool = False) -> tuple[int, 
             raise RpcFault("INPUT_USER_DEACTIVATED")
         if user.blocked_bot:
             raise RpcFault("USER_IS_BLOCKED")
-    elif not channel.bot_is_admin:
+    elif not (channel.bot_is_admin and channel.bot_can_post):
         raise RpcFault("CHAT_WRITE_FORBIDDEN")
     server.check_rate(chat_id, paid=paid)
     return chat_id, user, channel
@@ -632,8 +632,14 @@ def get_participant(server, query):
         raise RpcFault("CHAT_ADMIN_REQUIRED")
     user = resolve_user(server, query.participant) if not isinstance(query.participant, raw.types.InputPeerSelf) else None
     if user is None:
+        rights = raw.types.ChatAdminRights(
+            post_messages=channel.bot_can_post,
+            edit_messages=channel.bot_can_edit,
+            delete_messages=True,
+            invite_users=channel.bot_can_invite,
+        )
         participant = raw.types.ChannelParticipantAdmin(
-            user_id=server.bot.id, promoted_by=server.bot.id, date=0, admin_rights=raw.types.ChatAdminRights(post_messages=True)
+            user_id=server.bot.id, promoted_by=server.bot.id, date=0, admin_rights=rights
         )
         users = [render.bot_tl(server.bot)]
     elif user.id in channel.members:
@@ -656,7 +662,7 @@ def export_chat_invite(server, query):
     _, _, channel = resolve_chat(server, query.peer)
     if channel is None:
         raise RpcFault("PEER_ID_INVALID")  # a bot has no invite links to a private chat
-    if not channel.bot_is_admin:
+    if not (channel.bot_is_admin and channel.bot_can_invite):
         raise RpcFault("CHAT_ADMIN_REQUIRED")
     if query.request_needed and query.usage_limit:
         raise RpcFault("USAGE_LIMIT_INVALID")

@@ -632,6 +632,14 @@ class TelegramServer:
         with self.lock:
             self.stored(chat_id, message_id).deleted = True
 
+    def bot_rights(self, chat_id: int, *, post: bool | None = None, edit: bool | None = None, invite: bool | None = None) -> None:
+        """The channel's owner changes the bot's admin rights (None: that right unchanged)."""
+        with self.lock:
+            channel = self.channels[channel_raw_id(chat_id)]
+            for name, value in (("post", post), ("edit", edit), ("invite", invite)):
+                if value is not None:
+                    setattr(channel, f"bot_can_{name}", value)
+
     def remove_bot(self, chat_id: int) -> None:
         """The bot is removed from a channel (or the channel is deleted): it can no longer read,
         forward from or post in it."""

@@ -59,6 +59,8 @@ class Channel:
     join_requests: set[int] = field(default_factory=set)
     noforwards: bool = False  # "restrict saving content": forwards and copies are refused
     bot_can_edit: bool = True  # the admin right "edit messages of others" (reply markup of any post)
+    bot_can_post: bool = True  # the admin right "post messages" (a channel admin without it cannot send there)
+    bot_can_invite: bool = True  # the admin right "invite users via link" (exportChatInvite)
     next_id: int = 1
     pts: int = 1
     posts: list = field(default_factory=list)  # (pts, Message): posts the bot was told of, for getChannelDifference

@@ -20,6 +20,7 @@ from django.db import connection, transaction
 from django.db.models import Exists, F, OuterRef
 
 from botapp import clock
+from botapp.metrics import sends_count
 from botapp.models import Broadcast, BroadcastAttachment, BroadcastDelivery, TelegramUser
 from botapp.services.attachments import attachments_upload
 from botapp.services.broadcast_bot import broadcasts_report
@@ -223,6 +224,7 @@ class BroadcastSendSweep:
                 )
             rows_update(BroadcastDelivery, rows, ["status", "message_id", "error", "lease_until", "sent_at", "delete_at"])
             users_mark_unreachable(by_pk={r.user_id: r.unreachable for r in results if r.unreachable})
+            sends_count("broadcast", (r.status for r in results if r.status != Status.PENDING))  # handed back: not a send
             counts: dict[int, collections.Counter] = collections.defaultdict(collections.Counter)
             for r in results:
                 counts[r.broadcast_id][r.status] += 1

@@ -5,16 +5,26 @@ loop, as a Celery task, a command and a dashboard row."""
 from __future__ import annotations
 
 from botapp import clock
-from botapp.services.autodelete import DeletionSweep, deletions_due_count
+from botapp.metrics import sends_count
+from botapp.services.autodelete import DeletionSweep, Done, deletions_due_count
 from botapp.telegram.gateway import Gateway
 from scheduler.jobs.registry import Job, Outcome, job_register
 from scheduler.jobs.sweep import sweep_outcome
 
 
+class CountedDeletionSweep(DeletionSweep):
+    """The sweep, its recorded results counted for /metrics (a "retry" is a deletion not done yet)."""
+
+    def record(self, results: list[Done]) -> tuple[int, int]:
+        recorded = super().record(results)
+        sends_count("deletion", (r.outcome for r in results))
+        return recorded
+
+
 def delete_due_messages(*, gateway: Gateway, dry_run: bool = False, batch_size: int = 500, time_budget: float = 50.0) -> Outcome:
     if dry_run:
         return Outcome(deletions_due_count(now=clock.now()), detail="deletions due")
-    return sweep_outcome(DeletionSweep(gateway), batch_size=batch_size, time_budget=time_budget)
+    return sweep_outcome(CountedDeletionSweep(gateway), batch_size=batch_size, time_budget=time_budget)
 
 
 job_register(

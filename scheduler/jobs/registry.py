@@ -7,16 +7,19 @@ job behaves the same whoever starts it.
 from __future__ import annotations
 
 import logging
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+import sentry_sdk
 from celery.schedules import crontab
 from django.db import DatabaseError
 from django.utils import timezone
 
 from botapp import clock
+from botapp.metrics import JOB_RUN_SECONDS, JOB_RUNS
 from scheduler.models import JobRun
 
 log = logging.getLogger(__name__)
@@ -69,6 +72,26 @@ def job_run(name: str, *, trigger: str, gateway=None, dry_run: bool = False, **s
     if dry_run:
         return job.func(gateway=gateway, dry_run=True, **scope)  # dry runs only count rows: no Telegram needed
     run = JobRun.objects.create(job=name, trigger=trigger)
+    with sentry_sdk.new_scope() as report:  # an error report names the job and its run (a no-op without SENTRY_DSN)
+        report.set_tag("job", name)
+        report.set_context("job run", {"job": name, "run": run.pk, "trigger": trigger})
+        return _job_run(job, run, gateway=gateway, scope=scope)
+
+
+def _job_run(job: Job, run: JobRun, *, gateway, scope: dict) -> Outcome:
+    """The run, timed and counted for /metrics by its result."""
+    started, result = time.monotonic(), "failed"
+    try:
+        outcome = _job_work(job, run, gateway=gateway, scope=scope)
+        result = "ok"
+        return outcome
+    finally:
+        JOB_RUN_SECONDS.labels(job.name).observe(time.monotonic() - started)
+        JOB_RUNS.labels(job.name, result).inc()
+
+
+def _job_work(job: Job, run: JobRun, *, gateway, scope: dict) -> Outcome:
+    name = job.name
     try:
         if job.needs_gateway and gateway is None:
             from scheduler.sender import worker_gateway
@@ -76,8 +99,10 @@ def job_run(name: str, *, trigger: str, gateway=None, dry_run: bool = False, **s
             gateway = worker_gateway()
         outcome = job.func(gateway=gateway, dry_run=False, **scope)
     except Exception as exc:
-        # Logged first: the bookkeeping needs the database, which may be what failed.
-        log.error("job failed job=%s run=%s: %s: %s", name, run.pk, type(exc).__name__, exc)
+        # Logged first: the bookkeeping needs the database, which may be what failed. With the
+        # exception: an error report is made of it (once: the same exception reaching Celery's
+        # handler is recognised as reported).
+        log.error("job failed job=%s run=%s: %s: %s", name, run.pk, type(exc).__name__, exc, exc_info=exc)
         try:
             JobRun.objects.filter(pk=run.pk).update(
                 status=JobRun.Status.FAILED,

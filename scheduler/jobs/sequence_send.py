@@ -13,6 +13,7 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 
 from botapp import clock
+from botapp.metrics import sends_count
 from botapp.models import ButtonClick, SequenceMessage, SequenceStep, TelegramUser
 from botapp.services.outgoing import Outgoing, send_failure
 from botapp.services.users import users_mark_unreachable
@@ -136,6 +137,7 @@ class SequenceSendSweep:
                 ["status", "message_id", "error", "lease_until", "sent_at"],
             )
             users_mark_unreachable(by_pk={r.user_id: r.unreachable for r in results if r.unreachable})
+            sends_count("sequence", (r.status for r in results if r.status != Status.PENDING))  # handed back: not a send
             return sum(r.status in (Status.SENT, Status.SKIPPED) for r in results), sum(
                 r.status in (Status.FAILED, Status.INTERRUPTED, Status.PENDING) for r in results
             )

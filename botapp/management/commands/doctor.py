@@ -1,0 +1,59 @@
+"""`manage.py doctor`: check a deployment from where it runs, one line per check, and exit 1 when
+anything needs fixing (botapp/services/doctor.py says what each check looks at)."""
+
+from __future__ import annotations
+
+import sys
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+
+from botapp.services.doctor import AREAS, FAIL, WARN, doctor_run
+
+MARKS = {"ok": "✔", WARN: "!", FAIL: "✘"}
+
+
+def gateway_open():
+    """A gateway signed in with the deployment's token on a session of its own, kept in memory:
+    runbot's and the workers' session files are never touched."""
+    from botapp.config import bot_config_load
+    from botapp.telegram.pyrogram_gateway import PyrogramGateway, client_build
+
+    config = bot_config_load()
+    client = client_build(
+        name="doctor",
+        api_id=config.api_id,
+        api_hash=config.api_hash,
+        bot_token=config.bot_token,
+        workdir=config.session_dir,
+        no_updates=True,
+        offline=settings.TELEGRAM_OFFLINE_SOCKET if settings.TELEGRAM_OFFLINE else None,
+        in_memory=True,
+    )
+    gateway = PyrogramGateway.in_thread(client, max_flood_wait=settings.TELEGRAM_MAX_FLOOD_WAIT)
+    try:
+        gateway.start()
+    except BaseException:
+        gateway.stop()
+        raise
+    return gateway
+
+
+class Command(BaseCommand):
+    help = "Check everything the deployment depends on; one line per check; exit 1 if anything is wrong."
+    requires_system_checks = []  # the checks are ours to run and report (the settings area includes them)
+
+    def add_arguments(self, parser):
+        parser.add_argument("--only", action="append", choices=AREAS, help="Check only this area (repeatable).")
+
+    def handle(self, *args, **options):
+        findings = doctor_run(gateway_open=gateway_open, areas=tuple(options["only"] or AREAS))
+        style = {"ok": self.style.SUCCESS, WARN: self.style.WARNING, FAIL: self.style.ERROR}
+        for f in findings:
+            self.stdout.write(style[f.status](f"{MARKS[f.status]} {f.area:<9} {f.name}: {f.text}"))
+        failed = sum(f.status == FAIL for f in findings)
+        warned = sum(f.status == WARN for f in findings)
+        if failed:
+            self.stdout.write(style[FAIL](f"{failed} problem(s) to fix" + (f", {warned} warning(s)" if warned else "")))
+            sys.exit(1)
+        self.stdout.write(style["ok"]("All good" + (f" ({warned} warning(s))" if warned else "")))

@@ -1,0 +1,81 @@
+"""Other processes for tests that run the deployment's commands: a Redis server of the test's own,
+the environment a `manage.py` subprocess needs to share this test's database, and waiting for
+something a process does."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import redis
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(condition: Callable[[], object], *, timeout: float, what: str, interval: float = 0.05):
+    """Poll `condition` until it returns something true (returned), or fail naming `what`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(interval)
+
+
+@contextlib.contextmanager
+def redis_server(directory: Path, *args: str) -> Iterator[str]:
+    """redis-server on a free port with `args` (e.g. "--appendonly", "yes"), its files in
+    `directory`; yields its URL and stops it on the way out."""
+    port = free_port()
+    proc = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", str(directory), "--save", "", *args],
+        stdout=subprocess.DEVNULL,
+    )
+    client = redis.Redis(port=port, socket_connect_timeout=0.5)
+
+    def pong():
+        try:
+            return client.ping()
+        except redis.RedisError:
+            return False
+
+    try:
+        wait_for(pong, timeout=10, what="redis-server to answer")
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def database_url() -> str:
+    """The URL of the database this test runs on (pytest-django's test database), for a subprocess."""
+    from django.db import connection
+
+    s = connection.settings_dict
+    auth = s["USER"] + (f":{s['PASSWORD']}" if s["PASSWORD"] else "")
+    return f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
+
+
+def manage_env(**overrides: str) -> dict[str, str]:
+    """This process's environment with the test database and `overrides`, for `manage.py`."""
+    return {**os.environ, "DATABASE_URL": database_url(), **overrides}
+
+
+def manage(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+    )
