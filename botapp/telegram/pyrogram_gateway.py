@@ -5,10 +5,13 @@ any thread except the loop's own: each call is scheduled on the loop and waited 
 runs the client on its main loop and calls services from worker threads; a Celery worker starts
 a loop in a background thread (`PyrogramGateway.start_in_thread`).
 
-Every Telegram call goes through `_call`: one slot of the shared limiter, a FloodWait paused for
-every sender and retried, a transient failure retried only when nothing can have been delivered,
-and every exception kurigram raises turned into a domain error. A copy of many messages is many
-calls, each with its own slot; if it stops partway, what was sent is reported, never sent again.
+Every Telegram call goes through `_call` (one call) or `send_many` (a worker's batch, in MTProto
+containers), under one `CallPolicy`: a slot of the shared limiter, a FloodWait paused for the scope
+Telegram limited and retried, a transient failure retried only when nothing can have been
+delivered. Telegram's errors become domain errors (`error_to_domain`); anything else is a bug and
+is raised as it is. A copy of many messages is many calls, each with its own slot; if it stops
+partway, what was sent is reported, never sent again. kurigram's private parts are used only
+through botapp/telegram/kurigram.py.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import BinaryIO, Protocol
@@ -77,6 +81,38 @@ class Limiter(Protocol):
     def acquire(self, chat_id: int | None = None) -> float: ...
     def acquire_many(self, chat_ids: Sequence[int]) -> int: ...
     def pause(self, seconds: float, *, chat_id: int | None = None) -> float: ...
+
+
+@dataclass(frozen=True)
+class Retry:
+    """What to do after an attempt Telegram refused: ask again after `wait` seconds, or give up."""
+
+    again: bool
+    wait: float = 0.0
+
+
+class CallPolicy:
+    """The one rule for every Telegram call, alone (`_call`) or in a batch (`send_many`): a
+    FloodWait pauses the scope Telegram limited (the chat for a send, else every sender) in the
+    shared limiter and the call is asked again once the limiter lets it (not without a limiter, not
+    past `max_flood_wait`); a transient error (the request never reached Telegram, or was refused
+    before processing) is asked again after an exponential back-off; both up to MAX_ATTEMPTS.
+    Anything else is the call's result. `pause` may raise (Redis down): the caller stops sending."""
+
+    def __init__(self, *, limiter: Limiter | None, max_flood_wait: int, attempts: int = MAX_ATTEMPTS):
+        self.limiter = limiter
+        self.max_flood_wait = max_flood_wait
+        self.attempts = attempts
+
+    def after(self, error: TelegramError, *, attempt: int, chat_id: int | None) -> Retry:
+        if isinstance(error, FloodWait):
+            if self.limiter is None:
+                return Retry(False)
+            self.limiter.pause(error.seconds, chat_id=chat_id)
+            return Retry(error.seconds <= self.max_flood_wait and attempt < self.attempts)
+        if isinstance(error, TransientError):
+            return Retry(attempt < self.attempts, BACKOFF_BASE * 2 ** (attempt - 1))
+        return Retry(False)
 
 
 def client_build(
@@ -327,6 +363,11 @@ class PyrogramGateway(Gateway):
         self._parse_cache: dict[str, tuple[str, list]] = {}
         self._markup_cache: dict[tuple, Written] = {}
 
+    @property
+    def policy(self) -> CallPolicy:
+        """The call policy for this gateway's limiter (asked only after a refusal)."""
+        return CallPolicy(limiter=self.limiter, max_flood_wait=self.max_flood_wait)
+
     def peers_remember(self, access_hashes: dict[int, int | None]) -> None:
         if len(self._peer_hashes) >= KNOWN_PEERS_MAX:  # hashes of rows handed back, never sent
             self._peer_hashes.clear()
@@ -399,18 +440,16 @@ class PyrogramGateway(Gateway):
             except _NotCached:  # nothing went to Telegram: the stored hash, and the slot still ours
                 peer, granted = self._stored_peer(chat_id), True
                 continue
-            except FloodWait as exc:  # Telegram did nothing: waiting and asking again is safe
-                if self.limiter is not None:
-                    self.limiter.pause(exc.seconds, chat_id=chat_id if send else None)
-                log.warning("FloodWait %ss chat=%s: every sender pauses", exc.seconds, chat_id)
-                if self.limiter is None or exc.seconds > self.max_flood_wait or attempt >= MAX_ATTEMPTS:
+            except (FloodWait, TransientError) as exc:  # Telegram did nothing: asking again is safe
+                retry = self.policy.after(exc, attempt=attempt, chat_id=chat_id if send else None)
+                if isinstance(exc, FloodWait):
+                    log.warning("FloodWait %ss chat=%s: the limiter pauses its scope", exc.seconds, chat_id)
+                else:
+                    log.info("transient error chat=%s attempt=%s: %s", chat_id, attempt, exc)
+                if not retry.again:
                     raise
-            except TransientError as exc:  # the request never reached Telegram
-                if attempt >= MAX_ATTEMPTS:
-                    raise
-                delay = BACKOFF_BASE * 2 ** (attempt - 1)
-                log.info("transient error chat=%s attempt=%s, retrying in %.1fs: %s", chat_id, attempt, delay, exc)
-                self.sleep(delay)
+                if retry.wait:
+                    self.sleep(retry.wait)
             attempt += 1
 
     def _peer_for(self, user_id: int) -> tuple[int, int] | int | None:
@@ -588,7 +627,7 @@ class PyrogramGateway(Gateway):
                     results[n] = OutcomeUnknown(f"unexpected error while sending: {type(exc).__name__}: {exc}"[:200])
                 stop = exc
                 break
-            retry, flood = [], 0
+            retry, flood, wait = [], 0, 0.0
             for n, answer in zip(group, answers, strict=True):
                 attempts[n] += 1
                 if isinstance(answer, int):
@@ -601,26 +640,23 @@ class PyrogramGateway(Gateway):
                 if isinstance(error, BotUnauthorized):
                     results[n] = stop = error  # Telegram refused the bot itself: nothing was sent
                     continue
+                try:
+                    again = self.policy.after(error, attempt=attempts[n], chat_id=items[n].chat_id)
+                except Exception as exc:  # noqa: BLE001 - Redis down: this item is not asked again
+                    results[n] = error
+                    stop = stop or exc
+                    continue
                 if isinstance(error, FloodWait):
-                    if self.limiter is not None:
-                        try:
-                            self.limiter.pause(error.seconds, chat_id=items[n].chat_id)
-                        except Exception as exc:  # noqa: BLE001 - Redis down: this item is not asked again
-                            results[n] = error
-                            stop = stop or exc
-                            continue
                     flood = max(flood, error.seconds)
-                    if self.limiter is not None and error.seconds <= self.max_flood_wait and attempts[n] < MAX_ATTEMPTS:
-                        retry.append(n)
-                        continue
-                elif isinstance(error, TransientError) and attempts[n] < MAX_ATTEMPTS:
+                if again.again:
                     retry.append(n)
+                    wait = max(wait, again.wait)
                     continue
                 results[n] = error
             if flood:
-                log.warning("FloodWait %ss on %d of a batch of %d: every sender pauses", flood, len(retry), len(group))
-            elif retry and stop is None:
-                self.sleep(BACKOFF_BASE)
+                log.warning("FloodWait %ss on %d of a batch of %d: the limiter pauses", flood, len(retry), len(group))
+            elif wait and stop is None:
+                self.sleep(wait)
             todo = retry + todo
         for n in todo:
             results[n] = stop
