@@ -16,6 +16,7 @@ from rest_framework import serializers
 from botapp import clock
 from botapp.admin.compose import ComposedMessageForm
 from botapp.models import Broadcast, BroadcastAttachment, BroadcastDelivery, StoredFile, TelegramUser
+from botapp.models.buttons import button_text_problem
 from botapp.models.files import MAX_BATCH, message_ids_problem
 from botapp.models.sequences import START_PAYLOAD_RE
 from botapp.services.files import bot_username_cached, deep_link
@@ -34,11 +35,19 @@ def field_errors(exc: DjangoValidationError) -> serializers.ValidationError:
 
 
 class ButtonSerializer(serializers.Serializer):
-    text = serializers.CharField(max_length=BUTTON_TEXT_LENGTH)
+    text = serializers.CharField(
+        max_length=2 * BUTTON_TEXT_LENGTH,
+        help_text=f"At most {BUTTON_TEXT_LENGTH} characters as Telegram counts them (UTF-16: an emoji counts 2).",
+    )
     url = serializers.CharField(max_length=2048, help_text="https://, http:// or tg:// link.")
     key = serializers.CharField(
         max_length=64, required=False, allow_blank=True, help_text="Track clicks under this key (needs PUBLIC_URL)."
     )
+
+    def validate_text(self, text):
+        if problem := button_text_problem(text=text):
+            raise serializers.ValidationError(problem[0].upper() + problem[1:])
+        return text
 
     def validate(self, data):
         if any("|" in data.get(f, "") for f in ("text", "url", "key")):

@@ -24,7 +24,8 @@ from django.utils import timezone
 from botapp import clock
 from botapp.models import Broadcast, BroadcastAttachment, BroadcastDelivery, TelegramUser
 from botapp.models.buttons import buttons_parse
-from botapp.telegram.limits import CAPTION_LENGTH, FILE_SIZE, PHOTO_SIZE, START_PAYLOAD_LENGTH, TEXT_LENGTH
+from botapp.services.composed import composed_text_problems
+from botapp.telegram.limits import FILE_SIZE, PHOTO_SIZE, START_PAYLOAD_LENGTH
 from botapp.telegram.media import media_problem
 
 # Attachments of one message, at most: five full albums. Our choice (Telegram has no such limit):
@@ -236,10 +237,10 @@ def _checked(
 
     if not text.strip() and not attachments:
         bad("text", "Give a text or at least one attachment.")
-    elif len(text) > TEXT_LENGTH:
-        bad("text", f"At most {TEXT_LENGTH} characters.")
-    elif len(attachments) == 1 and len(text) > CAPTION_LENGTH:
-        bad("text", f"With one attachment the text is its caption: at most {CAPTION_LENGTH} characters.")
+    else:
+        # The checks the admin's composer and /api/v1/broadcasts/ make (HTML, placeholders, length).
+        for problem in composed_text_problems(text=text, caption=len(attachments) == 1):
+            bad("text", problem)
     try:
         rows = buttons_parse(text=buttons)
     except ValidationError as exc:

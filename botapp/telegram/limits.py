@@ -12,10 +12,12 @@ from datetime import timedelta
 IDS_PER_CALL = 100  # messages.deleteMessages / forwardMessages / getMessages take at most 100 ids
 
 # --- lengths -----------------------------------------------------------------------------------
-TEXT_LENGTH = 4096  # characters of a text message (after entity parsing)
-CAPTION_LENGTH = 1024  # characters of a media caption (non-premium senders, bots included)
-BUTTON_TEXT_LENGTH = 64  # inferred: longer button labels are cut by clients; we refuse them
-CALLBACK_DATA_BYTES = 64  # bytes of an inline button's callback data
+# Telegram counts text in UTF-16 code units (an emoji outside the Basic Multilingual Plane is 2),
+# as its entity offsets do: measure with `utf16_length`, never len().
+TEXT_LENGTH = 4096  # UTF-16 units of a text message (after entity parsing)
+CAPTION_LENGTH = 1024  # UTF-16 units of a media caption (non-premium senders, bots included)
+BUTTON_TEXT_LENGTH = 64  # inferred: longer button labels are cut by clients; we refuse them (UTF-16 units)
+CALLBACK_DATA_BYTES = 64  # bytes (UTF-8) of an inline button's callback data: `callback_data_length`
 START_PAYLOAD_LENGTH = 64  # characters of a deep-link /start payload, [A-Za-z0-9_-]
 USERNAME_LENGTH = 64  # inferred upper bound; Telegram usernames are 5-32 characters today
 USER_ID_MAX = 2**52 - 1  # user ids have at most 52 significant bits (Bot API, User.id)
@@ -46,3 +48,17 @@ PRIVATE_CHAT_INTERVAL = 1.0  # seconds between messages to one private chat, sus
 PRIVATE_CHAT_BURST = 3  # inferred: Telegram tolerates a short burst in one chat before FLOOD_WAIT
 GROUP_PER_MINUTE = 20  # messages per minute to one group or channel
 GROUP_CHAT_INTERVAL = 60.0 / GROUP_PER_MINUTE
+
+
+# --- measuring -----------------------------------------------------------------------------------
+
+
+def utf16_length(text: str) -> int:
+    """`text`'s length as Telegram counts it against TEXT_LENGTH, CAPTION_LENGTH and
+    BUTTON_TEXT_LENGTH: UTF-16 code units (a character beyond U+FFFF, most emoji, counts 2)."""
+    return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
+
+
+def callback_data_length(data: str) -> int:
+    """`data`'s length as Telegram counts it against CALLBACK_DATA_BYTES: bytes of UTF-8."""
+    return len(data.encode("utf-8", "surrogatepass"))
