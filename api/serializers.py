@@ -21,7 +21,14 @@ from botapp.models.files import MAX_BATCH, message_ids_problem
 from botapp.models.sequences import START_PAYLOAD_RE
 from botapp.services.files import bot_username_cached, deep_link
 from botapp.services.messages import MAX_RECIPIENTS, AttachmentSpec
-from botapp.telegram.limits import BUTTON_TEXT_LENGTH, MESSAGE_ID_MAX
+from botapp.telegram.limits import (
+    BUTTON_TEXT_LENGTH,
+    CHANNEL_ID_MAX,
+    CHANNEL_ID_MIN,
+    MESSAGE_ID_MAX,
+    USER_ID_MAX,
+    channel_id_problem,
+)
 
 
 def field_errors(exc: DjangoValidationError) -> serializers.ValidationError:
@@ -232,7 +239,7 @@ class TelegramIdsField(serializers.ListField):
     for the error messages."""
 
     def to_internal_value(self, data):
-        if isinstance(data, list) and len(data) <= MAX_RECIPIENTS and all(type(i) is int and i > 0 for i in data):
+        if isinstance(data, list) and len(data) <= MAX_RECIPIENTS and all(type(i) is int and 0 < i <= USER_ID_MAX for i in data):
             return data
         return super().to_internal_value(data)
 
@@ -250,7 +257,7 @@ class MessageWriteSerializer(serializers.Serializer):
     send_at = AwareDateTimeField(help_text="ISO 8601 with its zone, in the future.")
     recipients = serializers.ChoiceField(choices=RECIPIENTS, default="users")
     user_ids = TelegramIdsField(
-        child=serializers.IntegerField(min_value=1),
+        child=serializers.IntegerField(min_value=1, max_value=USER_ID_MAX),
         required=False,
         max_length=MAX_RECIPIENTS,
         help_text="With recipients: users.",
@@ -364,7 +371,10 @@ class StoredFileSerializer(serializers.ModelSerializer):
         help_text=f"1 to {MAX_BATCH} storage-channel message ids (1 to {MESSAGE_ID_MAX}), none twice, in delivery order.",
     )
     source_chat_id = serializers.IntegerField(
-        required=False, max_value=-1, help_text="The storage channel (default: STORAGE_CHANNEL_ID)."
+        required=False,
+        min_value=CHANNEL_ID_MIN,
+        max_value=CHANNEL_ID_MAX,
+        help_text="The storage channel, -100… (default: STORAGE_CHANNEL_ID).",
     )
 
     class Meta:
@@ -400,6 +410,11 @@ class StoredFileSerializer(serializers.ModelSerializer):
         if problem := message_ids_problem(ids):
             raise serializers.ValidationError(problem)
         return ids
+
+    def validate_source_chat_id(self, chat_id):
+        if problem := channel_id_problem(chat_id):
+            raise serializers.ValidationError(problem)
+        return chat_id
 
     def validate(self, data):
         if "source_chat_id" not in data:

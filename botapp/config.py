@@ -9,6 +9,8 @@ from pathlib import Path
 
 from django.conf import settings
 
+from botapp.telegram.limits import CHANNEL_ID_MAX, CHANNEL_ID_MIN, USER_ID_MAX, channel_id_problem
+
 BOT_TOKEN_RE = re.compile(r"^\d{5,}:[A-Za-z0-9_-]{30,}$")
 API_HASH_RE = re.compile(r"^[0-9a-fA-F]{32}$")
 
@@ -34,9 +36,14 @@ def _ids(raw: str, name: str, problems: list[str]) -> frozenset[int]:
     ids = set()
     for part in filter(None, (p.strip() for p in raw.replace(";", ",").split(","))):
         try:
-            ids.add(int(part))
+            value = int(part)
         except ValueError:
             problems.append(f"{name} must be comma-separated numeric Telegram ids (got {part!r})")
+            continue
+        if not 1 <= value <= USER_ID_MAX:
+            problems.append(f"{name}: {part} is not a Telegram user id (1 to {USER_ID_MAX})")
+            continue
+        ids.add(value)
     return frozenset(ids)
 
 
@@ -62,9 +69,11 @@ def _channel_load(name: str, problems: list[str] | None) -> int | None:
         value = int(raw)
     except ValueError:
         value = 0
-    if value >= 0:
+    if channel_id_problem(value):
         if problems is not None:
-            problems.append(f"{name} must be a channel id like -1001234567890 (got {raw!r})")
+            problems.append(
+                f"{name} must be a channel id like -1001234567890, from {CHANNEL_ID_MIN} to {CHANNEL_ID_MAX} (got {raw!r})"
+            )
         return None
     return value
 

@@ -128,8 +128,6 @@ class BotSettingsForm(forms.ModelForm):
 
     def clean_backup_channel_id(self):
         channel_id = self.cleaned_data.get("backup_channel_id")
-        if channel_id is not None and channel_id > -1_000_000_000_000:
-            raise forms.ValidationError("A channel id looks like -1001234567890 (forward a post to @userinfobot to read it).")
         storage = storage_channel_load()
         if channel_id is not None and channel_id == storage:
             raise forms.ValidationError("That is the storage channel itself: the backup needs a second channel.")

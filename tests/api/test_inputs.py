@@ -6,7 +6,7 @@ from datetime import timedelta
 import pytest
 
 from botapp import clock
-from botapp.models import Broadcast
+from botapp.models import Broadcast, StoredFile
 from tests.factories import TelegramUserFactory
 
 pytestmark = pytest.mark.django_db
@@ -71,3 +71,37 @@ def test_a_button_label_of_33_emoji_is_refused(api):
         format="json",
     )
     assert response.status_code == 400 and "this one has 66" in str(response.json()["buttons"])
+
+
+# --- numbers and ranges -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("chat_id", [-99999999999999999999, -1, 5, -1997852516353, -1000000000000])
+def test_a_files_channel_out_of_telegrams_range_is_a_400_naming_the_range(api, chat_id):
+    response = api().post("/api/v1/files/", {"message_ids": [1], "source_chat_id": chat_id}, format="json")
+    assert response.status_code == 400, response.content
+    assert list(response.json()) == ["source_chat_id"]
+    assert not StoredFile.objects.exists()
+
+
+def test_a_files_channel_in_range_is_stored(api, conf):
+    response = api().post("/api/v1/files/", {"message_ids": [1], "source_chat_id": -1001234567890}, format="json")
+    assert response.status_code == 201 and StoredFile.objects.get().source_chat_id == -1001234567890
+
+
+def test_user_ids_beyond_telegrams_are_a_400_not_a_500(api):
+    response = api().post("/api/v1/messages/", {"send_at": later(), "user_ids": [2**60, 10**30], "text": "Hi"}, format="json")
+    assert response.status_code == 400 and set(response.json()["user_ids"]) == {"0", "1"}
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/v1/users/99999999999999999999999/",
+        "/api/v1/messages/99999999999999999999999/",
+        "/api/v1/broadcasts/99999999999999999999999/",
+    ],
+)
+def test_ids_beyond_the_database_are_a_json_404(api, path):
+    response = api().get(path)
+    assert response.status_code == 404 and response["Content-Type"] == "application/json"
