@@ -98,7 +98,7 @@ class ButtonsField(serializers.ListField):
         if isinstance(data, str):
             try:
                 data = json.loads(data or "[]")
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:
                 raise serializers.ValidationError("Give the buttons as JSON: rows of {text, url}.") from exc
         return super().to_internal_value(data)
 
@@ -135,7 +135,7 @@ class AttachmentsField(serializers.ListField):
         if isinstance(data, str):
             try:
                 data = json.loads(data or "[]")
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:
                 raise serializers.ValidationError("Give the attachments as JSON: [{kind, file_id}].") from exc
         return super().to_internal_value(data)
 
@@ -227,7 +227,10 @@ class AwareDateTimeField(serializers.DateTimeField):
 
     def to_internal_value(self, value):
         if isinstance(value, str):
-            parsed = parse_datetime(value.strip().replace("Z", "+00:00")) if value.strip() else None
+            try:
+                parsed = parse_datetime(value.strip().replace("Z", "+00:00")) if value.strip() else None
+            except ValueError as exc:  # well formed, not a time: "12:99"
+                raise serializers.ValidationError(f"Not a time: {exc}.") from exc
             if parsed is not None and parsed.tzinfo is None:
                 raise serializers.ValidationError("Give the time with its zone (e.g. +00:00 or Z).")
         return super().to_internal_value(value)
@@ -241,6 +244,11 @@ class TelegramIdsField(serializers.ListField):
     def to_internal_value(self, data):
         if isinstance(data, list) and len(data) <= MAX_RECIPIENTS and all(type(i) is int and 0 < i <= USER_ID_MAX for i in data):
             return data
+        if isinstance(data, str):
+            data = [data]
+        if isinstance(data, list) and any(isinstance(i, str) for i in data):
+            # A form field (multipart) as scripts send it: "1001,1002", or one id per field.
+            data = [part for item in data for part in (item.replace(",", " ").split() if isinstance(item, str) else [item])]
         return super().to_internal_value(data)
 
 
@@ -260,7 +268,7 @@ class MessageWriteSerializer(serializers.Serializer):
         child=serializers.IntegerField(min_value=1, max_value=USER_ID_MAX),
         required=False,
         max_length=MAX_RECIPIENTS,
-        help_text="With recipients: users.",
+        help_text="With recipients: users. In a multipart form: one field per id, or ids separated by commas (1001,1002).",
     )
     payload = serializers.RegexField(
         START_PAYLOAD_RE,
