@@ -47,6 +47,15 @@ def _ids(raw: str, name: str, problems: list[str]) -> frozenset[int]:
     return frozenset(ids)
 
 
+def secret_key_problem() -> str:
+    """Why SECRET_KEY will not do (empty with DEBUG=0: signing fails on first use); "" when set."""
+    if settings.DEBUG or settings.SECRET_KEY:
+        return ""
+    return (
+        "SECRET_KEY is not set (DEBUG=0 needs a long random value: python -c 'import secrets; print(secrets.token_urlsafe(50))')"
+    )
+
+
 def admin_ids_load() -> frozenset[int]:
     """ADMIN_IDS, leniently: a bad entry is reported by `bot_config_load`, ignored here."""
     return _ids(settings.ADMIN_IDS, "ADMIN_IDS", [])
@@ -93,6 +102,8 @@ def bot_config_load() -> BotConfig:
         token, api_id, api_hash = _credentials_load(problems)
         session_dir = settings.TELEGRAM_SESSION_DIR
     admin_ids = _ids(settings.ADMIN_IDS, "ADMIN_IDS", problems)
+    if problem := secret_key_problem():
+        problems.append(problem)
     storage = storage_channel_load(problems)
     broadcast_channel = broadcast_channel_load(problems)
     if problems:
