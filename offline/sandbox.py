@@ -128,6 +128,7 @@ class Sandbox:
         self.links = links  # follows a shortlink to where it leads (or returns None)
         self.users: dict[int, TgUser] = {}
         self.queued: list[int] = []  # broadcasts queued by the last line: a worker would be woken
+        self.lost: set[int] = set()  # channels the bot was removed from (`storage channel lost`)
         telegram.listeners.append(self.print_event)
         broadcast_queued.connect(self._broadcast_queued)  # weakly: gone with the sandbox
 
@@ -264,6 +265,9 @@ class Sandbox:
         elif m := POST_RE.match(line):
             message_id = self.telegram.post(self.storage_channel_id, m["text"])
             self.note(f"storage channel #{message_id}: {m['text']}", message_id=message_id)
+            if self.storage_channel_id in self.lost:
+                self.note("runbot does not hear of it: the bot is no longer in the storage channel")
+                return True
             self.bot.pump.process(posts=True)  # runbot hears of the post (share links)
             self.post_link_note(message_id)
         elif m := FORCESUB_RE.match(line):
@@ -315,6 +319,7 @@ class Sandbox:
             self.note("no backup channel is set: 'set backup_channel_id -100…' first")
             return False
         self.telegram.remove_bot(chat_id)
+        self.lost.add(chat_id)
         self.note(f"the bot was removed from the {which} channel {chat_id}")
         return True
 
