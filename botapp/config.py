@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 
 from botapp.telegram.limits import CHANNEL_ID_MAX, CHANNEL_ID_MIN, USER_ID_MAX, channel_id_problem
 
@@ -49,8 +50,11 @@ def _ids(raw: str, name: str, problems: list[str]) -> frozenset[int]:
 
 def secret_key_problem() -> str:
     """Why SECRET_KEY will not do (empty with DEBUG=0: signing fails on first use); "" when set."""
-    if settings.DEBUG or settings.SECRET_KEY:
-        return ""
+    try:
+        if settings.DEBUG or settings.SECRET_KEY:
+            return ""
+    except ImproperlyConfigured:  # Django's answer to reading an empty SECRET_KEY
+        pass
     return (
         "SECRET_KEY is not set (DEBUG=0 needs a long random value: python -c 'import secrets; print(secrets.token_urlsafe(50))')"
     )
