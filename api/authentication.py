@@ -2,10 +2,12 @@
 
 from django.conf import settings
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from redis import RedisError
 from rest_framework import authentication, exceptions, permissions, throttling
 
 from api.clients import apiclient_authenticate
 from api.models import ApiClient
+from botapp.cache import cache_answered, cache_failed, cache_usable
 
 
 class BearerAuthentication(authentication.BaseAuthentication):
@@ -70,7 +72,17 @@ class ClientRateThrottle(throttling.SimpleRateThrottle):
             return True
         self.rate = client.rate or settings.API_RATE
         self.num_requests, self.duration = self.parse_rate(self.rate)
-        return super().allow_request(request, view)
+        # The API keeps working without Redis: requests go uncounted while the cache is unreachable
+        # (botapp.cache: not asked again for a while after a failure); /health/ says it is degraded.
+        if not cache_usable():
+            return True
+        try:
+            allowed = super().allow_request(request, view)
+        except RedisError as exc:
+            cache_failed(exc, f"API rate limit of client {client.pk} not counted")
+            return True
+        cache_answered()
+        return allowed
 
     def get_cache_key(self, request, view):
         return self.cache_format % {"scope": self.scope, "ident": request.auth.pk}

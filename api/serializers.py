@@ -16,11 +16,19 @@ from rest_framework import serializers
 from botapp import clock
 from botapp.admin.compose import ComposedMessageForm
 from botapp.models import Broadcast, BroadcastAttachment, BroadcastDelivery, StoredFile, TelegramUser
+from botapp.models.buttons import button_text_problem
 from botapp.models.files import MAX_BATCH, message_ids_problem
 from botapp.models.sequences import START_PAYLOAD_RE
 from botapp.services.files import bot_username_cached, deep_link
 from botapp.services.messages import MAX_RECIPIENTS, AttachmentSpec
-from botapp.telegram.limits import BUTTON_TEXT_LENGTH, MESSAGE_ID_MAX
+from botapp.telegram.limits import (
+    BUTTON_TEXT_LENGTH,
+    CHANNEL_ID_MAX,
+    CHANNEL_ID_MIN,
+    MESSAGE_ID_MAX,
+    USER_ID_MAX,
+    channel_id_problem,
+)
 
 
 def field_errors(exc: DjangoValidationError) -> serializers.ValidationError:
@@ -34,11 +42,19 @@ def field_errors(exc: DjangoValidationError) -> serializers.ValidationError:
 
 
 class ButtonSerializer(serializers.Serializer):
-    text = serializers.CharField(max_length=BUTTON_TEXT_LENGTH)
+    text = serializers.CharField(
+        max_length=2 * BUTTON_TEXT_LENGTH,
+        help_text=f"At most {BUTTON_TEXT_LENGTH} characters as Telegram counts them (UTF-16: an emoji counts 2).",
+    )
     url = serializers.CharField(max_length=2048, help_text="https://, http:// or tg:// link.")
     key = serializers.CharField(
         max_length=64, required=False, allow_blank=True, help_text="Track clicks under this key (needs PUBLIC_URL)."
     )
+
+    def validate_text(self, text):
+        if problem := button_text_problem(text=text):
+            raise serializers.ValidationError(problem[0].upper() + problem[1:])
+        return text
 
     def validate(self, data):
         if any("|" in data.get(f, "") for f in ("text", "url", "key")):
@@ -82,7 +98,7 @@ class ButtonsField(serializers.ListField):
         if isinstance(data, str):
             try:
                 data = json.loads(data or "[]")
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:
                 raise serializers.ValidationError("Give the buttons as JSON: rows of {text, url}.") from exc
         return super().to_internal_value(data)
 
@@ -119,7 +135,7 @@ class AttachmentsField(serializers.ListField):
         if isinstance(data, str):
             try:
                 data = json.loads(data or "[]")
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:
                 raise serializers.ValidationError("Give the attachments as JSON: [{kind, file_id}].") from exc
         return super().to_internal_value(data)
 
@@ -211,7 +227,10 @@ class AwareDateTimeField(serializers.DateTimeField):
 
     def to_internal_value(self, value):
         if isinstance(value, str):
-            parsed = parse_datetime(value.strip().replace("Z", "+00:00")) if value.strip() else None
+            try:
+                parsed = parse_datetime(value.strip().replace("Z", "+00:00")) if value.strip() else None
+            except ValueError as exc:  # well formed, not a time: "12:99"
+                raise serializers.ValidationError(f"Not a time: {exc}.") from exc
             if parsed is not None and parsed.tzinfo is None:
                 raise serializers.ValidationError("Give the time with its zone (e.g. +00:00 or Z).")
         return super().to_internal_value(value)
@@ -223,8 +242,13 @@ class TelegramIdsField(serializers.ListField):
     for the error messages."""
 
     def to_internal_value(self, data):
-        if isinstance(data, list) and len(data) <= MAX_RECIPIENTS and all(type(i) is int and i > 0 for i in data):
+        if isinstance(data, list) and len(data) <= MAX_RECIPIENTS and all(type(i) is int and 0 < i <= USER_ID_MAX for i in data):
             return data
+        if isinstance(data, str):
+            data = [data]
+        if isinstance(data, list) and any(isinstance(i, str) for i in data):
+            # A form field (multipart) as scripts send it: "1001,1002", or one id per field.
+            data = [part for item in data for part in (item.replace(",", " ").split() if isinstance(item, str) else [item])]
         return super().to_internal_value(data)
 
 
@@ -241,10 +265,10 @@ class MessageWriteSerializer(serializers.Serializer):
     send_at = AwareDateTimeField(help_text="ISO 8601 with its zone, in the future.")
     recipients = serializers.ChoiceField(choices=RECIPIENTS, default="users")
     user_ids = TelegramIdsField(
-        child=serializers.IntegerField(min_value=1),
+        child=serializers.IntegerField(min_value=1, max_value=USER_ID_MAX),
         required=False,
         max_length=MAX_RECIPIENTS,
-        help_text="With recipients: users.",
+        help_text="With recipients: users. In a multipart form: one field per id, or ids separated by commas (1001,1002).",
     )
     payload = serializers.RegexField(
         START_PAYLOAD_RE,
@@ -355,7 +379,10 @@ class StoredFileSerializer(serializers.ModelSerializer):
         help_text=f"1 to {MAX_BATCH} storage-channel message ids (1 to {MESSAGE_ID_MAX}), none twice, in delivery order.",
     )
     source_chat_id = serializers.IntegerField(
-        required=False, max_value=-1, help_text="The storage channel (default: STORAGE_CHANNEL_ID)."
+        required=False,
+        min_value=CHANNEL_ID_MIN,
+        max_value=CHANNEL_ID_MAX,
+        help_text="The storage channel, -100… (default: STORAGE_CHANNEL_ID).",
     )
 
     class Meta:
@@ -391,6 +418,11 @@ class StoredFileSerializer(serializers.ModelSerializer):
         if problem := message_ids_problem(ids):
             raise serializers.ValidationError(problem)
         return ids
+
+    def validate_source_chat_id(self, chat_id):
+        if problem := channel_id_problem(chat_id):
+            raise serializers.ValidationError(problem)
+        return chat_id
 
     def validate(self, data):
         if "source_chat_id" not in data:

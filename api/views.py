@@ -13,8 +13,10 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
 from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
+from rest_framework.reverse import reverse
 from rest_framework.views import APIView
 
+from api.errors import JSONParser
 from api.serializers import (
     BroadcastSerializer,
     MessageDetailSerializer,
@@ -87,8 +89,9 @@ def service(call):
     ),
 )
 class MessageViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
-    parser_classes = (parsers.JSONParser, parsers.MultiPartParser)
+    parser_classes = (JSONParser, parsers.MultiPartParser)
     http_method_names = ["get", "post", "patch", "head", "options"]
+    lookup_value_regex = "[0-9]+"  # anything else is the JSON 404 of NotFoundView
 
     def get_queryset(self):
         messages = Broadcast.objects.filter(kind=Broadcast.Kind.MESSAGE).prefetch_related("attachments").order_by("-id")
@@ -262,6 +265,7 @@ class FileViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
 class BroadcastViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     queryset = Broadcast.objects.filter(kind=Broadcast.Kind.BROADCAST).order_by("-id")
     serializer_class = BroadcastSerializer
+    lookup_value_regex = "[0-9]+"
 
     def perform_create(self, serializer):
         serializer.save(api_client=self.request.auth.name)
@@ -288,3 +292,42 @@ class BroadcastViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         broadcast = self.get_object()
         service(lambda: broadcast_cancel(broadcast=broadcast))
         return Response(BroadcastSerializer(broadcast).data)
+
+
+# --- the root and everything else under /api/v1/ ------------------------------------------------------------
+
+
+class ApiRootView(APIView):
+    """GET /api/v1/: the endpoints, for a client with a token (read scope)."""
+
+    @extend_schema(
+        summary="The API's endpoints",
+        responses={
+            200: inline_serializer("ApiRoot", {"endpoints": serializers.DictField(child=serializers.CharField())}),
+            **ERRORS,
+        },
+    )
+    def get(self, request):
+        names = {
+            "messages": "api:message-list",
+            "users": "api:user-list",
+            "files": "api:file-list",
+            "broadcasts": "api:broadcast-list",
+            "scheduler_stats": "api:scheduler-stats",
+            "schema": "api:schema",
+            "docs": "api:docs",
+        }
+        return Response({"endpoints": {name: reverse(url, request=request) for name, url in names.items()}})
+
+
+class NotFoundView(APIView):
+    """Any other path under /api/v1/ (`/users/-5/` too): a JSON 404 for anyone, never the admin's
+    login page."""
+
+    permission_classes = ()
+    throttle_classes = ()
+    schema = None
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        raise NotFound(f"No endpoint {request.path}: GET /api/v1/ lists them.")

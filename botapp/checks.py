@@ -4,6 +4,8 @@ PostgreSQL (arrays, `unnest`, `DISTINCT ON`, `SKIP LOCKED`), in production, test
 from django.core.checks import Error, register
 from django.db import connections
 
+from botapp.config import secret_key_problem
+
 
 @register("database")
 def database_is_postgresql(app_configs=None, databases=None, **kwargs):
@@ -17,3 +19,11 @@ def database_is_postgresql(app_configs=None, databases=None, **kwargs):
         for alias in connections
         if connections[alias].vendor != "postgresql"
     ]
+
+
+@register()
+def secret_key_is_set(app_configs=None, **kwargs):
+    """With DEBUG=0 an empty SECRET_KEY passes Django's own checks and fails at the first signing
+    (a login, a tracked button): refuse to start instead, naming the variable."""
+    problem = secret_key_problem()
+    return [Error(problem, id="botapp.E002")] if problem else []

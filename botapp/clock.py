@@ -23,9 +23,12 @@ def today():
 
 
 def clock_advance(delta: timedelta) -> datetime:
+    """Move the clock by `delta` (tests, the sandbox). A move past the calendar's end raises
+    OverflowError and leaves the clock where it was."""
     global _offset
+    moved = timezone.now() + (_offset + delta)  # raises before anything changes
     _offset += delta
-    return now()
+    return moved
 
 
 def clock_reset() -> None:

@@ -8,6 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+from botapp.telegram.limits import CHANNEL_ID_MAX, CHANNEL_ID_MIN, USER_ID_MAX, channel_id_problem
 
 BOT_TOKEN_RE = re.compile(r"^\d{5,}:[A-Za-z0-9_-]{30,}$")
 API_HASH_RE = re.compile(r"^[0-9a-fA-F]{32}$")
@@ -34,10 +37,27 @@ def _ids(raw: str, name: str, problems: list[str]) -> frozenset[int]:
     ids = set()
     for part in filter(None, (p.strip() for p in raw.replace(";", ",").split(","))):
         try:
-            ids.add(int(part))
+            value = int(part)
         except ValueError:
             problems.append(f"{name} must be comma-separated numeric Telegram ids (got {part!r})")
+            continue
+        if not 1 <= value <= USER_ID_MAX:
+            problems.append(f"{name}: {part} is not a Telegram user id (1 to {USER_ID_MAX})")
+            continue
+        ids.add(value)
     return frozenset(ids)
+
+
+def secret_key_problem() -> str:
+    """Why SECRET_KEY will not do (empty with DEBUG=0: signing fails on first use); "" when set."""
+    try:
+        if settings.DEBUG or settings.SECRET_KEY:
+            return ""
+    except ImproperlyConfigured:  # Django's answer to reading an empty SECRET_KEY
+        pass
+    return (
+        "SECRET_KEY is not set (DEBUG=0 needs a long random value: python -c 'import secrets; print(secrets.token_urlsafe(50))')"
+    )
 
 
 def admin_ids_load() -> frozenset[int]:
@@ -62,9 +82,11 @@ def _channel_load(name: str, problems: list[str] | None) -> int | None:
         value = int(raw)
     except ValueError:
         value = 0
-    if value >= 0:
+    if channel_id_problem(value):
         if problems is not None:
-            problems.append(f"{name} must be a channel id like -1001234567890 (got {raw!r})")
+            problems.append(
+                f"{name} must be a channel id like -1001234567890, from {CHANNEL_ID_MIN} to {CHANNEL_ID_MAX} (got {raw!r})"
+            )
         return None
     return value
 
@@ -84,6 +106,8 @@ def bot_config_load() -> BotConfig:
         token, api_id, api_hash = _credentials_load(problems)
         session_dir = settings.TELEGRAM_SESSION_DIR
     admin_ids = _ids(settings.ADMIN_IDS, "ADMIN_IDS", problems)
+    if problem := secret_key_problem():
+        problems.append(problem)
     storage = storage_channel_load(problems)
     broadcast_channel = broadcast_channel_load(problems)
     if problems:

@@ -8,6 +8,7 @@ from django.http import HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
 from django.template.response import TemplateResponse
 from django.utils import timezone
+from django.views import defaults
 from django.views.decorators.http import require_GET
 
 from botapp.models import BotSettings
@@ -18,12 +19,23 @@ log = logging.getLogger(__name__)
 
 def health(request):
     """For load balancers and uptime checks: "ok" or "error" per dependency, and 503 unless the
-    database answers (the web process cannot work without it). Redis down leaves the admin usable
-    but stops broadcasts, so it shows without failing the check. No internals: the reason goes to
-    the log, not to whoever asks."""
+    database answers (the web process cannot work without it). Redis down leaves the admin and the
+    API usable (the API's rate limit goes uncounted) but stops broadcasts and the limiter: the
+    status says "degraded" and `degraded` names what, without failing the check. No internals:
+    the reason goes to the log, not to whoever asks."""
     checks = {"database": _probe("database", _database_ok), "redis": _probe("redis", _redis_ok)}
     status = 200 if checks["database"] == "ok" else 503
-    return JsonResponse({"status": "ok" if status == 200 else "error", **checks}, status=status)
+    degraded = [name for name, state in checks.items() if state != "ok"]
+    overall = "error" if status != 200 else "degraded" if degraded else "ok"
+    body = {"status": overall, **checks} | ({"degraded": degraded} if overall == "degraded" else {})
+    return JsonResponse(body, status=status)
+
+
+def server_error(request):
+    """The 500 page (config/urls.py handler500): JSON under /api/, where every answer is JSON."""
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": "Server error: it was logged. Try again later."}, status=500)
+    return defaults.server_error(request)
 
 
 def _probe(name: str, check) -> str:

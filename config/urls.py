@@ -10,3 +10,5 @@ urlpatterns = [
     path("api/v1/", include(("api.urls", "api"), namespace="api")),
     path("", admin.site.urls),
 ]
+
+handler500 = "botapp.views.server_error"  # JSON under /api/

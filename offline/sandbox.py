@@ -45,7 +45,7 @@ from botapp import clock
 from botapp.services.outgoing import ClickLinkExpired, click_record, click_token_of
 from botapp.signals import broadcast_queued
 from botapp.telegram.gateway import Button, Gateway, Media, TgUser
-from botapp.telegram.limits import USER_FILE_SIZE, USER_ID_MAX
+from botapp.telegram.limits import ALBUM_SIZE, DATE_MAX, USER_FILE_SIZE, USER_ID_MAX
 from offline.telegram.clients import OfflineBot
 from offline.telegram.server import Event, TelegramServer
 from scheduler.jobs.registry import Outcome, job_fires_between, job_run, jobs_due_between
@@ -88,12 +88,15 @@ UNPOST_RE = re.compile(r"^delete\s+post\s+#?(?P<message>\d+)$")
 LOST_RE = re.compile(r"^(?P<which>storage|backup)\s+channel\s+lost$")
 REPLY_RE = re.compile(r"^(?P<user>\d+)\s+replies(?:\s+#?(?P<message>\d+))?\s*:\s?(?P<text>.*)$")
 ALBUM_RE = re.compile(
-    r"^(?P<user>\d+)\s+sends\s+album\s+(?P<items>(?:(?:photo|video|document|animation|audio):\S+\s*){2,10})(?P<caption>.*)$"
+    r"^(?P<user>\d+)\s+sends\s+album\s+(?P<items>(?:(?:photo|video|document|animation|audio):\S+\s*){2,})(?P<caption>.*)$"
 )
 WAIT_RE = re.compile(r"^wait\s+(?P<span>(\d+\s*[smhd]\s*)+)$")
 SPAN_PART_RE = re.compile(r"(\d+)\s*([smhd])")
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 PREVIEW = 60
+# The sandbox's clock stays a year short of the last date Telegram can carry (2038): every date
+# Courier sends Telegram from "now" (an invite link expiring in up to a year) still fits.
+CLOCK_MAX = DATE_MAX - timedelta(days=366)
 INVITE_OUTCOMES = {
     "joined": "joined the channel",
     "requested": "asked to join (the bot hears of it)",
@@ -125,6 +128,7 @@ class Sandbox:
         self.links = links  # follows a shortlink to where it leads (or returns None)
         self.users: dict[int, TgUser] = {}
         self.queued: list[int] = []  # broadcasts queued by the last line: a worker would be woken
+        self.lost: set[int] = set()  # channels the bot was removed from (`storage channel lost`)
         telegram.listeners.append(self.print_event)
         broadcast_queued.connect(self._broadcast_queued)  # weakly: gone with the sandbox
 
@@ -217,7 +221,7 @@ class Sandbox:
             self.note(f"Telegram user ids have at most 52 bits (up to {USER_ID_MAX:,})")
             return False
         if m := WAIT_RE.match(line):
-            self.wait(duration_parse(m["span"]))
+            return self.wait(duration_parse(m["span"]))
         elif m := TAP_RE.match(line):
             return self.tap(int(m["user"]), m["label"].strip())
         elif m := BLOCK_RE.match(line):
@@ -226,6 +230,9 @@ class Sandbox:
             self.note(f"user {m['user']} blocked the bot")
         elif m := ALBUM_RE.match(line):
             media = [Media(*item.split(":", 1)) for item in m["items"].split()]
+            if len(media) > ALBUM_SIZE:
+                self.note(f"an album holds at most {ALBUM_SIZE} media (Telegram's limit); this one has {len(media)}")
+                return False
             ids = self.telegram.user_sends_album(self.user(int(m["user"])), media, m["caption"].strip())
             self.note(f"album {' '.join(f'#{i}' for i in ids)} from {m['user']}", message_ids=ids)
             self.bot.pump.process(expect=len(media))
@@ -258,6 +265,9 @@ class Sandbox:
         elif m := POST_RE.match(line):
             message_id = self.telegram.post(self.storage_channel_id, m["text"])
             self.note(f"storage channel #{message_id}: {m['text']}", message_id=message_id)
+            if self.storage_channel_id in self.lost:
+                self.note("runbot does not hear of it: the bot is no longer in the storage channel")
+                return True
             self.bot.pump.process(posts=True)  # runbot hears of the post (share links)
             self.post_link_note(message_id)
         elif m := FORCESUB_RE.match(line):
@@ -309,6 +319,7 @@ class Sandbox:
             self.note("no backup channel is set: 'set backup_channel_id -100…' first")
             return False
         self.telegram.remove_bot(chat_id)
+        self.lost.add(chat_id)
         self.note(f"the bot was removed from the {which} channel {chat_id}")
         return True
 
@@ -390,8 +401,16 @@ class Sandbox:
             return None
         return parse_qs(parsed.query).get("start", [""])[0]
 
-    def wait(self, delta: timedelta) -> None:
+    def wait(self, delta: timedelta) -> bool:
+        """Move the clock and run the jobs that fell due; False (and nothing moves) when that would
+        take the clock past CLOCK_MAX."""
         before = clock.now()
+        if delta > CLOCK_MAX - before:
+            self.note(
+                f"that is too far: the sandbox's clock stays before {_fmt(CLOCK_MAX)} (Telegram's dates end in 2038); "
+                f"it is {_fmt(before)}"
+            )
+            return False
         after = clock.clock_advance(delta)
         self.note(f"clock {_fmt(before)} -> {_fmt(after)}")
         ran, busy = [], []
@@ -405,6 +424,7 @@ class Sandbox:
             self.note(f"jobs run: {', '.join(ran)}", jobs=ran, results=busy)
         for line in busy:
             self.note(f"job {line}")
+        return True
 
     def run(self, stream: TextIO, *, interactive: bool = False) -> int:
         failures = 0

@@ -78,8 +78,8 @@ def test_health_says_what_is_down_without_internals(client, db, settings, monkey
     settings.SECURE_SSL_REDIRECT = False
     settings.REDIS_URL = "redis://127.0.0.1:1/0"
     response = client.get("/health/")
-    assert response.status_code == 200  # the admin still works
-    assert response.json() == {"status": "ok", "database": "ok", "redis": "error"}
+    assert response.status_code == 200  # the admin and the API still work
+    assert response.json() == {"status": "degraded", "database": "ok", "redis": "error", "degraded": ["redis"]}
 
     def refused():
         raise OSError("could not connect to server at 10.0.0.5 port 5432 database courier")

@@ -9,14 +9,22 @@ from django import forms
 
 from botapp.config import storage_channel_load
 from botapp.models import BotSettings, ForceSubChannel
-from botapp.services.captions import caption_template_problems
+from botapp.models.buttons import button_text_problem
+from botapp.services.captions import LONGEST, caption_template_problems
+from botapp.services.composed import text_length_problem
 from botapp.services.telegram_html import telegram_html_check
+from botapp.services.texts import text_render
+from botapp.telegram.gateway import TgUser
 
 # The placeholders text_render fills for the user who wrote (botapp/services/texts.py).
 USER_PLACEHOLDERS = ("first_name", "last_name", "username", "mention")
 # Texts sent to one user, with those placeholders; the rest are sent as written.
 PERSONAL_TEXTS = ("welcome_text", "help_text", "about_text", "faq_text")
-PLAIN_TEXTS = ("deleted_notice_text", "file_caption")  # file_caption: its own placeholders, checked below
+PLAIN_TEXTS = ("deleted_notice_text", "file_caption", "premium_text")  # file_caption: its own placeholders, checked below
+# The user the texts' lengths are checked for: every placeholder at its longest (Telegram's limits).
+LONGEST_USER = TgUser(
+    id=2**52 - 1, first_name=LONGEST["first_name"], last_name=LONGEST["last_name"], username=LONGEST["username"]
+)
 PLACEHOLDER_HINT = "Placeholders: {first_name}, {last_name}, {username}, {mention} (a link to the user). Telegram HTML allowed."
 
 
@@ -88,6 +96,11 @@ class BotSettingsForm(forms.ModelForm):
             # checked by clean_file_caption.
             problems = placeholder_problems(data[name], allowed) if name in PERSONAL_TEXTS else []
             problems += telegram_html_check(text=data[name])
+            if not problems and name != "file_caption":
+                # Counted as Telegram counts (UTF-16, HTML parsed), every placeholder at its longest.
+                longest = text_render(template=data[name], tg=LONGEST_USER) if name in PERSONAL_TEXTS else data[name]
+                if problem := text_length_problem(text=longest):
+                    problems.append(problem + (" (with 64-character names)" if longest != data[name] else ""))
             for problem in problems:
                 self.add_error(name, problem)
         return data
@@ -100,6 +113,12 @@ class BotSettingsForm(forms.ModelForm):
         if self.errors and typed and typed != "-" and "shortener_api_key" not in self.errors:
             self.add_error("shortener_api_key", "Not saved, with the rest (see the errors): type the key again.")
 
+    def clean_premium_button_text(self):
+        text = self.cleaned_data.get("premium_button_text") or ""
+        if problem := button_text_problem(text=text):
+            raise forms.ValidationError(problem[0].upper() + problem[1:])
+        return text
+
     def clean_file_caption(self):
         template = self.cleaned_data.get("file_caption") or ""
         problems = caption_template_problems(template=template)
@@ -109,8 +128,6 @@ class BotSettingsForm(forms.ModelForm):
 
     def clean_backup_channel_id(self):
         channel_id = self.cleaned_data.get("backup_channel_id")
-        if channel_id is not None and channel_id > -1_000_000_000_000:
-            raise forms.ValidationError("A channel id looks like -1001234567890 (forward a post to @userinfobot to read it).")
         storage = storage_channel_load()
         if channel_id is not None and channel_id == storage:
             raise forms.ValidationError("That is the storage channel itself: the backup needs a second channel.")

@@ -7,6 +7,7 @@ hint; bad input gets a one-line explanation and changes nothing. Every admin com
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -40,6 +41,9 @@ from botapp.telegram.gateway import Button, CallbackQuery, Gateway, IncomingMess
 
 log = logging.getLogger(__name__)
 
+# A word meant as a duration but not a valid one ("10", "0h", "-5h", "+2d"): refused, never taken as
+# the start of the reason (which would make the ban permanent).
+DURATION_LIKE = re.compile(r"^[-+\u2212]?\d")
 LIST_MAX = 50  # lines in /premiumusers and /banlist; the rest are counted
 NOT_A_REPLY = "Reply to the message you want to broadcast with /{command} (text, media or an album)."
 
@@ -190,7 +194,7 @@ class AdminCommands:
             return refuse("Admins cannot be banned.")
         duration = duration_parse(text=parts[1]) if len(parts) > 1 else None
         rest = parts[2:] if duration is not None else parts[1:]
-        if duration is None and len(parts) > 1 and parts[1][:1].isdigit():
+        if duration is None and len(parts) > 1 and DURATION_LIKE.match(parts[1]):
             return refuse(f"{escape(parts[1])} is not a duration. {DURATION_HELP} Leave it out to ban until /unban.")
         reason = " ".join(rest).strip()
         ban = user_ban(user=user, duration=duration, reason=reason, banned_by=msg.user.id)

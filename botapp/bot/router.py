@@ -35,6 +35,19 @@ log = logging.getLogger(__name__)
 
 SORRY = "Sorry, something went wrong on our side. Please try again in a minute."
 UNKNOWN = "I did not understand that. Send /help to see what I can do."
+# What an admin's plain text gets: how to send it to users, not "I did not understand that".
+ADMIN_TEXT = (
+    "To send this to every active user, reply to it with /broadcast (/pbroadcast pins it). "
+    "Files and forwarded storage-channel posts are stored. /help lists the admin commands."
+)
+ADMIN_HELP = """<b>Admin commands</b>
+Send a file, an album or forward a storage-channel post: it is stored and you get its link.
+/batch: store a range of storage-channel posts as one link (forward the first and the last); /cancel stops it
+/genlink: reply to a post forwarded from the storage channel to get its link
+/broadcast, /pbroadcast: reply to a message to send it to every active user (p: pinned)
+/ban &lt;user id&gt; [duration] [reason], /unban &lt;user id&gt;, /banlist
+/addpremium &lt;user id&gt; &lt;duration&gt;, /delpremium &lt;user id&gt;, /premiumusers
+/users, /stats: counts"""
 
 
 class Router:
@@ -56,7 +69,7 @@ class Router:
         self.shortener = shortener  # None: the one configured in Bot settings, per request
         self.commands: dict[str, Callable[[IncomingMessage, str], None]] = {
             "start": self.cmd_start,
-            "help": self.cmd_text("help_text"),
+            "help": self.cmd_help,
             "about": self.cmd_text("about_text"),
             "faq": self.cmd_text("faq_text"),
             "stop": self.cmd_stop,
@@ -147,7 +160,7 @@ class Router:
                 handler(msg, arg.strip())
                 return
         users.user_seen(tg=msg.user)
-        self.gateway.send_text(msg.chat_id, UNKNOWN)
+        self.gateway.send_text(msg.chat_id, ADMIN_TEXT if msg.user.id in self.admin_ids and not text.startswith("/") else UNKNOWN)
 
     # --- commands -------------------------------------------------------------------------------
 
@@ -180,6 +193,14 @@ class Router:
             self.gateway.send_text(msg.chat_id, text_render(template=getattr(BotSettings.load(), field), tg=msg.user))
 
         return handler
+
+    def cmd_help(self, msg: IncomingMessage, arg: str) -> None:
+        """/help: Bot settings' help text; admins get their commands under it."""
+        users.user_seen(tg=msg.user)
+        text = text_render(template=BotSettings.load().help_text, tg=msg.user)
+        if msg.user.id in self.admin_ids:
+            text = f"{text}\n\n{ADMIN_HELP}"
+        self.gateway.send_text(msg.chat_id, text)
 
     def cmd_stop(self, msg: IncomingMessage, arg: str) -> None:
         user, _ = users.user_seen(tg=msg.user)

@@ -6,6 +6,7 @@ from django.db import models
 from django.db.models import Q
 
 from botapp import clock
+from botapp.models.ranges import channel_id_validate
 from botapp.models.users import TelegramUser
 
 # An expiring invite link lives at most this long: a year (inferred bound; Telegram documents none).
@@ -69,7 +70,11 @@ class DailyStat(models.Model):
 class ForceSubChannel(models.Model):
     """A channel users must join before they get files."""
 
-    chat_id = models.BigIntegerField(unique=True, help_text="Channel id, like -1001234567890. The bot must be an admin there.")
+    chat_id = models.BigIntegerField(
+        unique=True,
+        validators=[channel_id_validate],
+        help_text="Channel id, like -1001234567890. The bot must be an admin there.",
+    )
     title = models.CharField(max_length=128, help_text="Shown on the join button.")
     invite_link = models.URLField(
         blank=True,

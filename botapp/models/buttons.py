@@ -17,7 +17,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
 from django.utils.html import escape
 
-from botapp.telegram.limits import BUTTON_TEXT_LENGTH
+from botapp.telegram.limits import BUTTON_TEXT_LENGTH, utf16_length
 
 KEY_RE = re.compile(r"^[a-z0-9_-]{1,64}$")
 TG_URL_RE = re.compile(r"^tg://[a-z_]+[^\s]*$", re.IGNORECASE)  # tg://resolve?domain=x, tg://join?invite=y, ...
@@ -63,14 +63,23 @@ def _button_row(number: int, line: str, *, check_links: bool) -> list[ButtonSpec
                 f"Line {number}: {escape(url)} is not a link Telegram accepts on a button "
                 "(https://… or http://… with a host, or tg://…)."
             )
-        if len(label) > BUTTON_TEXT_LENGTH:
-            raise ValidationError(f"Line {number}: button text is at most {BUTTON_TEXT_LENGTH} characters.")
+        if problem := button_text_problem(text=label):
+            raise ValidationError(f"Line {number}: {problem}")
         if key and not KEY_RE.match(key):
             raise ValidationError(f"Line {number}: a click key uses a-z, 0-9, _ and - only (got {escape(key)!s}).")
         if key and not settings.PUBLIC_URL:
             raise ValidationError(f"Line {number}: tracking clicks needs PUBLIC_URL (the admin's public https address).")
         row.append(ButtonSpec(label, url, key))
     return row
+
+
+def button_text_problem(*, text: str) -> str:
+    """Why `text` cannot be a button's label: over BUTTON_TEXT_LENGTH as Telegram counts (UTF-16
+    units); "" when it can."""
+    length = utf16_length(text)
+    if length <= BUTTON_TEXT_LENGTH:
+        return ""
+    return f"button text is at most {BUTTON_TEXT_LENGTH} characters as Telegram counts them (an emoji counts 2); this one has {length}."
 
 
 def button_url_ok(*, url: str) -> bool:

@@ -8,6 +8,7 @@ from django.db import models
 from django.db.models import Q
 
 from botapp import clock
+from botapp.models.ranges import channel_id_validate
 from botapp.telegram.limits import DELETE_WINDOW_MINUTES, MESSAGE_ID_MAX
 
 # Telegram lets a bot delete its messages for 48 hours; any lifetime we schedule must fit in it.
@@ -47,7 +48,9 @@ class StoredFile(models.Model):
     """One deep link: one stored message, or a batch of them, in the storage channel."""
 
     share_id = models.CharField(max_length=32, unique=True, default=share_id_new)
-    source_chat_id = models.BigIntegerField(help_text="The storage channel that holds the messages.")
+    source_chat_id = models.BigIntegerField(
+        validators=[channel_id_validate], help_text="The storage channel that holds the messages (-100…)."
+    )
     message_ids = models.JSONField(
         help_text="Message ids in the storage channel, delivered in this order.", validators=[message_ids_validate]
     )
@@ -106,10 +109,6 @@ class StoredFile(models.Model):
 
     def verification_for(self, conf) -> bool:
         return conf.verification_enabled and not self.skip_verification
-
-    def clean(self):
-        if self.source_chat_id is not None and self.source_chat_id >= 0:
-            raise ValidationError({"source_chat_id": "A channel id is negative, like -1001234567890."})
 
 
 class PendingBatch(models.Model):

@@ -3,6 +3,7 @@
 import re
 
 from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator
 from django.db import models
 from django.db.models import Q
 
@@ -10,6 +11,7 @@ from botapp import clock
 from botapp.models.broadcasts import Broadcast
 from botapp.models.buttons import KEY_RE
 from botapp.models.outgoing import OutgoingSend, SendStatus, send_statuses
+from botapp.models.ranges import SEQUENCE_DELAY_MINUTES_MAX
 from botapp.models.users import TelegramUser
 
 # Telegram's deep-link payloads: "up to 64 characters; A-Z, a-z, 0-9, _ and -" (Bot API, deep linking).
@@ -48,7 +50,10 @@ class SequenceStep(models.Model):
         CLICKED = "clicked", "Only if the user HAS clicked the button"
 
     sequence = models.ForeignKey(Sequence, on_delete=models.CASCADE, related_name="steps")
-    delay_minutes = models.PositiveIntegerField(help_text="Sent this long after the user's first /start.")
+    delay_minutes = models.PositiveIntegerField(
+        validators=[MaxValueValidator(SEQUENCE_DELAY_MINUTES_MAX)],
+        help_text=f"Sent this long after the user's first /start: 0 to {SEQUENCE_DELAY_MINUTES_MAX} minutes (a year).",
+    )
     text = models.TextField(help_text="Message text, or the caption with media. Telegram HTML allowed.")
     media_kind = models.CharField(max_length=16, choices=Broadcast.MediaKind.choices, blank=True)
     media = models.CharField(max_length=512, blank=True, help_text="A Telegram file_id or an https:// URL.")

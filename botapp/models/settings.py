@@ -9,6 +9,13 @@ from django.db import models, transaction
 from botapp.cache import HotValue
 from botapp.models.buttons import buttons_parse
 from botapp.models.files import TELEGRAM_DELETE_WINDOW_MINUTES
+from botapp.models.ranges import (
+    BYPASS_SECONDS_MAX,
+    DAILY_TOKEN_LIMIT_MAX,
+    TOKEN_TTL_MINUTES_MAX,
+    VERIFICATION_HOURS_MAX,
+    channel_id_validate,
+)
 
 log = logging.getLogger(__name__)
 
@@ -51,24 +58,34 @@ class BotSettings(models.Model):
         "backup channel id",
         null=True,
         blank=True,
+        validators=[channel_id_validate],
         help_text="A second private channel (-100…, the bot an admin there): files admins store are copied "
         "there too, and delivered from it when the storage channel's message is gone. Empty: no backups.",
     )
     verification_enabled = models.BooleanField(default=False)
     verification_hours = models.PositiveIntegerField(
-        "verification lasts (hours)", default=24, validators=[MinValueValidator(1)], help_text="How long a verification lasts."
+        "verification lasts (hours)",
+        default=24,
+        validators=[MinValueValidator(1), MaxValueValidator(VERIFICATION_HOURS_MAX)],
+        help_text=f"How long a verification lasts: 1 to {VERIFICATION_HOURS_MAX} hours (a year).",
     )
     token_ttl_minutes = models.PositiveIntegerField(
         "unused token lifetime (minutes)",
         default=60,
-        validators=[MinValueValidator(1)],
-        help_text="How long an unused token stays valid.",
+        validators=[MinValueValidator(1), MaxValueValidator(TOKEN_TTL_MINUTES_MAX)],
+        help_text=f"How long an unused token stays valid: 1 to {TOKEN_TTL_MINUTES_MAX} minutes (a week).",
     )
     daily_token_limit = models.PositiveIntegerField(
-        "verification links per user per day", default=5, validators=[MinValueValidator(1)]
+        "verification links per user per day",
+        default=5,
+        validators=[MinValueValidator(1), MaxValueValidator(DAILY_TOKEN_LIMIT_MAX)],
+        help_text=f"1 to {DAILY_TOKEN_LIMIT_MAX}.",
     )
     bypass_seconds = models.PositiveIntegerField(
-        "bypass threshold (seconds)", default=20, help_text="Returning with a token faster than this is a bypass."
+        "bypass threshold (seconds)",
+        default=20,
+        validators=[MaxValueValidator(BYPASS_SECONDS_MAX)],
+        help_text=f"Returning with a token faster than this is a bypass: 0 (never) to {BYPASS_SECONDS_MAX} seconds.",
     )
     shortener_api_url = models.CharField(
         "shortener API URL",
@@ -126,6 +143,7 @@ class BotSettings(models.Model):
         "legacy storage channel id",
         null=True,
         blank=True,
+        validators=[channel_id_validate],
         help_text="The channel (-100…) of the file-store bot you moved from: its links (start=<base64 of get-…>) keep working. "
         "Empty: such links are answered as not valid.",
     )
@@ -144,10 +162,6 @@ class BotSettings(models.Model):
         # read the old row in between cannot leave it cached.
         _cache_forget()
         transaction.on_commit(_cache_forget)
-
-    def clean(self):
-        if self.legacy_channel_id is not None and self.legacy_channel_id > -1_000_000_000_000:
-            raise ValidationError({"legacy_channel_id": "A channel id looks like -1001234567890 (the old bot's CHANNEL_ID)."})
 
     @classmethod
     def load(cls) -> "BotSettings":

@@ -39,6 +39,7 @@ from botapp.telegram.gateway import (
     TelegramError,
     TransientError,
 )
+from botapp.telegram.limits import DELETE_WINDOW
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +82,14 @@ class Due:
     message_ids: list[int]
     share_id: str
     notice_due: bool = True
+    created_at: datetime | None = None  # when the messages were sent (the row is made just before)
+
+    def past_window(self, now: datetime) -> bool:
+        """Telegram no longer lets the bot delete these messages (DELETE_WINDOW after sending)."""
+        return self.created_at is not None and now - self.created_at >= DELETE_WINDOW
+
+
+PAST_WINDOW = "past Telegram's 48 h window: the messages stay in the chat, and no notice says they were deleted"
 
 
 @dataclass
@@ -111,14 +120,22 @@ class DeletionSweep:
                 .annotate(
                     access_hash=Subquery(TelegramUser.objects.filter(telegram_id=OuterRef("chat_id")).values("access_hash")[:1])
                 )
-                .values_list("id", "chat_id", "message_ids", "share_id", "notice_due", "access_hash")[:n]
+                .values_list("id", "chat_id", "message_ids", "share_id", "notice_due", "created_at", "access_hash")[:n]
             )
             if rows:
                 ids_update(PendingDeletion, [r[0] for r in rows], status=ClaimStatus.CLAIMED, lease_until=now + LEASE)
-        self.gateway.peers_remember({r[1]: r[5] for r in rows})
-        return [Due(*r[:5]) for r in rows]
+        self.gateway.peers_remember({r[1]: r[6] for r in rows})
+        return [Due(*r[:6]) for r in rows]
+
+    def _late(self, due: Due) -> Done:
+        """A row whose messages Telegram will not delete any more: nothing is deleted and no
+        notice claims it was (the sweep ran too late: workers down, or a backlog)."""
+        log.warning("deletion=%s chat=%s messages=%s %s", due.id, due.chat_id, due.message_ids, PAST_WINDOW)
+        return Done(due.id, due.chat_id, "failed", error=PAST_WINDOW)
 
     def work(self, due: Due) -> Done:
+        if due.past_window(clock.now()):
+            return self._late(due)
         try:
             deleted = self.gateway.delete_messages(due.chat_id, due.message_ids)
         except (FloodWait, TransientError) as exc:
@@ -153,9 +170,12 @@ class DeletionSweep:
         (`send_many`: a container per window of the limiter). Channels and groups go row by row.
         A row's exception is its entry (handed back)."""
         results: dict[int, Done | Exception] = {}
-        private = [d for d in dues if d.chat_id > 0]
+        now = clock.now()
+        late = [d for d in dues if d.past_window(now)]
+        results.update({d.id: self._late(d) for d in late})
+        private = [d for d in dues if d.chat_id > 0 and d.id not in results]
         for due in dues:
-            if due.chat_id <= 0:
+            if due.chat_id <= 0 and due.id not in results:
                 try:
                     results[due.id] = self.work(due)
                 except Exception as exc:  # noqa: BLE001 - that row goes back

@@ -3,16 +3,23 @@ and /batch ranges (forward the first and the last message of a range)."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from botapp.models import BotSettings, PendingBatch, StoredFile
 from botapp.services.backup import file_backup
 from botapp.services.files import MAX_BATCH, deep_link, file_store
-from botapp.telegram.gateway import Gateway, IncomingMessage
+from botapp.telegram.gateway import FloodWait, Gateway, IncomingMessage, OutcomeUnknown, TelegramError, TransientError
+
+log = logging.getLogger(__name__)
 
 ASK_FIRST = "Batch: forward me the <b>first</b> message of the range from the storage channel. /cancel to stop."
 ASK_LAST = "Now forward the <b>last</b> message of the range."
 WRONG_CHAT = "Forward messages from the storage channel, please (or send the file itself)."
+STORAGE_UNREACHABLE = (
+    "Not stored: the storage channel {channel} is unreachable ({error}). Check that the bot is still an admin "
+    "there who may post; nothing was stored."
+)
 
 
 @dataclass
@@ -66,7 +73,13 @@ def admin_message_store(*, gateway: Gateway, msg: IncomingMessage, storage_chann
         message_id = msg.forward_from_message_id
     elif msg.has_media:
         # Keep our own copy in the storage channel: the admin's chat is not a safe place.
-        (copy,) = gateway.copy_messages(storage_channel_id, msg.chat_id, [msg.message_id])
+        try:
+            (copy,) = gateway.copy_messages(storage_channel_id, msg.chat_id, [msg.message_id])
+        except (FloodWait, TransientError, OutcomeUnknown):
+            raise  # Telegram's passing trouble: the router's apology, and the admin sends it again
+        except TelegramError as exc:
+            log.error("storage channel unreachable chat=%s admin=%s: %s", storage_channel_id, msg.user.id, exc)
+            return StoreReply(STORAGE_UNREACHABLE.format(channel=storage_channel_id, error=exc))
         message_id = copy.message_id
     else:
         return StoreReply(WRONG_CHAT)

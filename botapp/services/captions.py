@@ -19,9 +19,10 @@ import html
 import string
 from html.parser import HTMLParser
 
+from botapp.services.telegram_html import telegram_html_length
 from botapp.services.texts import text_render
 from botapp.telegram.gateway import CopySource, TgUser
-from botapp.telegram.limits import CAPTION_LENGTH
+from botapp.telegram.limits import CAPTION_LENGTH, utf16_length
 
 ELLIPSIS = "…"
 PLACEHOLDERS = ("filename", "filesize", "previouscaption", "mention", "first_name", "last_name", "username")
@@ -53,7 +54,7 @@ def filesize_human(*, size: int) -> str:
 
 def visible_length(*, text: str) -> int:
     """Characters Telegram counts in this HTML once parsed (UTF-16 units, as Telegram measures)."""
-    return sum(_units(piece) for piece in _Cutter.text_of(text))
+    return telegram_html_length(text=text)
 
 
 def caption_cut(*, text: str, limit: int = CAPTION_LENGTH) -> str:
@@ -61,7 +62,7 @@ def caption_cut(*, text: str, limit: int = CAPTION_LENGTH) -> str:
     text is cut at a character, an ellipsis marks the cut, open tags are closed. Unchanged if it fits."""
     if visible_length(text=text) <= limit:
         return text
-    return _Cutter(limit - _units(ELLIPSIS)).cut(text)
+    return _Cutter(limit - utf16_length(ELLIPSIS)).cut(text)
 
 
 def caption_render(*, template: str, source: CopySource, tg: TgUser | None) -> str | None:
@@ -114,10 +115,6 @@ def caption_template_problems(*, template: str) -> list[str]:
     return []
 
 
-def _units(text: str) -> int:
-    return len(text.encode("utf-16-le")) // 2
-
-
 class _Cutter(HTMLParser):
     """Walks Telegram HTML, copying it until `budget` visible characters are spent."""
 
@@ -126,15 +123,7 @@ class _Cutter(HTMLParser):
         self.budget = budget
         self.out: list[str] = []
         self.open: list[str] = []
-        self.texts: list[str] = []
         self.done = False
-
-    @classmethod
-    def text_of(cls, text: str) -> list[str]:
-        walker = cls(budget=-1)
-        walker.feed(text)
-        walker.close()
-        return walker.texts
 
     def cut(self, text: str) -> str:
         self.feed(text)
@@ -162,12 +151,11 @@ class _Cutter(HTMLParser):
                 break
 
     def handle_data(self, data):
-        self.texts.append(data)
         if self.done or self.budget < 0:
             return
         kept = []
         for char in data:
-            size = _units(char)
+            size = utf16_length(char)
             if size > self.budget:
                 self.done = True
                 break

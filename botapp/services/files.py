@@ -10,6 +10,7 @@ from django.core.exceptions import ValidationError
 from botapp.models import StoredFile
 from botapp.models.files import MAX_BATCH as MAX_BATCH  # where callers have always found it
 from botapp.models.files import message_ids_validate
+from botapp.telegram.limits import DELETE_WINDOW_MINUTES, channel_id_problem
 
 
 def file_store(
@@ -26,7 +27,12 @@ def file_store(
     """Create the deep link for these storage-channel messages (in the order given): one row, with a
     new random share id. At least one message and at most MAX_BATCH, or a ValidationError.
     The link's own settings override Bot settings: `protect_content` and `auto_delete_minutes`
-    None follow them; `expires_at` None: the link never expires."""
+    None follow them; `expires_at` None: the link never expires. The channel must be a channel
+    id (-100…) and `auto_delete_minutes` within Telegram's 48 h, or a ValidationError."""
+    if problem := channel_id_problem(source_chat_id):
+        raise ValidationError({"source_chat_id": [problem]})
+    if auto_delete_minutes is not None and not 0 <= auto_delete_minutes <= DELETE_WINDOW_MINUTES:
+        raise ValidationError({"auto_delete_minutes": [f"0 (never) to {DELETE_WINDOW_MINUTES} minutes (Telegram's 48 h)."]})
     ids = [int(i) for i in message_ids]
     if not ids:
         raise ValidationError("A file needs at least one message.")

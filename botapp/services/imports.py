@@ -200,6 +200,8 @@ def _open_json(path: Path) -> Source:
     if stripped[0] == "[" or stripped[0] == "{" and _one_document(text):
         try:
             data = json.loads(text)
+        except RecursionError as exc:
+            raise ImportFileError(f"{path}: nested too deeply to read as JSON") from exc
         except json.JSONDecodeError as exc:
             raise ImportFileError(f"{path}: line {exc.lineno}: not valid JSON ({exc.msg})") from exc
         if isinstance(data, list):
@@ -215,6 +217,10 @@ def _open_json(path: Path) -> Source:
             continue
         try:
             items.append((f"line {number}", json.loads(line)))
+        except RecursionError:
+            if not items:
+                raise ImportFileError(f"{path}: line {number}: nested too deeply to read as JSON") from None
+            items.append((f"line {number}", _Bad("nested too deeply to read as JSON")))
         except json.JSONDecodeError as exc:
             if not items:
                 raise ImportFileError(f"{path}: line {number}: not valid JSON ({exc.msg})") from exc
@@ -226,7 +232,7 @@ def _one_document(text: str) -> bool:
     """Whether a text starting with `{` is one JSON document (rather than JSON lines)."""
     try:
         json.loads(text)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return False
     return True
 
@@ -324,11 +330,11 @@ def _moment(value, now: datetime) -> datetime:
         moment = value
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
         seconds = value / 1000 if value > 10**11 else value  # milliseconds or seconds since 1970
-        moment = datetime.fromtimestamp(seconds, tz=UTC)
+        moment = _from_timestamp(seconds, value)
     elif isinstance(value, str) and value.strip():
         text = value.strip()
         if text.replace(".", "", 1).isdigit():  # seconds (or milliseconds) since 1970
-            moment = datetime.fromtimestamp(float(text) / (1000 if float(text) > 10**11 else 1), tz=UTC)
+            moment = _from_timestamp(float(text) / (1000 if float(text) > 10**11 else 1), value)
         else:
             try:
                 moment = datetime.fromisoformat(text)
@@ -341,6 +347,14 @@ def _moment(value, now: datetime) -> datetime:
     if moment > now:
         raise Invalid(f"{value!r} is in the future")
     return moment
+
+
+def _from_timestamp(seconds: float, value) -> datetime:
+    """Seconds since 1970 as a time; a number no calendar holds is the row's error, not a crash."""
+    try:
+        return datetime.fromtimestamp(seconds, tz=UTC)
+    except (OverflowError, OSError, ValueError) as exc:
+        raise Invalid(f"{value!r} is not a date (too far from 1970)") from exc
 
 
 def _truthy(value) -> bool:

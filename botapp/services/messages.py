@@ -12,6 +12,7 @@ starts it can be edited or cancelled; a started one can only be cancelled (the r
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -24,8 +25,11 @@ from django.utils import timezone
 from botapp import clock
 from botapp.models import Broadcast, BroadcastAttachment, BroadcastDelivery, TelegramUser
 from botapp.models.buttons import buttons_parse
-from botapp.telegram.limits import CAPTION_LENGTH, FILE_SIZE, PHOTO_SIZE, START_PAYLOAD_LENGTH, TEXT_LENGTH
+from botapp.services.composed import composed_text_problems
+from botapp.telegram.limits import FILE_SIZE, PHOTO_SIZE, START_PAYLOAD_LENGTH
 from botapp.telegram.media import media_problem
+
+log = logging.getLogger(__name__)
 
 # Attachments of one message, at most: five full albums. Our choice (Telegram has no such limit):
 # every recipient costs a call per album, and the API must refuse something before storage fills.
@@ -33,6 +37,11 @@ MAX_ATTACHMENTS = 50
 # Recipients listed in one message, at most (a 100,000-user list is about 1.2 MB of JSON).
 MAX_RECIPIENTS = 1_000_000
 UNKNOWN_SHOWN = 50  # unknown ids named in the error; the rest are counted
+
+
+class AttachmentStoreError(OSError):
+    """The message's files could not be kept (storage full, read-only, gone): nothing of the
+    message was kept either, no row and no partial file. `errno` is the storage's."""
 
 
 @dataclass(frozen=True)
@@ -236,10 +245,10 @@ def _checked(
 
     if not text.strip() and not attachments:
         bad("text", "Give a text or at least one attachment.")
-    elif len(text) > TEXT_LENGTH:
-        bad("text", f"At most {TEXT_LENGTH} characters.")
-    elif len(attachments) == 1 and len(text) > CAPTION_LENGTH:
-        bad("text", f"With one attachment the text is its caption: at most {CAPTION_LENGTH} characters.")
+    else:
+        # The checks the admin's composer and /api/v1/broadcasts/ make (HTML, placeholders, length).
+        for problem in composed_text_problems(text=text, caption=len(attachments) == 1):
+            bad("text", problem)
     try:
         rows = buttons_parse(text=buttons)
     except ValidationError as exc:
@@ -260,7 +269,26 @@ def _checked(
     }
 
 
+UPLOADS = BroadcastAttachment._meta.get_field("upload").storage
+
+
 def _attach(message: Broadcast, attachments: Sequence[AttachmentSpec]) -> None:
+    """The attachment rows and their files. A file that cannot be written (a full or read-only
+    storage) removes every file written here, the partial one too, and raises
+    AttachmentStoreError (the caller's transaction drops the rows)."""
+    written: list[str] = []
+    try:
+        _attach_rows(message, attachments, written)
+    except OSError as exc:
+        for name in written:
+            try:
+                UPLOADS.delete(name)
+            except OSError:
+                log.warning("partial upload not removed message=%s file=%s", message.pk, name)
+        raise AttachmentStoreError(exc.errno, f"attachment not stored: {exc.strerror or exc}") from exc
+
+
+def _attach_rows(message: Broadcast, attachments: Sequence[AttachmentSpec], written: list[str]) -> None:
     for position, item in enumerate(attachments):
         row = BroadcastAttachment(
             broadcast=message,
@@ -271,7 +299,12 @@ def _attach(message: Broadcast, attachments: Sequence[AttachmentSpec]) -> None:
             size=item.size,
         )
         if item.upload is not None:
-            row.upload.save(row.file_name or "file", item.upload, save=False)
+            # The name chosen first, so that a write that fails half-way leaves a name to remove.
+            storage = row.upload.storage
+            name = storage.get_available_name(row.upload.field.generate_filename(row, row.file_name or "file"))
+            written.append(name)
+            row.upload.name = storage.save(name, item.upload)
+            written[-1] = row.upload.name
         row.save()
 
 

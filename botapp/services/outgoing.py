@@ -21,6 +21,7 @@ from django.db import IntegrityError, transaction
 from botapp import clock
 from botapp.models import ButtonClick, SendStatus, TelegramUser
 from botapp.models.buttons import ButtonSpec, buttons_parse
+from botapp.services.telegram_html import telegram_html_length
 from botapp.services.users import unreachable_state
 from botapp.telegram.gateway import (
     Button,
@@ -164,7 +165,7 @@ class Outgoing:
         albums = albums_of(media=self.attachments)
         if len(albums) == 1 and len(albums[0]) == 1:
             return gateway.send_media(chat_id, albums[0][0], caption=self.text, buttons=buttons, protect=self.protect)
-        as_caption = not buttons and len(self.text) <= CAPTION_LENGTH
+        as_caption = not buttons and telegram_html_length(text=self.text) <= CAPTION_LENGTH
         sent: list[Sent] = []
         try:
             for album in albums:

@@ -12,6 +12,8 @@ from __future__ import annotations
 from html import escape
 from html.parser import HTMLParser
 
+from botapp.telegram.limits import utf16_length
+
 # tag -> attributes it may carry
 TAGS = {
     "b": set(),
@@ -46,6 +48,7 @@ class _Reader(HTMLParser):
         self.problems: list[str] = []
         self.open: list[str] = []
         self.out: list[str] = []
+        self.length = 0  # UTF-16 units of the text users see (tags gone, entities decoded)
 
     def handle_starttag(self, tag, attrs):
         line = self.getpos()[0]
@@ -84,6 +87,7 @@ class _Reader(HTMLParser):
         self.out.append(f"</{PREVIEW.get(tag, tag)}>")
 
     def handle_data(self, data):
+        self.length += utf16_length(data)
         self.out.append(escape(data))
 
     def close(self):
@@ -124,3 +128,9 @@ def telegram_html_preview(*, text: str) -> str:
     their browser equivalents), each closed, so nothing the operator wrote can style the page
     around it. Not marked safe: the caller marks it."""
     return "".join(_read(text).out)
+
+
+def telegram_html_length(*, text: str) -> int:
+    """How long Telegram counts `text` (Telegram HTML) against its limits: the UTF-16 code units
+    of what users see once the HTML is parsed (tags gone, `&lt;` one character)."""
+    return _read(text).length

@@ -16,6 +16,7 @@ from pyrogram import types as ptypes
 from pyrogram.handlers import CallbackQueryHandler, ChatJoinRequestHandler, MessageHandler, RawUpdateHandler
 
 from botapp.metrics import UPDATE_SECONDS
+from botapp.telegram.entities import entities_html
 from botapp.telegram.gateway import CallbackQuery, ChannelPost, IncomingMessage, Media, ReplyTo, TgUser
 from config.error_reports import TEXTS_TO_HIDE
 
@@ -90,7 +91,7 @@ def channel_post_from(m: ptypes.Message) -> ChannelPost:
         chat_id=m.chat.id,
         message_id=m.id,
         text=clean(text),
-        html=clean(text.html) if text else "",
+        html=clean(entities_html(text)),
         media=media,
         media_group_id=m.media_group_id,
     )

@@ -1,6 +1,8 @@
 """The OpenAPI schema the API serves is valid OpenAPI 3, and the API keeps to it: schemathesis
-generates requests from the served schema (bounded: a few examples per operation) and checks that
-no answer is a server error and every answer is one the schema documents."""
+generates requests from the served schema and sends them through the real WSGI application, with
+the server's own validation (bounded: EXAMPLES per operation and mode, derandomized). Requests that
+fit the schema get answers the schema documents; requests that do not (wrong types, numbers out of
+range, missing fields) get a JSON 4xx; neither ever gets a server error."""
 
 import pytest
 import schemathesis
@@ -10,6 +12,7 @@ from django.db import close_old_connections
 from drf_spectacular.validation import validate_schema
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error
+from schemathesis.generation import GenerationMode
 from schemathesis.specs.openapi.checks import content_type_conformance, response_schema_conformance, status_code_conformance
 
 from api.clients import apiclient_create
@@ -68,6 +71,14 @@ def served_schema(db, settings):
 
 
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
+EXAMPLES = 25  # per operation and mode: about a minute for the whole API
+
+
+def answers_json(ctx, response, case):
+    """Every answer of the API is JSON, errors included (never the admin's HTML)."""
+    content_type = {k.lower(): v for k, v in response.headers.items()}.get("content-type", [""])[0]
+    if response.status_code != 204 and not content_type.startswith("application/json"):
+        raise AssertionError(f"{case.method} {case.formatted_path}: {response.status_code} answered as {response.headers}")
 
 
 @pytest.mark.slow
@@ -79,9 +90,23 @@ def test_the_api_keeps_to_its_schema(served_schema):
     for operation in operations:
 
         @given(case=operation.as_strategy())
-        @settings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True, database=None)
+        @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True, database=None)
         def keeps_to_schema(case):
             response = case.call(headers={"Authorization": f"Bearer {TOKEN['value']}"})
             case.validate_response(response, checks=CHECKS)
 
         keeps_to_schema()
+
+
+@pytest.mark.slow
+def test_requests_outside_the_schema_get_a_json_4xx_never_a_500(served_schema):
+    operations = [result.ok() for result in served_schema.get_all_operations()]
+    for operation in operations:
+
+        @given(case=operation.as_strategy(generation_mode=GenerationMode.NEGATIVE))
+        @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True, database=None)
+        def refused_cleanly(case):
+            response = case.call(headers={"Authorization": f"Bearer {TOKEN['value']}"})
+            case.validate_response(response, checks=[not_a_server_error, answers_json])
+
+        refused_cleanly()

@@ -187,3 +187,20 @@ def test_bot_settings_refuse_a_bad_channel_post_button_or_marker(admin_client, s
     assert response.status_code == 302
     conf = BotSettings.load()
     assert (conf.channel_post_button, conf.premium_button_url) == ("Join | https://t.me/+news", "https://x.example/p")
+
+
+def test_help_lists_the_admin_commands_for_admins_only(box):
+    (admin_help,) = said(box, "1000: /help").texts(1000)
+    assert admin_help.startswith("Open a file link") and "Admin commands" in admin_help and "/broadcast" in admin_help
+    assert "/ban <user id>" in admin_help  # as Telegram shows the HTML
+    (user_help,) = said(box, "1001: /help").texts(1001)
+    assert "Admin commands" not in user_help and "/ban" not in user_help
+
+
+def test_an_admins_plain_text_is_told_how_to_broadcast_it(box):
+    assert said(box, "1000: Big news today").texts(1000) == [
+        "To send this to every active user, reply to it with /broadcast (/pbroadcast pins it). "
+        "Files and forwarded storage-channel posts are stored. /help lists the admin commands."
+    ]
+    assert said(box, "1001: Big news today").texts(1001) == [UNKNOWN]
+    assert said(box, "1000: /nosuchcommand").texts(1000) == [UNKNOWN]

@@ -229,3 +229,15 @@ def test_the_command_exits_non_zero_with_one_line(tmp_path):
     assert done.stderr.strip().splitlines() == [
         f"CommandError: {path}: cannot tell the format from the extension; give --format csv, json or sqlite"
     ]
+
+
+def test_a_deeply_nested_file_or_line_and_a_timestamp_beyond_the_calendar_are_refused_in_one_line(tmp_path):
+    nested = tmp_path / "nested.json"
+    nested.write_text("[" * 50000 + "]" * 50000)
+    with pytest.raises(CommandError, match="nested too deeply to read as JSON"):
+        run(nested)
+    lines = tmp_path / "lines.json"
+    lines.write_text('{"_id": 1001}\n' + "[" * 50000 + "]" * 50000 + "\n" + '{"_id": 1002, "joined": 99999999999999999}\n')
+    out = run(lines)
+    assert "line 2: nested too deeply to read as JSON" in out and "is not a date" in out
+    assert list(TelegramUser.objects.values_list("telegram_id", flat=True)) == [1001]

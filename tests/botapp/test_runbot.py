@@ -44,3 +44,27 @@ def test_runbot_names_malformed_variables():
     assert "API_ID must be a number" in result.stderr
     assert "ADMIN_IDS must be comma-separated" in result.stderr
     assert "API_HASH" not in result.stderr
+
+
+@pytest.mark.slow
+def test_runbot_and_check_refuse_an_empty_secret_key_with_debug_off_naming_it():
+    offline = {"TELEGRAM_OFFLINE": "1", "ADMIN_IDS": "1000", "DEBUG": "0", "SECRET_KEY": ""}
+    result = manage("runbot", env=offline)
+    assert result.returncode == 2 and "SECRET_KEY is not set" in result.stderr
+    check = manage("check", env=offline)
+    assert check.returncode != 0 and "botapp.E002" in check.stderr and "SECRET_KEY is not set" in check.stderr
+
+
+def test_runbot_warns_at_start_when_no_one_is_an_admin(settings, monkeypatch, capsys):
+    from django.core.management import call_command
+
+    from botapp.management.commands import runbot
+
+    settings.TELEGRAM_OFFLINE, settings.ADMIN_IDS = True, ""
+    monkeypatch.setattr(runbot.Command, "serve", lambda self, config, threads: _done())
+    call_command("runbot")
+    assert "ADMIN_IDS is empty: no one can use the admin commands" in capsys.readouterr().err
+
+
+async def _done():
+    return None

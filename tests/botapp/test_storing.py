@@ -132,3 +132,23 @@ def test_a_broken_shortener_falls_back_to_the_direct_link(stub_server):
 def test_none_means_direct_links():
     assert shortener_for(api_url="none", api_key="").shorten("https://t.me/x") == "https://t.me/x"
     assert shortener_for(api_url="", api_key="").shorten("https://t.me/x") == "https://t.me/x"
+
+
+def test_with_the_storage_channel_lost_an_admins_upload_is_told_so_and_nothing_is_stored(telegram, bot, gateway, conf):
+    from botapp.bot.router import SORRY
+    from botapp.models import StoredFile
+    from tests.transcripts import printed, sandbox
+
+    box = sandbox(telegram, bot, gateway, as_json=False)
+    out = printed(box, "storage channel lost", "1000 sends document report.pdf Price list")
+    assert 'send "Not stored: the storage channel -1001000000001 is' in out
+    assert SORRY not in out and not StoredFile.objects.exists()
+
+
+def test_with_the_storage_channel_lost_a_post_there_is_not_heard_and_the_sandbox_goes_on(telegram, bot, gateway, conf):
+    from tests.transcripts import printed, sandbox
+
+    box = sandbox(telegram, bot, gateway, as_json=False)
+    out = printed(box, "storage channel lost", "post Hello", "1001: /start")
+    assert "runbot does not hear of it: the bot is no longer in the storage channel" in out
+    assert 'send "Hello User1001!' in out

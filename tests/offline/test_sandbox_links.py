@@ -40,7 +40,10 @@ def test_a_setting_the_form_would_refuse_is_refused(box):
     assert results == [False, False, False]
     assert out[0] == ".. Bot settings: channel_post_links: Select a valid choice. sideways is not one of the available choices."
     assert out[1].startswith(".. Bot settings: no_such_field: Bot settings have no 'no_such_field': ")
-    assert out[2] == ".. Bot settings: legacy_channel_id: A channel id looks like -1001234567890 (the old bot's CHANNEL_ID)."
+    assert out[2] == (
+        ".. Bot settings: legacy_channel_id: A channel id looks like -1001234567890: from -1997852516352 to "
+        "-1000000000001 (got 5; forward a post of the channel to @userinfobot to read its id)."
+    )
     assert BotSettings.load().channel_post_links == "off"
 
 

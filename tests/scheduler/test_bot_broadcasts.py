@@ -147,13 +147,15 @@ def test_post_chat_in_the_source_channel_reaches_every_active_user(channel_box, 
     )
 
 
-def test_a_channel_post_keeps_its_formatting_and_media_and_gets_the_button(channel_box, telegram, conf):
+def test_a_channel_post_keeps_its_text_as_written_and_its_media_and_gets_the_button(channel_box, telegram, conf):
     conf.channel_post_button = "Join us | https://t.me/+news"
     conf.save()
-    telegram.post(STORAGE, "/chat <b>Sale</b> ends today")  # Telegram HTML, as an admin would format it
+    # Typed, not formatted: the brackets are text (formatting arrives as entities, which
+    # tests/botapp/telegram/test_entities.py follows into the HTML that is sent).
+    telegram.post(STORAGE, "/chat <b>Sale</b> ends today & tomorrow")
     source_bot_pump(channel_box)
     message = telegram.bot_messages(1001)[-1]
-    assert message.text == "Sale ends today" and [type(e).__name__ for e in message.entities] == ["MessageEntityBold"]
+    assert message.text == "<b>Sale</b> ends today & tomorrow" and not message.entities
     assert [[b.text for b in row] for row in message.buttons] == [["Join us"]]
 
     from botapp.telegram.gateway import Media
@@ -162,6 +164,13 @@ def test_a_channel_post_keeps_its_formatting_and_media_and_gets_the_button(chann
     source_bot_pump(channel_box)
     message = telegram.bot_messages(1002)[-1]
     assert (message.media, message.text) == (Media("photo", "cover.jpg"), "New cover")
+
+
+def test_a_channel_post_reaches_users_with_its_brackets_and_ampersands(channel_box, telegram):
+    out = said(channel_box, "post /chat Price < 5 & see <notes> here", "post /chat <b>unclosed")
+    for user in USERS:
+        assert out.texts(user) == ["Price < 5 & see <notes> here", "<b>unclosed"]
+        assert not telegram.bot_messages(user)[-1].entities  # not bold: nobody made it bold
 
 
 def source_bot_pump(box):

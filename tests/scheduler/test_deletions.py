@@ -55,9 +55,10 @@ def test_messages_telegram_will_not_delete_are_dropped_not_retried(telegram, gat
     old = schedule(gateway, 1, minutes=0)
     clock.clock_advance(timedelta(hours=49))  # the bot's 48-hour window is over
 
-    assert sweep(gateway) == (1, 0, 1)
+    assert sweep(gateway) == (0, 1, 1)  # counted as failed (the dashboard shows it), not retried
     assert not PendingDeletion.objects.exists()
     assert not telegram.message(1, old.message_ids[0]).deleted
+    assert telegram.bot_messages(1)[-1].text == "file 1"  # no "Previous message was deleted."
 
 
 @pytest.mark.django_db
@@ -208,3 +209,18 @@ def test_the_job_deletes_in_many_chats_with_one_call_per_hundred_messages(telegr
         (notice,) = telegram.bot_messages(chat)  # the file is gone
         assert notice.id != row.message_ids[0]
         assert [b.text for b in notice.buttons[0]] == ["♻️ Get files again", "❌ Close"]
+
+
+@pytest.mark.django_db
+def test_past_the_48_hour_window_no_notice_claims_a_deletion(telegram, bot, gateway, conf, stored):
+    """Verification off, a delivery, then `wait 49h`: the sweep comes too late for Telegram to
+    delete, so the user is not told "Previous message was deleted." while the files are there."""
+    from tests.transcripts import said, sandbox
+
+    box = sandbox(telegram, bot, gateway)
+    delivered = said(box, f"1001: /start {stored.share_id}")
+    copies = [r["message_ids"][0] for r in delivered.to(1001, "copy")]
+    out = said(box, "wait 49h")
+    assert out.texts(1001) == [] and out.to(1001, "delete") == []
+    assert not any(telegram.message(1001, i).deleted for i in copies)
+    assert not PendingDeletion.objects.exists()

@@ -36,6 +36,10 @@ class Command(BaseCommand):
                 self.stderr.write(f"  - {problem}")
             self.stderr.write("Set these in the environment or in .env (see .env.example).")
             sys.exit(2)
+        if not config.admin_ids:
+            self.stderr.write(
+                "runbot: warning: ADMIN_IDS is empty: no one can use the admin commands (/ban, /broadcast, storing files)."
+            )
         try:
             asyncio.run(self.serve(config, threads=options["threads"]))
         except ConfigError as exc:  # Telegram refused the credentials at sign-in

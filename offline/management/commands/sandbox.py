@@ -37,7 +37,15 @@ class Command(BaseCommand):
         self._verbosity = options["verbosity"]
         if options["fresh"]:
             database_recreate()
-        self.sandbox(as_json=options["json"], demo=options["demo"])
+        # Log lines carry the sandbox's clock (moved by `wait`), as the conversation's notes do.
+        handlers = list(logging.getLogger().handlers)
+        for handler in handlers:
+            handler.addFilter(sandbox_clock_stamp)
+        try:
+            self.sandbox(as_json=options["json"], demo=options["demo"])
+        finally:
+            for handler in handlers:
+                handler.removeFilter(sandbox_clock_stamp)
 
     def sandbox(self, *, as_json: bool, demo: bool) -> None:
         from django.test.utils import override_settings
@@ -53,6 +61,7 @@ class Command(BaseCommand):
         if self._verbosity < 2:
             # Job and service logs would drown the conversation; --verbosity 2 shows them.
             logging.getLogger().setLevel(logging.WARNING)
+
         call_command("migrate", verbosity=0, interactive=False)
         # The sandbox runs background work itself (a queued broadcast is sent at once, jobs on
         # `wait`): Celery's wake-ups go to an in-memory broker, never to a real one.
@@ -109,6 +118,15 @@ class Command(BaseCommand):
                 bot.stop()
         if failures and not interactive:
             sys.exit(1)
+
+
+def sandbox_clock_stamp(record: logging.LogRecord) -> bool:
+    """A logging filter: the record's time is the sandbox's clock, not the wall clock."""
+    from botapp import clock
+
+    moment = clock.now().timestamp()
+    record.created, record.msecs = moment, (moment % 1) * 1000
+    return True
 
 
 def database_recreate() -> None:
