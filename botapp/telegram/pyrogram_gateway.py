@@ -37,6 +37,7 @@ from pyrogram import Client, enums, errors, raw, types, utils
 from pyrogram.file_id import FileId
 from pyrogram.session import Session
 
+from botapp.telegram.entities import entities_html
 from botapp.telegram.gateway import (
     DELETE_CHUNK,
     BadRequest,
@@ -254,7 +255,9 @@ def copy_source(message: types.Message) -> CopySource:
 
 
 def _html(text) -> str:
-    return text.html if text else ""
+    """A caption kurigram parsed, back as Telegram HTML with every character as written (kurigram's
+    Str.html does not escape plain text: "a < b" lost its "<")."""
+    return entities_html(text) if text else ""
 
 
 def markup(buttons: Keyboard | None) -> types.InlineKeyboardMarkup | None:

@@ -232,19 +232,14 @@ def get_channels(server, query):
 # --- sending ---------------------------------------------------------------------------------------
 
 
-def utf16_units(text: str) -> int:
-    """Telegram counts a text's length in UTF-16 code units (an emoji outside the BMP is two)."""
-    return len(text.encode("utf-16-le")) // 2
-
-
 def check_text(text: str, *, caption: bool) -> None:
     if caption:
-        if utf16_units(text) > limits.CAPTION_LENGTH:
+        if limits.utf16_length(text) > limits.CAPTION_LENGTH:
             raise RpcFault("MEDIA_CAPTION_TOO_LONG")
         return
     if not text.strip():
         raise RpcFault("MESSAGE_EMPTY")
-    if utf16_units(text) > limits.TEXT_LENGTH:
+    if limits.utf16_length(text) > limits.TEXT_LENGTH:
         raise RpcFault("MESSAGE_TOO_LONG")
 
 
@@ -252,7 +247,7 @@ def check_markup(markup) -> None:
     for row in buttons_of_raw(markup):
         for b in row:
             data = getattr(b.type, "data", None)
-            if data is not None and len(data) > limits.CALLBACK_DATA_BYTES:
+            if data is not None and len(data) > limits.CALLBACK_DATA_BYTES:  # bytes (TL bytes)
                 raise RpcFault("BUTTON_DATA_INVALID")
             url = getattr(b.type, "url", None)
             if url is not None and not button_url_valid(url):

@@ -70,11 +70,6 @@ def test_a_channel_post_read_from_telegram_keeps_its_formatting_and_its_brackets
 
 
 @pytest.mark.django_db
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs botapp/telegram/pyrogram_gateway.py's _html to call botapp.telegram.entities.entities_html "
-    "(the file is being changed on another branch)",
-)
 def test_previouscaption_keeps_the_brackets_and_ampersands_the_admin_wrote(telegram, bot, gateway, conf):
     from botapp.models import StoredFile
 
