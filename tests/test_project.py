@@ -1,7 +1,6 @@
 """Project-wide checks an operator relies on: migrations match the models, production settings are sound."""
 
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -35,36 +34,6 @@ def test_check_deploy_with_production_settings_is_clean():
     result = run("check", "--deploy", "--fail-level", "WARNING", env={**env, "SECURE_HSTS_PRELOAD": "1"})
     assert result.returncode == 0, result.stdout + result.stderr
     assert "System check identified no issues" in result.stdout
-
-
-# Markdown links [t](x), reference links [t]: x, HTML href="x", and paths written as code: `../x`.
-LINK_TARGETS = re.compile(r"\]\(\s*<?([^)\s>]+)|^\s*\[[^\]]+\]:\s*<?(\S+?)>?\s*$|href=[\"']([^\"']+)|`(\.\./[^`\s]*)`", re.M)
-
-
-def links_leaving(doc: Path, text: str) -> list[str]:
-    """Relative links (and `../` paths) in a Markdown file that lead outside the repository or nowhere."""
-    bad = []
-    for groups in LINK_TARGETS.findall(text):
-        target = next(g for g in groups if g)
-        if re.match(r"[a-z][a-z0-9+.-]*:", target, re.I) or target.startswith("#"):
-            continue  # a web address or an anchor
-        path = (doc.parent / target.split("#", 1)[0]).resolve()
-        if not path.is_relative_to(ROOT) or not path.exists():
-            bad.append(target)
-    return bad
-
-
-def test_readme_and_docs_link_nowhere_outside_the_repository():
-    """They are read on a clone: a relative link must stay in the repository and lead to a file."""
-    sample = (
-        "[a](../shared/notes.md) [b](docs/design.md) [c](https://t.me/x) <https://my.telegram.org>\n"
-        "[d]: ../../x.md\nDesign: `../shared/ARCHITECTURE.md`, `docs/design.md`.\n"
-    )
-    assert links_leaving(ROOT / "README.md", sample) == ["../shared/notes.md", "../../x.md", "../shared/ARCHITECTURE.md"]
-    docs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-    assert {str(d.relative_to(ROOT)): links_leaving(d, d.read_text()) for d in docs} == {
-        str(d.relative_to(ROOT)): [] for d in docs
-    }
 
 
 def test_health_endpoint(client, db, settings):
