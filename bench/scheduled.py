@@ -6,9 +6,9 @@ Set-up (not measured): `--recipients` users write to the bot on `manage.py teleg
 as runbot would. Then each run, alternating the two cases:
 
   message    POST /api/v1/messages/ with the 100,000 user_ids (JSON, through the whole API stack:
-             Bearer token, throttle, serializer, the unknown-id check in chunks of 10,000, the row),
+             Bearer token, throttle, serializer, the unknown-id check as one query, the row),
              timed (`create`); its time moved to now and `broadcasts_start_due` run, timed
-             (`queue`: one delivery row per listed id, 10,000 ids per INSERT ... SELECT);
+             (`queue`: one delivery row per listed id, one INSERT ... SELECT);
   broadcast  a draft to every active user (the same 100,000) started with broadcast_start, timed
              (`queue`: one INSERT ... SELECT).
 

@@ -1,4 +1,4 @@
-"""Updates -> service calls -> replies. No pyrogram here: `handlers.py` (real Telegram) and the
+"""Updates -> service calls -> replies. No pyrogram here: botapp/telegram/updates.py (real Telegram) and the
 offline sandbox both feed this the same domain updates, so they run the very same code.
 
 Each handler parses, calls services, and replies; business rules live in `botapp/services/`.
