@@ -31,6 +31,7 @@ DEPLOY_IDS_COVERED = {
     "security.W004",  # HSTS
     "security.W008",  # SECURE_SSL_REDIRECT
     "security.W009",  # SECRET_KEY
+    "botapp.E002",  # SECRET_KEY empty with DEBUG off (botapp/checks.py)
     "security.W012",  # SESSION_COOKIE_SECURE
     "security.W016",  # CSRF_COOKIE_SECURE
     "security.W018",  # DEBUG

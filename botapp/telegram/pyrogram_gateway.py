@@ -65,6 +65,7 @@ from botapp.telegram.gateway import (
     chunked,
 )
 from botapp.telegram.kurigram import Abridged, Written, invoke_many, loop_bind, photo_file_id, session_tune
+from botapp.telegram.limits import USER_ID_MAX
 from botapp.telegram.media import ALBUM_FILE_TYPES, MEDIA_FILE_TYPES, media_problem
 
 log = logging.getLogger(__name__)
@@ -230,9 +231,14 @@ def error_to_domain(exc: BaseException, *, send: bool = False) -> TelegramError 
 
 
 def _peer_check(chat_id: int) -> None:
-    """Telegram answers PEER_ID_INVALID to an id outside its ranges; kurigram raises ValueError
-    before asking (utils.get_peer_type). Said as Telegram would, before any call."""
+    """Telegram answers PEER_ID_INVALID to an id outside its ranges (users: 1 to 2**52 - 1, the Bot
+    API's "52 significant bits"; groups and channels: kurigram's utils.get_peer_type, which raises
+    ValueError before asking). Said as Telegram would, before any call."""
+    if 0 < chat_id <= USER_ID_MAX:
+        return
     try:
+        if chat_id > 0:
+            raise ValueError(f"a user id has at most 52 bits: {chat_id}")
         utils.get_peer_type(chat_id)
     except ValueError as exc:
         raise ChatNotFound(f"PEER_ID_INVALID: {exc}") from None

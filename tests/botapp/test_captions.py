@@ -49,7 +49,8 @@ def test_mention_links_to_the_receiving_user(box, telegram):
 
 
 def test_a_long_previous_caption_is_cut_to_fit_and_the_rest_of_the_template_stays(box, telegram):
-    printed(box, "1000 sends document big.pdf " + "<i>" + "word " * 200 + "</i>")
+    # What an admin types is text, not HTML: no tags here (a literal "<i>" reaches users as written).
+    printed(box, "1000 sends document big.pdf " + "word " * 200)
     big = StoredFile.objects.get()
     caption_template("{filename}\n{previouscaption}\nJoin @courier_news")
 

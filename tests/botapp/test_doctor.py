@@ -277,7 +277,10 @@ def test_a_malformed_storage_channel_id_is_named(offline, settings):
     code, lines = doctor("telegram")
 
     assert code == 1
-    assert red(lines) == {"configuration": "STORAGE_CHANNEL_ID must be a channel id like -1001234567890 (got '1234')"}
+    assert red(lines) == {
+        "configuration": "STORAGE_CHANNEL_ID must be a channel id like -1001234567890, from -1997852516352 to "
+        "-1000000000001 (got '1234')"
+    }
 
 
 def test_a_storage_channel_that_does_not_exist_is_named(offline, settings):
