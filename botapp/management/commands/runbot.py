@@ -103,10 +103,15 @@ class Command(BaseCommand):
 
 
 def _remember_username(username: str) -> str:
+    """Record the bot's username in Bot settings (links need it). Reads the row itself, not the
+    cache: a cached copy of a row that is gone (a database restored or emptied while Redis kept
+    it) made the update affect no row, and runbot died at start."""
     from botapp.models import BotSettings
 
-    conf = BotSettings.load()
-    if username and conf.bot_username != username:
+    if not username:
+        return username
+    conf, _ = BotSettings.objects.get_or_create(pk=1)
+    if conf.bot_username != username:
         conf.bot_username = username
         conf.save(update_fields=["bot_username"])
     return username
