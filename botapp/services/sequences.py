@@ -32,6 +32,27 @@ def sequences_enroll(*, user: TelegramUser) -> int:
     return len(rows)
 
 
+def sequences_enroll_campaign(*, user: TelegramUser, payload: str) -> int:
+    """A returning user came through campaign `payload`: schedule, from now, the steps of every
+    enabled sequence that targets exactly that payload and that the user has not had. A step the
+    user already has a row for (sent, skipped, or cancelled by /stop) is never scheduled again
+    (the row's unique constraint). One INSERT, none when nothing targets the payload."""
+    now = clock.now()
+    rows = [
+        SequenceMessage(user=user, step_id=step_id, chat_id=user.telegram_id, due_at=now + timedelta(minutes=delay))
+        for step_id, delay, target in sequence_steps_enabled()
+        if payload and target == payload
+    ]
+    if rows:
+        SequenceMessage.objects.bulk_create(rows, ignore_conflicts=True)
+    return len(rows)
+
+
+def sequence_payloads() -> frozenset[str]:
+    """The start payloads enabled sequences target (from the cached steps: no query)."""
+    return frozenset(payload for _, _, payload in sequence_steps_enabled() if payload)
+
+
 def sequence_steps_enabled() -> list[tuple[int, int, str]]:
     """(step id, delay in minutes, its sequence's start payload) of every enabled sequence's
     steps: runbot needs them for every new user, so they are a HotValue (Redis, and this process

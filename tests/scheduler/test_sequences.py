@@ -91,7 +91,7 @@ def test_stop_skips_the_rest_and_blocking_is_noticed(chat, alice, telegram, gate
     assert texts(telegram, alice)[-1].startswith("You will get no more messages")
     assert TelegramUser.objects.get(telegram_id=BOB.id).state == "blocked"
     assert dict(SequenceMessage.objects.filter(step__delay_minutes=10).values_list("user__telegram_id", "error")) == {
-        alice.id: "user is stopped",
+        alice.id: "cancelled by /stop",  # at once, not when it came due
         BOB.id: "blocked the bot",
     }
 
