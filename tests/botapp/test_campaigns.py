@@ -25,10 +25,10 @@ BOB = TgUser(id=2002, first_name="Bob")
 def campaign():
     """A sequence for everyone and one for the `campaign_x` payload only."""
     everyone = SequenceFactory(name="Everyone")
-    everyone.steps.create(delay_minutes=10, text="For everyone")
+    everyone.steps.create(delay_seconds=600, text="For everyone")
     tagged = SequenceFactory(name="Campaign X", start_payload="campaign_x")
-    tagged.steps.create(delay_minutes=1, text="Campaign X, step 1")
-    tagged.steps.create(delay_minutes=30, text="Campaign X, step 2")
+    tagged.steps.create(delay_seconds=60, text="Campaign X, step 1")
+    tagged.steps.create(delay_seconds=1800, text="Campaign X, step 2")
     return tagged
 
 
@@ -67,14 +67,14 @@ def test_the_file_link_shape_is_the_shape_of_the_links_this_bot_makes(settings):
 
 def test_a_sequence_may_target_a_payload_shaped_like_a_file_link(chat, alice, conf):
     tag = "summer_2025x"  # 12 characters, like a share id
-    SequenceFactory(start_payload=tag).steps.create(delay_minutes=5, text="Summer")
+    SequenceFactory(start_payload=tag).steps.create(delay_seconds=300, text="Summer")
 
     assert [e.text for e in chat(alice, f"/start {tag}")] == [WELCOME]
     assert step_texts(alice.id) == ["Summer"]
 
 
 def test_a_stored_file_wins_over_a_campaign_of_the_same_name(chat, alice, conf, stored):
-    SequenceFactory(start_payload=stored.share_id).steps.create(delay_minutes=5, text="Same name")
+    SequenceFactory(start_payload=stored.share_id).steps.create(delay_seconds=300, text="Same name")
     assert [e.action for e in chat(alice, f"/start {stored.share_id}")][:2] == ["copy", "copy"]
 
 

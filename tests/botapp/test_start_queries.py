@@ -81,7 +81,7 @@ def test_plain_start_by_a_new_user(chat, settings_cached):
 def test_plain_start_by_a_new_user_with_an_onboarding_sequence(chat, settings_cached):
     sequence = SequenceFactory(name="Welcome")
     for delay in (10, 60, 600):
-        SequenceStepFactory(sequence=sequence, delay_minutes=delay, text="Hi")
+        SequenceStepFactory(sequence=sequence, delay_seconds=delay * 60, text="Hi")
     events, queries = counted(chat, TgUser(id=5001, first_name="New"), "/start")
     assert len(queries) == 4, listing(queries)  # saving the steps forgot them: read again, once
 
@@ -93,7 +93,7 @@ def test_plain_start_by_a_new_user_with_an_onboarding_sequence(chat, settings_ca
 
 
 def test_campaign_starts_new_and_returning(chat, settings_cached):
-    SequenceStepFactory(sequence=SequenceFactory(start_payload="campaign_x"), delay_minutes=1, text="Hi")
+    SequenceStepFactory(sequence=SequenceFactory(start_payload="campaign_x"), delay_seconds=60, text="Hi")
     chat(TgUser(id=5001, first_name="First"), "/start campaign_x")  # saving the step forgot the steps: read again
 
     events, queries = counted(chat, TgUser(id=5002, first_name="New"), "/start campaign_x")

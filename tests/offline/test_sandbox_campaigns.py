@@ -23,8 +23,8 @@ wait 1h
 @pytest.mark.django_db(transaction=True)  # the sequence sender's pool threads read the users runbot stored
 def test_a_campaign_stop_and_return_in_the_sandbox(monkeypatch):
     campaign = SequenceFactory(name="Campaign X", start_payload="campaign_x")
-    campaign.steps.create(delay_minutes=1, text="Campaign X, step 1")
-    campaign.steps.create(delay_minutes=30, text="Campaign X, step 2")
+    campaign.steps.create(delay_seconds=60, text="Campaign X, step 1")
+    campaign.steps.create(delay_seconds=1800, text="Campaign X, step 2")
     out = io.StringIO()
     monkeypatch.setattr(sys, "stdin", io.StringIO(LINES))
 
