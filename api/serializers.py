@@ -362,6 +362,7 @@ class TelegramUserSerializer(serializers.ModelSerializer):
             "last_name",
             "language_code",
             "start_payload",
+            "last_start_payload",
             "state",
             "joined_at",
             "last_seen_at",

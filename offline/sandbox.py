@@ -471,12 +471,12 @@ def demo_setup(telegram: TelegramServer, *, storage_channel_id: int):
 
     sequence = Sequence.objects.create(name="Demo onboarding")
     sequence.steps.create(
-        delay_minutes=10,
+        delay_seconds=600,
         text="Welcome aboard! Our channel has news every day.",
         buttons="📣 Open the channel | https://t.me/courier_news | channel",
     )
     sequence.steps.create(
-        delay_minutes=60,
+        delay_seconds=3600,
         text="Still not in our channel? You are missing the daily news.",
         condition="not_clicked",
         condition_button="channel",

@@ -146,7 +146,7 @@ class SequenceStepFactory(factory.django.DjangoModelFactory):
         model = SequenceStep
 
     sequence = factory.SubFactory(SequenceFactory)
-    delay_minutes = 1
+    delay_seconds = 60
     text = "Hello"
 
 

@@ -15,7 +15,7 @@ from botapp.models import (
 class SequenceStepForm(ComposedMessageForm):
     class Meta:
         model = SequenceStep
-        fields = ("delay_minutes", "text", "media_kind", "media", "buttons", "protect_content", "condition", "condition_button")
+        fields = ("delay_seconds", "text", "media_kind", "media", "buttons", "protect_content", "condition", "condition_button")
 
 
 class SequenceStepInline(StackedInline):
@@ -43,11 +43,15 @@ class SequenceAdmin(ModelAdmin):
 @admin.register(SequenceStep)
 class SequenceStepAdmin(ModelAdmin):
     form = SequenceStepForm
-    list_display = ("sequence", "delay_minutes", "short_text", "condition", "condition_button")
+    list_display = ("sequence", "delay", "short_text", "condition", "condition_button")
     list_filter = ("sequence", "condition")
     search_fields = ("text", "sequence__name", "condition_button")
     list_select_related = ("sequence",)
     fields = ("sequence", *SequenceStepForm.Meta.fields)
+
+    @admin.display(description="after", ordering="delay_seconds")
+    def delay(self, obj):
+        return obj.delay_text
 
     @admin.display(description="text")
     def short_text(self, obj):

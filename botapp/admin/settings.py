@@ -41,7 +41,20 @@ class BotSettingsAdmin(ModelAdmin):
                 )
             },
         ),
-        ("Texts", {"fields": ("welcome_text", "help_text", "about_text", "faq_text", "deleted_notice_text")}),
+        (
+            "Texts",
+            {
+                "fields": (
+                    "welcome_text",
+                    "welcome_back_text",
+                    "help_text",
+                    "about_text",
+                    "faq_text",
+                    "deleted_notice_text",
+                    "retired_commands",
+                )
+            },
+        ),
         ("Links", {"fields": ("channel_post_links", "legacy_channel_id")}),
         (
             "Premium users",

@@ -10,6 +10,7 @@ from django import forms
 from botapp.config import storage_channel_load
 from botapp.models import BotSettings, ForceSubChannel
 from botapp.models.buttons import button_text_problem
+from botapp.models.settings import retired_commands_parse
 from botapp.services.captions import LONGEST, caption_template_problems
 from botapp.services.composed import text_length_problem
 from botapp.services.telegram_html import telegram_html_check
@@ -19,7 +20,7 @@ from botapp.telegram.gateway import TgUser
 # The placeholders text_render fills for the user who wrote (botapp/services/texts.py).
 USER_PLACEHOLDERS = ("first_name", "last_name", "username", "mention")
 # Texts sent to one user, with those placeholders; the rest are sent as written.
-PERSONAL_TEXTS = ("welcome_text", "help_text", "about_text", "faq_text")
+PERSONAL_TEXTS = ("welcome_text", "welcome_back_text", "help_text", "about_text", "faq_text")
 PLAIN_TEXTS = ("deleted_notice_text", "file_caption", "premium_text")  # file_caption: its own placeholders, checked below
 # The user the texts' lengths are checked for: every placeholder at its longest (Telegram's limits).
 LONGEST_USER = TgUser(
@@ -117,6 +118,20 @@ class BotSettingsForm(forms.ModelForm):
         text = self.cleaned_data.get("premium_button_text") or ""
         if problem := button_text_problem(text=text):
             raise forms.ValidationError(problem[0].upper() + problem[1:])
+        return text
+
+    def clean_retired_commands(self):
+        text = self.cleaned_data.get("retired_commands") or ""
+        try:
+            notes = retired_commands_parse(text=text)  # the model's validator has said what is wrong, if anything
+        except ValueError:
+            return text
+        problems = []
+        for command, note in notes.items():  # each note is a message of its own, sent as written
+            for problem in [*telegram_html_check(text=note), *filter(None, [text_length_problem(text=note)])]:
+                problems.append(f"/{command}: {problem}")
+        if problems:
+            raise forms.ValidationError(problems)
         return text
 
     def clean_file_caption(self):

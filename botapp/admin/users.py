@@ -23,7 +23,7 @@ from botapp.services.moderation import ban_in_force_q, users_ban, users_unban
 from botapp.services.users import users_verification_reset
 
 # What Telegram tells us (and runbot keeps up to date): never typed by an operator.
-TELEGRAM_FIELDS = ("telegram_id", "username", "first_name", "last_name", "language_code", "start_payload")
+TELEGRAM_FIELDS = ("telegram_id", "username", "first_name", "last_name", "language_code", "start_payload", "last_start_payload")
 BAN_DAYS = 30
 ACTIVITY_ROWS = 10  # per kind on a user's page; the rest through "all …"
 
@@ -98,7 +98,7 @@ class TelegramUserAdmin(ModelAdmin):
         "joined_at",
     )
     list_filter_submit = True  # the payload filter is typed
-    search_fields = ("=telegram_id", "username", "first_name", "last_name", "start_payload")
+    search_fields = ("=telegram_id", "username", "first_name", "last_name", "start_payload", "last_start_payload")
     search_help_text = "A Telegram id, @username, name or start payload."
     date_hierarchy = "joined_at"
     fieldsets = (

@@ -15,7 +15,7 @@ from botapp.services import batches, users
 from botapp.services.broadcast_bot import channel_post_broadcast
 from botapp.services.channel_posts import post_link_attach
 from botapp.services.delivery import Delivery, channels_missing
-from botapp.services.sequences import sequences_enroll
+from botapp.services.sequences import sequence_payloads, sequences_enroll, sequences_enroll_campaign
 from botapp.services.shortener import shortener_for
 from botapp.services.stats import stat_today
 from botapp.services.texts import text_render
@@ -160,21 +160,31 @@ class Router:
                 handler(msg, arg.strip())
                 return
         users.user_seen(tg=msg.user)
-        self.gateway.send_text(msg.chat_id, ADMIN_TEXT if msg.user.id in self.admin_ids and not text.startswith("/") else UNKNOWN)
+        if not text.startswith("/"):
+            self.gateway.send_text(msg.chat_id, ADMIN_TEXT if msg.user.id in self.admin_ids else UNKNOWN)
+            return
+        # A command the operator's previous bot had (Bot settings): its note, not "I did not understand".
+        self.gateway.send_text(msg.chat_id, BotSettings.load().retired_command_note(command) or UNKNOWN)
 
     # --- commands -------------------------------------------------------------------------------
 
     def cmd_start(self, msg: IncomingMessage, payload: str) -> None:
+        """/start: a file or verification link is answered by the delivery; anything else (no
+        payload, or a campaign tag) gets the welcome, or "welcome back" for a returning user, who
+        is enrolled only in the sequences of a campaign they had not come through yet."""
         user, created = users.user_seen(tg=msg.user, start_payload=payload)
         if created:
             sequences_enroll(user=user)
         else:
             users.user_resume(user=user)
         conf = BotSettings.load()
-        if payload:
-            self.delivery(user, msg.chat_id, conf, new_user=created).request(payload)
-        else:
-            self.gateway.send_text(msg.chat_id, text_render(template=conf.welcome_text, tg=msg.user))
+        if payload and self.delivery(user, msg.chat_id, conf, new_user=created).request(payload, campaigns=sequence_payloads()):
+            return
+        if not created and payload:  # a campaign tag: it becomes their latest, and its sequences start if new to them
+            users.user_payload_record(user=user, payload=payload)
+            sequences_enroll_campaign(user=user, payload=payload)
+        template = conf.welcome_text if created else conf.welcome_back_text
+        self.gateway.send_text(msg.chat_id, text_render(template=template, tg=msg.user))
 
     def delivery(self, user: TelegramUser, chat_id: int, conf: BotSettings, *, new_user: bool = False) -> Delivery:
         return Delivery(
@@ -205,7 +215,10 @@ class Router:
     def cmd_stop(self, msg: IncomingMessage, arg: str) -> None:
         user, _ = users.user_seen(tg=msg.user)
         if users.user_stop(user=user):
-            reply = "You will get no more messages from me. Send /start any time to come back."
+            reply = (
+                "You will get no more messages from me, and the onboarding messages still to come are "
+                "cancelled for good. Send /start any time to get news again."
+            )
         else:
             reply = "You had already stopped messages. Send /start to get them again."
         self.gateway.send_text(msg.chat_id, reply)

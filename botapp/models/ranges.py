@@ -13,7 +13,7 @@ VERIFICATION_HOURS_MAX = 365 * 24  # a verification lasts at most a year
 TOKEN_TTL_MINUTES_MAX = 7 * DAY_MINUTES  # an unused verification token lives at most a week
 DAILY_TOKEN_LIMIT_MAX = 1000  # verification links per user per day
 BYPASS_SECONDS_MAX = 3600  # returning with a token faster than this is a bypass
-SEQUENCE_DELAY_MINUTES_MAX = 365 * DAY_MINUTES  # an onboarding step comes at most a year after /start
+SEQUENCE_DELAY_SECONDS_MAX = 365 * DAY_MINUTES * 60  # an onboarding step comes at most a year after /start
 
 
 def channel_id_validate(value: int | None) -> None:

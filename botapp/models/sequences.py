@@ -11,7 +11,7 @@ from botapp import clock
 from botapp.models.broadcasts import Broadcast
 from botapp.models.buttons import KEY_RE
 from botapp.models.outgoing import OutgoingSend, SendStatus, send_statuses
-from botapp.models.ranges import SEQUENCE_DELAY_MINUTES_MAX
+from botapp.models.ranges import SEQUENCE_DELAY_SECONDS_MAX
 from botapp.models.users import TelegramUser
 
 # Telegram's deep-link payloads: "up to 64 characters; A-Z, a-z, 0-9, _ and -" (Bot API, deep linking).
@@ -50,9 +50,10 @@ class SequenceStep(models.Model):
         CLICKED = "clicked", "Only if the user HAS clicked the button"
 
     sequence = models.ForeignKey(Sequence, on_delete=models.CASCADE, related_name="steps")
-    delay_minutes = models.PositiveIntegerField(
-        validators=[MaxValueValidator(SEQUENCE_DELAY_MINUTES_MAX)],
-        help_text=f"Sent this long after the user's first /start: 0 to {SEQUENCE_DELAY_MINUTES_MAX} minutes (a year).",
+    delay_seconds = models.PositiveIntegerField(
+        validators=[MaxValueValidator(SEQUENCE_DELAY_SECONDS_MAX)],
+        help_text=f"Sent this many seconds after the user's /start (e.g. 40, 180 for 3 min, 7200 for 2 h): "
+        f"0 to {SEQUENCE_DELAY_SECONDS_MAX:,} (a year).",
     )
     text = models.TextField(help_text="Message text, or the caption with media. Telegram HTML allowed.")
     media_kind = models.CharField(max_length=16, choices=Broadcast.MediaKind.choices, blank=True)
@@ -63,10 +64,24 @@ class SequenceStep(models.Model):
     condition_button = models.CharField(max_length=64, blank=True, help_text="The click key the condition looks at.")
 
     class Meta:
-        ordering = ["sequence", "delay_minutes", "id"]
+        ordering = ["sequence", "delay_seconds", "id"]
 
     def __str__(self) -> str:
-        return f"{self.sequence}: after {self.delay_minutes} min"
+        return f"{self.sequence}: after {self.delay_text}"
+
+    @property
+    def delay_text(self) -> str:
+        """The delay as an operator reads it: "40 s", "3 min", "1 day 2 h 30 s"."""
+        days, rest = divmod(self.delay_seconds, 86400)
+        hours, rest = divmod(rest, 3600)
+        minutes, seconds = divmod(rest, 60)
+        parts = [
+            f"{days} day{'s' * (days != 1)}" if days else "",
+            f"{hours} h" if hours else "",
+            f"{minutes} min" if minutes else "",
+        ]
+        parts.append(f"{seconds} s" if seconds or not any(parts) else "")
+        return " ".join(p for p in parts if p)
 
     def clean(self):
         if self.condition != self.Condition.ALWAYS and not self.condition_button:

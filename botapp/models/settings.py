@@ -1,6 +1,7 @@
 """The bot's behaviour, edited in the admin."""
 
 import logging
+import re
 
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
@@ -33,6 +34,32 @@ def marker_validate(value: str) -> None:
     """A channel-post marker is one word a post starts with."""
     if not value.strip() or any(ch.isspace() for ch in value.strip()):
         raise ValidationError("The marker is one word a post starts with, e.g. /chat.")
+
+
+# A retired command: what an operator's bot used to answer, e.g. "/send | /send is retired: …".
+RETIRED_COMMAND_RE = re.compile(r"\A/([A-Za-z0-9_]{1,32})\Z")  # Telegram's bot commands: 1-32 of a-z, 0-9, _
+
+
+def retired_commands_parse(*, text: str) -> dict[str, str]:
+    """`/command | note` per line -> {command (lower case, no slash): note}. Empty lines are left
+    out; a line that is not of that shape raises ValueError naming it."""
+    notes = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        command, bar, note = (part.strip() for part in line.partition("|"))
+        match = RETIRED_COMMAND_RE.match(command)
+        if not bar or match is None or not note:
+            raise ValueError(f'Line {number}: write "/command | the note it answers with" (e.g. "/send | /send is retired").')
+        notes[match[1].lower()] = note
+    return notes
+
+
+def retired_commands_validate(value: str) -> None:
+    try:
+        retired_commands_parse(text=value)
+    except ValueError as exc:
+        raise ValidationError(str(exc)) from None
 
 
 class BotSettings(models.Model):
@@ -96,6 +123,11 @@ class BotSettings(models.Model):
     shortener_api_key = models.CharField("shortener API key", max_length=255, blank=True)
     how_to_verify_url = models.URLField('"How to verify" link', blank=True)
     welcome_text = models.TextField(default="Hello {first_name}! I deliver files shared through my links.")
+    welcome_back_text = models.TextField(
+        '"welcome back" text',
+        default="Welcome back, {first_name}!",
+        help_text="What a returning user's /start gets instead of a second welcome (their onboarding is not sent again).",
+    )
     help_text = models.TextField(default="Open a file link to get its files. /about, /faq, /stop to stop messages.")
     about_text = models.TextField(default="Courier delivers files through Telegram links.")
     faq_text = models.TextField(default="Why are files deleted? To keep your chat clean: tap the button to get them again.")
@@ -139,6 +171,13 @@ class BotSettings(models.Model):
         default=ChannelPostLinks.OFF,
         help_text="A post made directly in the storage channel gets its deep link: as a Share button on the post, or as a reply.",
     )
+    retired_commands = models.TextField(
+        blank=True,
+        default="/send | /send is no longer available. Open a file link to get files; /help lists what I can do.",
+        validators=[retired_commands_validate],
+        help_text='Commands your previous bot had, one per line: "/command | the note it answers with". '
+        "A command the bot still has is answered as usual.",
+    )
     legacy_channel_id = models.BigIntegerField(
         "legacy storage channel id",
         null=True,
@@ -162,6 +201,13 @@ class BotSettings(models.Model):
         # read the old row in between cannot leave it cached.
         _cache_forget()
         transaction.on_commit(_cache_forget)
+
+    def retired_command_note(self, command: str) -> str | None:
+        """The note a retired command answers with (`command` without its slash), or None."""
+        try:
+            return retired_commands_parse(text=self.retired_commands).get(command.lower())
+        except ValueError:  # saved before the check, or by hand: answered as an unknown command
+            return None
 
     @classmethod
     def load(cls) -> "BotSettings":

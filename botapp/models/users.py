@@ -24,6 +24,12 @@ class TelegramUser(models.Model):
     last_name = models.CharField(max_length=128, blank=True)
     language_code = models.CharField(max_length=16, blank=True)
     start_payload = models.CharField(max_length=64, blank=True, help_text="The /start payload that first brought the user.")
+    last_start_payload = models.CharField(
+        "latest start payload",
+        max_length=64,
+        blank=True,
+        help_text="The campaign payload the user last came back through; until then, the one that first brought them.",
+    )
     state = models.CharField(max_length=16, choices=State.choices, default=State.ACTIVE)
     joined_at = models.DateTimeField(default=clock.now)
     last_seen_at = models.DateTimeField(default=clock.now)

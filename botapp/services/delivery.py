@@ -24,7 +24,8 @@ from botapp.services.autodelete import deletion_schedule, deletion_warning
 from botapp.services.captions import caption_render
 from botapp.services.files import deep_link
 from botapp.services.invites import force_sub_channels, invite_link_current
-from botapp.services.legacy import legacy_file_resolve, legacy_payload_parse
+from botapp.services.legacy import SHARE_PREFIX as LEGACY_SHARE_PREFIX
+from botapp.services.legacy import legacy_file_resolve, legacy_payload_parse, legacy_payload_shaped
 from botapp.services.moderation import ban_in_force, ban_notice
 from botapp.services.premium import premium_offer, user_is_premium
 from botapp.services.shortener import shortlink_create
@@ -57,6 +58,11 @@ from botapp.telegram.limits import START_PAYLOAD_LENGTH
 log = logging.getLogger(__name__)
 
 SHARE_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
+# What this bot's own file links look like: share_id_new's 12 URL-safe characters, or a legacy
+# link's share id (legacy_share_id). Such a payload that matches nothing is a removed file, not a
+# campaign tag (unless a sequence targets it); any other payload of Telegram's deep-link alphabet is one.
+FILE_LINK_RE = re.compile(rf"^(?:[A-Za-z0-9_-]{{12}}|{LEGACY_SHARE_PREFIX}[A-Za-z0-9_-]{{14}})$")
+CAMPAIGN_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # Telegram's deep links: up to 64 of A-Z, a-z, 0-9, _ and -
 
 BAD_LINK = "This link is not valid. Please check that you copied all of it."
 NO_FILE = "This link does not exist or its files were removed."
@@ -106,8 +112,11 @@ class Delivery:
 
     # --- entry -----------------------------------------------------------------------------------
 
-    def request(self, payload: str) -> None:
-        """`/start <payload>`: a file link or a verification link."""
+    def request(self, payload: str, *, campaigns: frozenset[str] = frozenset()) -> bool:
+        """`/start <payload>`: a file link, a verification link, or a campaign tag. Answers the
+        first two (a friendly reply when the link is bad); returns False, having sent nothing, for
+        a campaign tag: a payload that matches no stored file and is either one of `campaigns`
+        or not shaped like this bot's file links (FILE_LINK_RE) nor a legacy link."""
         if len(payload) > START_PAYLOAD_LENGTH:
             self.say(BAD_LINK)
         elif payload.startswith(TOKEN_PREFIX):
@@ -115,9 +124,20 @@ class Delivery:
         elif (numbers := legacy_payload_parse(payload=payload)) is not None:
             self.legacy(numbers)
         elif not SHARE_ID_RE.match(payload):
+            if CAMPAIGN_RE.match(payload) and not legacy_payload_shaped(payload=payload):  # longer than any share id
+                return False
             self.say(BAD_LINK)
         else:
-            self.file(payload)
+            stored = row_by(StoredFile, "share_id", payload)
+            if stored is None and (payload in campaigns or not self.file_link_shaped(payload)):
+                return False
+            self.file(payload, stored=stored)
+        return True
+
+    @staticmethod
+    def file_link_shaped(payload: str) -> bool:
+        """A link this bot makes (FILE_LINK_RE), or one of the legacy formats it reads."""
+        return bool(FILE_LINK_RE.match(payload)) or legacy_payload_shaped(payload=payload)
 
     def legacy(self, numbers: tuple[int, ...]) -> None:
         """A link of the bot the operator moved from (services/legacy.py): the same gates and delivery."""
@@ -127,8 +147,10 @@ class Delivery:
         else:
             self.file(stored.share_id)
 
-    def file(self, share_id: str) -> None:
-        stored = row_by(StoredFile, "share_id", share_id)
+    def file(self, share_id: str, *, stored: StoredFile | None = None) -> None:
+        """Deliver the file behind `share_id` (`stored`, when the caller has looked it up)."""
+        if stored is None:
+            stored = row_by(StoredFile, "share_id", share_id)
         if stored is None:
             self.say(NO_FILE)
             return

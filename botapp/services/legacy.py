@@ -41,6 +41,17 @@ def legacy_payload_parse(*, payload: str) -> tuple[int, ...] | None:
     return tuple(int(n) for n in match.groups() if n is not None)
 
 
+def legacy_payload_shaped(*, payload: str) -> bool:
+    """Whether `payload` looks like a legacy link (the base64 of `get-…`) even when it carries no
+    usable numbers: such a payload is a broken file link, never a campaign tag."""
+    if not LEGACY_RE.match(payload):
+        return False
+    try:
+        return base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)).startswith(b"get-")
+    except (binascii.Error, ValueError):
+        return False
+
+
 def legacy_message_ids(*, numbers: tuple[int, ...], channel_id: int) -> list[int] | None:
     """The storage-channel message ids behind a legacy link's numbers, in the order the old bot
     sent them; None when they were not made for this channel (not a multiple of its id) or the

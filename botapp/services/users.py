@@ -10,7 +10,7 @@ from django.db.models import Count
 
 from botapp import clock
 from botapp.db import row_by
-from botapp.models import TelegramUser
+from botapp.models import SequenceMessage, TelegramUser
 from botapp.telegram.gateway import TgUser, UserBlocked, UserDeactivated
 from botapp.telegram.limits import START_PAYLOAD_LENGTH, USERNAME_LENGTH
 
@@ -24,7 +24,7 @@ LAST_SEEN_STEP = timedelta(hours=1)
 def user_seen(*, tg: TgUser, start_payload: str = "") -> tuple[TelegramUser, bool]:
     """Record that `tg` wrote to the bot; returns (user, created).
 
-    A new user keeps the start payload that brought them. Writing to the bot means they can be
+    A new user keeps the start payload that brought them (as their first and latest). Writing to the bot means they can be
     reached again, so a user marked blocked becomes active; a user who sent /stop stays stopped
     until they send /start.
 
@@ -47,6 +47,7 @@ def user_seen(*, tg: TgUser, start_payload: str = "") -> tuple[TelegramUser, boo
         user = TelegramUser(
             telegram_id=tg.id,
             start_payload=start_payload[:START_PAYLOAD_LENGTH],
+            last_start_payload=start_payload[:START_PAYLOAD_LENGTH],
             joined_at=now,
             last_seen_at=now,
             **fields,
@@ -104,12 +105,32 @@ def user_resume(*, user: TelegramUser) -> bool:
     return True
 
 
+STOP_CANCELLED = "cancelled by /stop"
+
+
 def user_stop(*, user: TelegramUser) -> bool:
-    """/stop: no more broadcasts or follow-ups. Returns False if they had already stopped."""
+    """/stop: no more broadcasts or follow-ups. The user's onboarding steps still to come are
+    cancelled for good (skipped, "cancelled by /stop"): a later /start brings broadcasts back but
+    never these steps. A step a worker is sending at this very moment may still arrive. Returns
+    False if they had already stopped."""
+    SequenceMessage.objects.filter(user=user, status=SequenceMessage.Status.PENDING).update(
+        status=SequenceMessage.Status.SKIPPED, error=STOP_CANCELLED, lease_until=None
+    )
     if user.state == State.STOPPED:
         return False
     user.state = State.STOPPED
     user.save(update_fields=["state"])
+    return True
+
+
+def user_payload_record(*, user: TelegramUser, payload: str) -> bool:
+    """A returning user came through campaign `payload`: it becomes their latest payload (the
+    first one stays as it was). Returns False, with no query, when it already was."""
+    payload = payload[:START_PAYLOAD_LENGTH]
+    if not payload or user.last_start_payload == payload:
+        return False
+    user.last_start_payload = payload
+    user.save(update_fields=["last_start_payload"])
     return True
 
 

@@ -55,11 +55,12 @@ def test_start_registers_the_user_and_welcomes_them(chat, alice):
     assert (user.username, user.first_name, user.state) == ("alice", "Alice", "active")
 
 
-def test_start_payload_is_recorded_for_new_users_only(chat, alice):
+def test_the_first_start_payload_is_kept_and_the_latest_recorded(chat, alice):
     chat(alice, "/start campaign42")
     chat(alice, "/start other")
 
-    assert TelegramUser.objects.get(telegram_id=alice.id).start_payload == "campaign42"
+    user = TelegramUser.objects.get(telegram_id=alice.id)
+    assert (user.start_payload, user.last_start_payload) == ("campaign42", "other")
     assert TelegramUser.objects.count() == 1
 
 

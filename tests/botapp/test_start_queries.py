@@ -81,7 +81,7 @@ def test_plain_start_by_a_new_user(chat, settings_cached):
 def test_plain_start_by_a_new_user_with_an_onboarding_sequence(chat, settings_cached):
     sequence = SequenceFactory(name="Welcome")
     for delay in (10, 60, 600):
-        SequenceStepFactory(sequence=sequence, delay_minutes=delay, text="Hi")
+        SequenceStepFactory(sequence=sequence, delay_seconds=delay * 60, text="Hi")
     events, queries = counted(chat, TgUser(id=5001, first_name="New"), "/start")
     assert len(queries) == 4, listing(queries)  # saving the steps forgot them: read again, once
 
@@ -90,6 +90,30 @@ def test_plain_start_by_a_new_user_with_an_onboarding_sequence(chat, settings_ca
     assert actions(events) == ["send"]
     assert SequenceMessage.objects.count() == 6
     assert len(queries) == 3, listing(queries)  # the user looked up, inserted; the steps inserted in one statement
+
+
+def test_campaign_starts_new_and_returning(chat, settings_cached):
+    SequenceStepFactory(sequence=SequenceFactory(start_payload="campaign_x"), delay_seconds=60, text="Hi")
+    chat(TgUser(id=5001, first_name="First"), "/start campaign_x")  # saving the step forgot the steps: read again
+
+    events, queries = counted(chat, TgUser(id=5002, first_name="New"), "/start campaign_x")
+    assert [e.text for e in events] == ["Hello New! I deliver files shared through my links."]
+    # the user looked up, inserted; the steps inserted; no stored file by that name
+    assert len(queries) == 4, listing(queries)
+
+    clock.clock_advance(LAST_SEEN_STEP / 2)
+    events, queries = counted(chat, TgUser(id=5002, first_name="New"), "/start")
+    assert [e.text for e in events] == ["Welcome back, New!"]
+    assert len(queries) == 1, listing(queries)  # the lookup only
+
+    events, queries = counted(chat, TgUser(id=5002, first_name="New"), "/start spring")
+    # the lookup; no stored file; the latest payload written (no sequence targets it: no INSERT)
+    assert len(queries) == 3, listing(queries)
+
+    events, queries = counted(chat, TgUser(id=5002, first_name="New"), "/start campaign_x")
+    # the lookup; no stored file; the latest payload written; its steps inserted (had already: none new)
+    assert len(queries) == 4, listing(queries)
+    assert SequenceMessage.objects.filter(user__telegram_id=5002).count() == 1
 
 
 @pytest.mark.parametrize("n", SIZES)

@@ -120,8 +120,8 @@ def test_a_long_wait_sends_a_users_onboarding_steps_in_order(box, telegram, chat
     from tests.factories import SequenceFactory
 
     sequence = SequenceFactory(name="Onboarding")
-    sequence.steps.create(delay_minutes=10, text="Welcome")
-    sequence.steps.create(delay_minutes=60, text="Still there?")
+    sequence.steps.create(delay_seconds=600, text="Welcome")
+    sequence.steps.create(delay_seconds=3600, text="Still there?")
     chat(alice, "/start")
     assert box.feed("wait 2h")
     assert [m.text for m in telegram.bot_messages(alice.id)][1:] == ["Welcome", "Still there?"]

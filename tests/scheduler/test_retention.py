@@ -93,10 +93,10 @@ def test_rows_past_the_retention_go_newer_and_unfinished_ones_stay():
 
     # Sequence messages: 30 days after they were sent, or due when never sent.
     sequence = SequenceFactory(name="Onboarding")
-    always = sequence.steps.create(delay_minutes=10, text="Join us", buttons="Join | https://t.me/+news | joined")
-    always_keyed = sequence.steps.create(delay_minutes=20, text="Hi", condition_button="joined")  # a leftover key: no condition
-    not_clicked = sequence.steps.create(delay_minutes=60, text="Still?", condition="not_clicked", condition_button="joined")
-    clicked = sequence.steps.create(delay_minutes=120, text="Thanks!", condition="clicked", condition_button="joined")
+    always = sequence.steps.create(delay_seconds=600, text="Join us", buttons="Join | https://t.me/+news | joined")
+    always_keyed = sequence.steps.create(delay_seconds=1200, text="Hi", condition_button="joined")  # a leftover key: no condition
+    not_clicked = sequence.steps.create(delay_seconds=3600, text="Still?", condition="not_clicked", condition_button="joined")
+    clicked = sequence.steps.create(delay_seconds=7200, text="Thanks!", condition="clicked", condition_button="joined")
     gone_m = [
         message(always, "sent", 32, sent_days_ago=31),
         message(always, "skipped", 31),

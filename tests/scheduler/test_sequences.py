@@ -9,7 +9,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from botapp import clock
-from botapp.models import SequenceMessage, TelegramUser
+from botapp.models import SequenceMessage, SequenceStep, TelegramUser
 from botapp.telegram import pyrogram_gateway
 from botapp.telegram.gateway import TgUser
 from offline.telegram.server import LOSE_ANSWER
@@ -27,9 +27,9 @@ BOB = TgUser(id=2002, first_name="Bob")
 def onboarding(settings):
     settings.PUBLIC_URL = "https://courier.example"
     sequence = SequenceFactory(name="Onboarding")
-    sequence.steps.create(delay_minutes=10, text="Join us", buttons="Join | https://t.me/+news | joined")
-    sequence.steps.create(delay_minutes=60, text="Still not joined?", condition="not_clicked", condition_button="joined")
-    sequence.steps.create(delay_minutes=120, text="Thanks for joining!", condition="clicked", condition_button="joined")
+    sequence.steps.create(delay_seconds=600, text="Join us", buttons="Join | https://t.me/+news | joined")
+    sequence.steps.create(delay_seconds=3600, text="Still not joined?", condition="not_clicked", condition_button="joined")
+    sequence.steps.create(delay_seconds=7200, text="Thanks for joining!", condition="clicked", condition_button="joined")
     return sequence
 
 
@@ -90,8 +90,8 @@ def test_stop_skips_the_rest_and_blocking_is_noticed(chat, alice, telegram, gate
 
     assert texts(telegram, alice)[-1].startswith("You will get no more messages")
     assert TelegramUser.objects.get(telegram_id=BOB.id).state == "blocked"
-    assert dict(SequenceMessage.objects.filter(step__delay_minutes=10).values_list("user__telegram_id", "error")) == {
-        alice.id: "user is stopped",
+    assert dict(SequenceMessage.objects.filter(step__delay_seconds=600).values_list("user__telegram_id", "error")) == {
+        alice.id: "cancelled by /stop",  # at once, not when it came due
         BOB.id: "blocked the bot",
     }
 
@@ -103,7 +103,7 @@ def test_a_crash_mid_send_is_interrupted_not_resent(chat, alice, telegram, gatew
     clock.clock_advance(timedelta(minutes=6))
     job_run("reap_expired_claims", trigger="test")
     run(gateway)
-    assert SequenceMessage.objects.get(step__delay_minutes=10).status == "interrupted"
+    assert SequenceMessage.objects.get(step__delay_seconds=600).status == "interrupted"
     assert "Join us" not in texts(telegram, alice)
 
 
@@ -116,7 +116,7 @@ def test_a_send_whose_answer_was_lost_is_interrupted_and_never_repeated(chat, al
 
     outcome = run(gateway)
 
-    message = SequenceMessage.objects.get(step__delay_minutes=10)
+    message = SequenceMessage.objects.get(step__delay_seconds=600)
     assert (message.status, outcome.processed, outcome.failed) == ("interrupted", 0, 1)
     clock.clock_advance(timedelta(minutes=1))
     run(gateway)
@@ -147,7 +147,7 @@ def test_a_held_step_keeps_the_users_later_steps_back(chat, alice, telegram, gat
 
 
 def test_batch_queries_do_not_grow_with_batch_size(telegram, gateway, onboarding):
-    step = onboarding.steps.get(delay_minutes=60)  # a conditional step: the click lookup is part of the batch
+    step = onboarding.steps.get(delay_seconds=3600)  # a conditional step: the click lookup is part of the batch
 
     def queries_for(n):
         SequenceMessage.objects.all().delete()
@@ -169,7 +169,7 @@ def test_admin_step_needs_a_button_key_for_a_condition(admin_client, settings):
     sequence = SequenceFactory()
     response = admin_client.post(
         reverse("admin:botapp_sequencestep_add"),
-        {"sequence": sequence.pk, "delay_minutes": 5, "text": "hi", "media_kind": "", "media": "", "condition": "not_clicked"},
+        {"sequence": sequence.pk, "delay_seconds": 300, "text": "hi", "media_kind": "", "media": "", "condition": "not_clicked"},
     )
     assert "condition_button" in response.context["adminform"].form.errors
     assert admin_client.get(reverse("admin:botapp_sequence_changelist")).status_code == 200
@@ -180,7 +180,7 @@ def test_admin_step_keeps_to_telegram_limits(admin_client, settings):
     sequence = SequenceFactory()
     response = admin_client.post(
         reverse("admin:botapp_sequencestep_add"),
-        {"sequence": sequence.pk, "delay_minutes": 5, "text": "x" * 4097, "media_kind": "", "media": "", "condition": "always"},
+        {"sequence": sequence.pk, "delay_seconds": 300, "text": "x" * 4097, "media_kind": "", "media": "", "condition": "always"},
     )
     assert "text" in response.context["adminform"].form.errors
 
@@ -194,7 +194,7 @@ def test_admin_refuses_a_payload_or_click_key_that_could_never_match(admin_clien
         reverse("admin:botapp_sequencestep_add"),
         {
             "sequence": sequence.pk,
-            "delay_minutes": 5,
+            "delay_seconds": 300,
             "text": "hi",
             "media_kind": "",
             "media": "",
@@ -213,3 +213,33 @@ def test_admin_refuses_a_payload_or_click_key_that_could_never_match(admin_clien
     ]
     response = admin_client.post(reverse("admin:botapp_sequence_add"), data | {"start_payload": "spring-sale_2"})
     assert response.status_code == 302 and Sequence.objects.filter(start_payload="spring-sale_2").exists()
+
+
+def test_migrating_turns_step_delays_in_minutes_into_seconds():
+    from django.db.migrations.executor import MigrationExecutor
+
+    before, after = [("botapp", "0003_campaign_payloads")], [("botapp", "0004_step_delay_seconds")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    old = executor.loader.project_state(before).apps
+    sequence = old.get_model("botapp", "Sequence").objects.create(name="Old")
+    old.get_model("botapp", "SequenceStep").objects.create(sequence=sequence, delay_minutes=3, text="Three minutes")
+
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(after)
+
+    assert SequenceStep.objects.get(text="Three minutes").delay_seconds == 180
+
+
+@pytest.mark.django_db(transaction=True)  # the sender's pool threads read users runbot stored
+def test_a_step_forty_seconds_after_start_goes_at_forty_seconds_not_before(chat, alice, telegram, gateway):
+    SequenceFactory(name="Drip").steps.create(delay_seconds=40, text="Forty seconds in")
+    chat(alice, "/start")
+
+    clock.clock_advance(timedelta(seconds=39))
+    assert run(gateway).processed == 0
+    clock.clock_advance(timedelta(seconds=2))
+    assert run(gateway).processed == 1
+    assert texts(telegram, alice)[-1] == "Forty seconds in"
+    assert str(SequenceStep.objects.get()) == "Drip: after 40 s"
