@@ -30,35 +30,12 @@ from botapp.telegram.gateway import (
 from botapp.telegram.pyrogram_gateway import CALL_TIMEOUT
 from offline.telegram.clients import offline_gateway
 from offline.telegram.server import LOSE_ANSWER
+from tests.botapp.telegram.conftest import CountingLimiter
 from tests.conftest import STORAGE
 
 pytestmark = pytest.mark.django_db
 
 BOB = TgUser(id=2002, first_name="Bob")
-
-
-class CountingLimiter:
-    """Stands in for the Redis limiter: counts slots taken and pauses asked for (the limiter itself
-    is tested against Redis in test_limiter.py)."""
-
-    def __init__(self):
-        self.slots = []
-        self.pauses = []
-
-    def acquire(self, chat_id=None):
-        self.slots.append(chat_id)
-        return 0.0
-
-    def pause(self, seconds, *, chat_id=None):
-        self.pauses.append(seconds)
-        return seconds
-
-
-@pytest.fixture
-def met(chat, alice):
-    """Alice has written to the bot: runbot stored her access hash."""
-    chat(alice, "/help")
-    return alice
 
 
 @pytest.fixture

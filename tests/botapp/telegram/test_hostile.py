@@ -10,21 +10,11 @@ from pyrogram.session import Session
 from botapp.services.users import user_access_hash
 from botapp.telegram.gateway import SendItem, Sent, TgUser, TransientError
 from offline.telegram.clients import offline_gateway
+from tests.botapp.telegram.conftest import CountingLimiter
 
 pytestmark = pytest.mark.django_db
 
 USERS = [TgUser(id=3000 + i, first_name=f"U{i}") for i in range(20)]
-
-
-class Limiter:
-    def acquire(self, chat_id=None):
-        return 0.0
-
-    def acquire_many(self, chat_ids):
-        return len(chat_ids)
-
-    def pause(self, seconds, *, chat_id=None):
-        return seconds
 
 
 @pytest.fixture
@@ -39,7 +29,7 @@ def worker(telegram, users, monkeypatch):
     # kurigram waits WAIT_TIMEOUT for an answer before asking again on its own: long here, so a
     # refusal left unanswered would show as a call made twice or a test that hangs, never pass.
     monkeypatch.setattr(Session, "WAIT_TIMEOUT", 60)
-    gw = offline_gateway(telegram, peers=user_access_hash, limiter=Limiter(), sleep=lambda s: None)
+    gw = offline_gateway(telegram, peers=user_access_hash, limiter=CountingLimiter(), sleep=lambda s: None)
     gw.send_text(users[0].id, "warm")  # the text is parsed once: the batch below goes as one container
     yield gw
     gw.stop()

@@ -18,12 +18,6 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def met(chat, alice):
-    chat(alice, "/help")
-    return alice
-
-
-@pytest.fixture
 def worker(telegram, met):
     telegram.record_requests = True
     gw = offline_gateway(telegram, peers=user_access_hash)

@@ -14,6 +14,7 @@ from botapp.telegram import pyrogram_gateway
 from botapp.telegram.gateway import BotUnauthorized, FloodWait, SendItem, Sent, TelegramError, TransientError
 from botapp.telegram.pyrogram_gateway import error_to_domain
 from offline.telegram.clients import offline_gateway
+from tests.botapp.telegram.conftest import CountingLimiter
 
 pytestmark = pytest.mark.django_db
 
@@ -86,33 +87,10 @@ def test_the_transport_failing_is_transient_and_a_lost_answer_unknown_for_a_send
 # --- through the real client and the in-memory Telegram ---------------------------------------------
 
 
-class Limiter:
-    """The Redis limiter's interface, counting what the gateway asks of it."""
-
-    def __init__(self):
-        self.pauses = []
-
-    def acquire(self, chat_id=None):
-        return 0.0
-
-    def acquire_many(self, chat_ids):
-        return len(chat_ids)
-
-    def pause(self, seconds, *, chat_id=None):
-        self.pauses.append(seconds)
-        return seconds
-
-
-@pytest.fixture
-def met(chat, alice):
-    chat(alice, "/help")
-    return alice
-
-
 @pytest.fixture
 def worker(telegram, met):
     slept = []
-    gw = offline_gateway(telegram, peers=user_access_hash, limiter=Limiter(), sleep=slept.append)
+    gw = offline_gateway(telegram, peers=user_access_hash, limiter=CountingLimiter(), sleep=slept.append)
     gw.slept = slept
     yield gw
     gw.stop()

@@ -42,7 +42,7 @@ def test_start_through_the_real_dispatcher_and_pool(running):
     telegram.user_sends(ALICE, "/start ref42")
 
     assert wait_for(lambda: telegram.bot_messages(ALICE.id))
-    assert telegram.bot_messages(ALICE.id)[0].text == "This link does not exist or its files were removed."  # ref42 is no file
+    assert telegram.bot_messages(ALICE.id)[0].text.startswith("Hello Alice!")  # ref42 is a campaign tag, no file
     user = TelegramUser.objects.get(telegram_id=ALICE.id)
     assert (user.username, user.language_code, user.start_payload) == ("alice", "en", "ref42")
     assert user.access_hash == telegram.users[ALICE.id].access_hash  # kept for workers
