@@ -63,6 +63,25 @@ def telegram():
     return server
 
 
+class RateClock:
+    """The in-memory Telegram's clock of rate limits, stopped: `advance(seconds)` lets that much
+    time pass for its limits, without a test sleeping for it."""
+
+    def __init__(self, telegram):
+        import time
+
+        self.now = time.monotonic()
+        telegram.rate_clock = lambda: self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def rate_clock(telegram):
+    return RateClock(telegram)
+
+
 @pytest.fixture
 def gateway(telegram):
     """A worker's PyrogramGateway on the in-memory Telegram (its own session, no updates)."""
