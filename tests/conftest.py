@@ -55,6 +55,13 @@ def _clock_and_cache():
 
 
 @pytest.fixture
+def plain_http(settings):
+    """Django's test client speaks plain HTTP: production's redirect to HTTPS (SECURE_SSL_REDIRECT)
+    is off for the test that asks for this."""
+    settings.SECURE_SSL_REDIRECT = False
+
+
+@pytest.fixture
 def telegram():
     """The in-memory Telegram (a server kurigram's real client talks to), with a storage channel.
     Rates are enforced only where a test turns them on: tests send faster than a limiter would."""

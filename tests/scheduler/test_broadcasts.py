@@ -200,8 +200,7 @@ def test_two_senders_never_send_twice(telegram, gateway, sender_wakeups):
 
 
 @pytest.fixture
-def operator(admin_client, settings):
-    settings.SECURE_SSL_REDIRECT = False
+def operator(admin_client, plain_http):
     return admin_client
 
 

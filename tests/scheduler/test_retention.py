@@ -174,8 +174,7 @@ def test_the_retention_is_a_setting(settings):
 
 
 @pytest.fixture
-def operator(admin_client, settings):
-    settings.SECURE_SSL_REDIRECT = False
+def operator(admin_client, plain_http):
     return admin_client
 
 
