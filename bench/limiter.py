@@ -7,7 +7,7 @@ overall over a sliding second, 1000/s for sends with the paid-broadcast flag, a 
 PyrogramGateway(limiter=RedisLimiter(...), paid=...) to distinct users who have written to the bot,
 as a broadcast does, configured as scheduler/sender.py configures a worker: the bulk lane, paced at
 TELEGRAM_RATE_HEADROOM (TELEGRAM_PAID_RATE_HEADROOM when paid) of the allowed rate, and as many sends in flight per process as the
-broadcast stream uses (scheduler.jobs.sweep.stream_for: rate x ANSWER_TIME sends, 4..256, in
+broadcast stream uses (scheduler.jobs.sweep.sends_sweep: rate x ANSWER_TIME sends, 4..256, in
 batches of the limiter's window, `send_batch_size`: one at a time at 30/s, 47 in one MTProto
 container at 1000/s, each thread calling `send_many`).
 
@@ -44,7 +44,7 @@ LATENCY = 0.08
 
 
 def in_flight(rate: float) -> int:
-    """Sending threads a worker runs at `rate` (the broadcast stream's rule, stream_for:
+    """Sending threads a worker runs at `rate` (the broadcast stream's rule, sends_sweep:
     sends_in_flight sends, in batches of send_batch_size)."""
     return math.ceil(sends_in_flight(rate) / send_batch_size(rate))
 

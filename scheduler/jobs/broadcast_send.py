@@ -29,7 +29,7 @@ from botapp.services.users import users_mark_unreachable
 from botapp.telegram.gateway import CopyIncomplete, Gateway, PeerUnknown, SendItem, Sent, TelegramError
 from scheduler.jobs.bulk import rows_update
 from scheduler.jobs.registry import Job, Outcome, job_register
-from scheduler.jobs.sweep import message_or_error, stream_outcome
+from scheduler.jobs.sweep import message_or_error, sends_outcome
 
 log = logging.getLogger(__name__)
 
@@ -254,7 +254,7 @@ def send_broadcasts(*, gateway: Gateway, dry_run: bool = False, batch_size: int 
         return Outcome(due, detail="broadcast messages waiting to be sent")
     started = broadcasts_start_due()
     uploads = attachments_upload(gateway=gateway)
-    outcome = stream_outcome(BroadcastSendSweep(gateway), batch_size=batch_size, time_budget=time_budget)
+    outcome = sends_outcome(BroadcastSendSweep(gateway), batch_size=batch_size, time_budget=time_budget)
     if started:
         outcome.detail += f", {started} scheduled broadcast(s) started"
     if uploads.uploaded or uploads.failed or uploads.refused:

@@ -19,7 +19,7 @@ from botapp.services.users import users_mark_unreachable
 from botapp.telegram.gateway import Gateway, TelegramError
 from scheduler.jobs.bulk import rows_update
 from scheduler.jobs.registry import Job, Outcome, job_register
-from scheduler.jobs.sweep import message_or_error, stream_outcome
+from scheduler.jobs.sweep import message_or_error, sends_outcome
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +153,7 @@ def send_sequence_messages(
     if dry_run:
         due = SequenceMessage.objects.filter(status=Status.PENDING, due_at__lte=clock.now()).count()
         return Outcome(due, detail="sequence messages due")
-    return stream_outcome(SequenceSendSweep(gateway), batch_size=batch_size, time_budget=time_budget)
+    return sends_outcome(SequenceSendSweep(gateway), batch_size=batch_size, time_budget=time_budget)
 
 
 job_register(

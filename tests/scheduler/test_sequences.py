@@ -158,7 +158,7 @@ def test_batch_queries_do_not_grow_with_batch_size(telegram, gateway, onboarding
         )
         sweep = SequenceSendSweep(gateway)
         with CaptureQueriesContext(connection) as ctx:
-            assert Sweep(sweep.claim, sweep.work, sweep.record, batch_size=n, concurrency=1).run()[0] == n
+            assert Sweep(sweep, batch_size=n, in_flight=1).run()[0] == n
         return len(ctx.captured_queries)
 
     assert queries_for(10) == queries_for(200)
