@@ -74,7 +74,7 @@ def deletions_due_count(*, now: datetime) -> int:
 # --- when they are due ---------------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(slots=True)
 class Due:
     id: int
     chat_id: int
@@ -83,7 +83,7 @@ class Due:
     notice_due: bool = True
 
 
-@dataclass
+@dataclass(slots=True)
 class Done:
     id: int
     chat_id: int
@@ -111,12 +111,12 @@ class DeletionSweep:
                 .annotate(
                     access_hash=Subquery(TelegramUser.objects.filter(telegram_id=OuterRef("chat_id")).values("access_hash")[:1])
                 )
-                .values_list("id", "chat_id", "message_ids", "share_id", "notice_due", "access_hash")[:n]
+                .values_list("id", "chat_id", "message_ids", "share_id", "notice_due", "access_hash", named=True)[:n]
             )
             if rows:
-                ids_update(PendingDeletion, [r[0] for r in rows], status=ClaimStatus.CLAIMED, lease_until=now + LEASE)
-        self.gateway.peers_remember({r[1]: r[5] for r in rows})
-        return [Due(*r[:5]) for r in rows]
+                ids_update(PendingDeletion, [r.id for r in rows], status=ClaimStatus.CLAIMED, lease_until=now + LEASE)
+        self.gateway.peers_remember({r.chat_id: r.access_hash for r in rows})
+        return [Due(r.id, r.chat_id, r.message_ids, r.share_id, r.notice_due) for r in rows]
 
     def work(self, due: Due) -> Done:
         try:

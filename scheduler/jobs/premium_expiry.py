@@ -22,7 +22,7 @@ from scheduler.jobs.sweep import sweep_outcome
 log = logging.getLogger(__name__)
 
 
-@dataclass
+@dataclass(slots=True)
 class Told:
     plan_id: int
     chat_id: int

@@ -28,7 +28,7 @@ Condition = SequenceStep.Condition
 LEASE = timedelta(minutes=5)
 
 
-@dataclass
+@dataclass(slots=True)
 class Due:
     id: int
     step_id: int
@@ -37,7 +37,7 @@ class Due:
     skip: str = ""  # why it is not sent
 
 
-@dataclass
+@dataclass(slots=True)
 class Result:
     id: int
     user_id: int
