@@ -116,7 +116,7 @@ def main():
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
     runs = [run_once() for _ in range(args.runs)]
-    # Counts per method, not their order: the sweep's batches run side by side (`Stream`), so one
+    # Counts per method, not their order: the sweep's batches run side by side (`Sweep`), so one
     # batch's notices may reach Telegram before another batch's deletions.
     counted = [{op: collections.Counter(methods) for op, methods in r.items()} for r in runs]
     same = all(c == counted[0] for c in counted)

@@ -7,7 +7,7 @@ overall over a sliding second, 1000/s for sends with the paid-broadcast flag, a 
 PyrogramGateway(limiter=RedisLimiter(...), paid=...) to distinct users who have written to the bot,
 as a broadcast does, configured as scheduler/sender.py configures a worker: the bulk lane, paced at
 TELEGRAM_RATE_HEADROOM (TELEGRAM_PAID_RATE_HEADROOM when paid) of the allowed rate, and as many sends in flight per process as the
-broadcast stream uses (scheduler.jobs.sweep.stream_for: rate x ANSWER_TIME sends, 4..256, in
+broadcast stream uses (scheduler.jobs.sweep.sends_sweep: rate x ANSWER_TIME sends, 4..256, in
 batches of the limiter's window, `send_batch_size`: one at a time at 30/s, 47 in one MTProto
 container at 1000/s, each thread calling `send_many`).
 
@@ -36,6 +36,7 @@ from django.conf import settings
 
 from botapp.telegram.gateway import SendItem, TelegramError
 from botapp.telegram.limiter import BULK, RedisLimiter, send_batch_size
+from offline.readiness import READY_TIMEOUT
 from offline.telegram.clients import offline_gateway
 from scheduler.jobs.sweep import sends_in_flight
 
@@ -43,12 +44,12 @@ LATENCY = 0.08
 
 
 def in_flight(rate: float) -> int:
-    """Sending threads a worker runs at `rate` (the broadcast stream's rule, stream_for:
+    """Sending threads a worker runs at `rate` (the broadcast stream's rule, sends_sweep:
     sends_in_flight sends, in batches of send_batch_size)."""
     return math.ceil(sends_in_flight(rate) / send_batch_size(rate))
 
 
-def sender(path, name, rate, prefix, paid, chats, hashes, threads, go, out):
+def sender(path, name, rate, prefix, paid, chats, hashes, threads, signed_in, go, out):
     """One sender process: its own kurigram session, the shared limiter, `threads` threads."""
     logging.getLogger("botapp.telegram.pyrogram_gateway").setLevel(logging.ERROR)  # FLOOD_WAITs are counted instead
     client = redis.Redis.from_url(settings.REDIS_URL, max_connections=threads + 4)
@@ -76,6 +77,7 @@ def sender(path, name, rate, prefix, paid, chats, hashes, threads, go, out):
                         stamps.append(now)
 
     pool = [threading.Thread(target=loop) for _ in range(threads)]
+    signed_in.put(name)
     go.wait()
     cpu = time.process_time()
     for t in pool:
@@ -91,15 +93,18 @@ def run_once(path, remote, server_pid, *, rate, paid, chats, hashes, processes):
     prefix = f"courier:bench:{time.time_ns()}"
     threads = in_flight(rate)
     ctx = multiprocessing.get_context("fork")
-    out, go = ctx.Queue(), ctx.Event()
+    out, signed_in, go = ctx.Queue(), ctx.Queue(), ctx.Event()
     share = [chats[p::processes] for p in range(processes)]
     procs = [
-        ctx.Process(target=sender, args=(str(path), f"sender-{p}", rate, prefix, paid, share[p], hashes, threads, go, out))
+        ctx.Process(
+            target=sender, args=(str(path), f"sender-{p}", rate, prefix, paid, share[p], hashes, threads, signed_in, go, out)
+        )
         for p in range(processes)
     ]
     for p in procs:
         p.start()
-    time.sleep(1.0)  # both sessions signed in
+    for _ in procs:  # every session signed in (the timeout only bounds a sender that never starts)
+        signed_in.get(timeout=READY_TIMEOUT)
     floods, server_cpu = remote.flood_waits(), process_cpu(server_pid)
     go.set()
     results = [out.get(timeout=600) for _ in procs]

@@ -13,7 +13,7 @@ as runbot would. Then each run, alternating the two cases:
              (`queue`: one INSERT ... SELECT).
 
 Then the first `--sends` deliveries of each go out through the broadcast job's own loop,
-Stream(BroadcastSendSweep) as send_broadcasts runs it, on a worker's gateway (PyrogramGateway on
+Sweep(BroadcastSendSweep) as send_broadcasts runs it, on a worker's gateway (PyrogramGateway on
 the bulk lane of RedisLimiter at 100,000/s, so it never sleeps but makes every Redis round trip),
 measured as sends per CPU-second of this process (time.process_time, all threads). The rest of the
 deliveries are cancelled and every row removed before the next case.
@@ -46,7 +46,7 @@ from botapp.services.users import user_access_hash
 from botapp.telegram.limiter import BULK, RedisLimiter
 from offline.telegram.clients import offline_gateway
 from scheduler.jobs.broadcast_send import BroadcastSendSweep
-from scheduler.jobs.sweep import Stream
+from scheduler.jobs.sweep import Sweep
 
 FIRST = 90_000_001
 TITLE = "bench: scheduled"
@@ -84,21 +84,28 @@ def queue(case: str, client: APIClient, ids: list[int]) -> tuple[Broadcast, dict
     return broadcast, figures
 
 
+class FirstSends(BroadcastSendSweep):
+    """The broadcast job, claiming its first `left` deliveries and no more."""
+
+    def __init__(self, gateway, *, left: int):
+        super().__init__(gateway)
+        self.left = left
+
+    def claim(self, n: int):
+        rows = super().claim(min(n, self.left)) if self.left > 0 else []
+        self.left -= len(rows)
+        return rows
+
+
 def send(path, broadcast: Broadcast, sends: int, threads: int) -> float:
     prefix = f"courier:bench:{time.time_ns()}"
     client = redis.Redis.from_url(settings.REDIS_URL, max_connections=threads + 8)
     limiter = RedisLimiter(client, rate=100_000, prefix=prefix, lane=BULK)
     gateway = offline_gateway(str(path), name="scheduled", limiter=limiter, peers=user_access_hash)
-    job = BroadcastSendSweep(gateway)
-    left = [sends]
-
-    def claim(n: int):
-        rows = job.claim(min(n, left[0])) if left[0] > 0 else []
-        left[0] -= len(rows)
-        return rows
+    job = FirstSends(gateway, left=sends)
 
     cpu = time.process_time()
-    processed, failed, _ = Stream(claim, job.work, job.record, batch_size=200, time_budget=600, in_flight=threads).run()
+    processed, failed, _ = Sweep(job, batch_size=200, time_budget=600, in_flight=threads).run()
     cpu = time.process_time() - cpu
     gateway.stop()
     for key in client.scan_iter(f"{prefix}:*"):

@@ -6,7 +6,7 @@ loop, its crypto executor), measured with time.process_time() around 5,000 sends
 distinct users who wrote to the bot (a fresh gateway each time). Three configurations alternate
 within each run:
 
-  job      the broadcast job's own loop: Stream(BroadcastSendSweep) as send_broadcasts runs it
+  job      the broadcast job's own loop: Sweep(BroadcastSendSweep) as send_broadcasts runs it
            (claims of 200 with their access hashes, sends, results and counters recorded in bulk)
            through a worker's gateway: PyrogramGateway(limiter=RedisLimiter(lane=BULK),
            peers=user_access_hash), as scheduler/sender.py builds it.
@@ -49,7 +49,7 @@ from botapp.telegram.gateway import SendItem
 from botapp.telegram.limiter import BULK, RedisLimiter
 from offline.telegram.clients import offline_gateway
 from scheduler.jobs.broadcast_send import BroadcastSendSweep
-from scheduler.jobs.sweep import stream_for
+from scheduler.jobs.sweep import sends_sweep
 
 FIRST = 30_000_001
 LIMITER_RATE = 100_000  # never sleeps, but makes every round trip
@@ -112,7 +112,7 @@ def measure(path, remote, server_pid, variant, chats, hashes, threads, profiles=
     if profiles is not None:
         profiles.enable()
     server_cpu, wall, cpu = process_cpu(server_pid), time.perf_counter(), time.process_time()
-    stream = stream_for(BroadcastSendSweep(gateway), batch_size=200, time_budget=600, rate=LIMITER_RATE)
+    stream = sends_sweep(BroadcastSendSweep(gateway), batch_size=200, time_budget=600, rate=LIMITER_RATE)
     if variant == "job":
         processed, failed, _ = stream.run()
         if (processed, failed) != (len(chats), 0):

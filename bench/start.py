@@ -37,6 +37,7 @@ from botapp.models import BotSettings, PendingDeletion, StoredFile, TelegramUser
 from botapp.services.files import file_store
 from botapp.services.users import user_access_hash
 from botapp.telegram.gateway import Media, TgUser
+from offline.readiness import ready_line_wait
 from offline.shortener import MemoryShortener
 from offline.telegram.clients import OfflineBot
 from offline.telegram.server import TelegramServer
@@ -100,11 +101,12 @@ def runbot_run(first: int, burst: int, path, remote, server_pid, share: str):
     runbot CPU-s, telegram_server CPU-s)."""
     sessions = tempfile.TemporaryDirectory(prefix="courier-bench-sessions-")
     env = offline_env(path, sessions.name, TELEGRAM_RATE="100000")
-    bot = subprocess.Popen([sys.executable, "manage.py", "runbot"], cwd=ROOT, env=env)
+    bot = subprocess.Popen([sys.executable, "manage.py", "runbot"], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
     try:
-        time.sleep(3)  # signed in and listening
-        if bot.poll() is not None:
-            raise SystemExit(f"runbot exited with {bot.returncode}")
+        try:
+            ready_line_wait(bot, "runbot: listening")  # signed in, its handlers registered
+        except RuntimeError as exc:
+            raise SystemExit(f"runbot did not start: {exc}") from exc
         bot_cpu, server_cpu = process_cpu(bot.pid), process_cpu(server_pid)
         started = time.time()
         for user_id in range(first, first + burst):

@@ -55,12 +55,38 @@ def _clock_and_cache():
 
 
 @pytest.fixture
+def plain_http(settings):
+    """Django's test client speaks plain HTTP: production's redirect to HTTPS (SECURE_SSL_REDIRECT)
+    is off for the test that asks for this."""
+    settings.SECURE_SSL_REDIRECT = False
+
+
+@pytest.fixture
 def telegram():
     """The in-memory Telegram (a server kurigram's real client talks to), with a storage channel.
     Rates are enforced only where a test turns them on: tests send faster than a limiter would."""
     server = TelegramServer(username="CourierBot", enforce_rates=False)
     server.create_channel(STORAGE, title="Storage")
     return server
+
+
+class RateClock:
+    """The in-memory Telegram's clock of rate limits, stopped: `advance(seconds)` lets that much
+    time pass for its limits, without a test sleeping for it."""
+
+    def __init__(self, telegram):
+        import time
+
+        self.now = time.monotonic()
+        telegram.rate_clock = lambda: self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def rate_clock(telegram):
+    return RateClock(telegram)
 
 
 @pytest.fixture

@@ -273,7 +273,7 @@ def telegram_on_socket(telegram):
         async def run():
             running["loop"], running["task"] = asyncio.get_running_loop(), asyncio.current_task()
             with contextlib.suppress(asyncio.CancelledError):
-                await serve(telegram, path, ready=ready)
+                await serve(telegram, path, ready=ready.set)
 
         thread = threading.Thread(target=asyncio.run, args=(run(),), daemon=True)
         thread.start()

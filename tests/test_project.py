@@ -36,15 +36,13 @@ def test_check_deploy_with_production_settings_is_clean():
     assert "System check identified no issues" in result.stdout
 
 
-def test_health_endpoint(client, db, settings):
-    settings.SECURE_SSL_REDIRECT = False
+def test_health_endpoint(client, db, plain_http):
     response = client.get("/health/")
     assert response.status_code == 200
     assert response.json() == {"status": "ok", "database": "ok", "redis": "ok"}
 
 
-def test_health_says_what_is_down_without_internals(client, db, settings, monkeypatch):
-    settings.SECURE_SSL_REDIRECT = False
+def test_health_says_what_is_down_without_internals(client, db, settings, monkeypatch, plain_http):
     settings.REDIS_URL = "redis://127.0.0.1:1/0"
     response = client.get("/health/")
     assert response.status_code == 200  # the admin and the API still work

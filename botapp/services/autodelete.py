@@ -75,7 +75,7 @@ def deletions_due_count(*, now: datetime) -> int:
 # --- when they are due ---------------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(slots=True)
 class Due:
     id: int
     chat_id: int
@@ -92,7 +92,7 @@ class Due:
 PAST_WINDOW = "past Telegram's 48 h window: the messages stay in the chat, and no notice says they were deleted"
 
 
-@dataclass
+@dataclass(slots=True)
 class Done:
     id: int
     chat_id: int
@@ -120,12 +120,14 @@ class DeletionSweep:
                 .annotate(
                     access_hash=Subquery(TelegramUser.objects.filter(telegram_id=OuterRef("chat_id")).values("access_hash")[:1])
                 )
-                .values_list("id", "chat_id", "message_ids", "share_id", "notice_due", "created_at", "access_hash")[:n]
+                .values_list("id", "chat_id", "message_ids", "share_id", "notice_due", "created_at", "access_hash", named=True)[
+                    :n
+                ]
             )
             if rows:
-                ids_update(PendingDeletion, [r[0] for r in rows], status=ClaimStatus.CLAIMED, lease_until=now + LEASE)
-        self.gateway.peers_remember({r[1]: r[6] for r in rows})
-        return [Due(*r[:6]) for r in rows]
+                ids_update(PendingDeletion, [r.id for r in rows], status=ClaimStatus.CLAIMED, lease_until=now + LEASE)
+        self.gateway.peers_remember({r.chat_id: r.access_hash for r in rows})
+        return [Due(r.id, r.chat_id, r.message_ids, r.share_id, r.notice_due, r.created_at) for r in rows]
 
     def _late(self, due: Due) -> Done:
         """A row whose messages Telegram will not delete any more: nothing is deleted and no

@@ -96,7 +96,7 @@ def premium_plans_active(*, limit: int | None = None) -> list[PremiumPlan]:
     return list(plans.order_by("ends_at")[:limit] if limit else plans.order_by("ends_at"))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class EndedPlan:
     plan_id: int
     chat_id: int

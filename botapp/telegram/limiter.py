@@ -175,9 +175,10 @@ REDIS_RETRY_AFTER = 10.0  # seconds of fallback before Redis is asked again
 class LocalLimiter:
     """The fallback: evenly spaced calls in this process alone, one per second per chat."""
 
-    def __init__(self, rate: float = FALLBACK_RATE, sleep=time.sleep):
+    def __init__(self, rate: float = FALLBACK_RATE, sleep=time.sleep, clock=time.monotonic):
         self.interval = 1.0 / rate
         self.sleep = sleep
+        self.clock = clock  # with `sleep`, what tests replace to see the waits without waiting
         self.lock = threading.Lock()
         self.next_slot = 0.0
         self.chats: dict[int, float] = {}
@@ -188,7 +189,7 @@ class LocalLimiter:
 
     def acquire(self, chat_id: int | None = None) -> float:
         with self.lock:
-            now = time.monotonic()
+            now = self.clock()
             slot = max(self.next_slot, now, self.chats.get(chat_id, 0.0) if chat_id is not None else 0.0)
             self.next_slot = slot + self.interval
             if chat_id is not None:
@@ -203,14 +204,24 @@ class LocalLimiter:
 class RedisLimiter:
     """`lane`: REPLY (runbot: never queued behind bulk) or BULK (workers: take what replies leave)."""
 
-    def __init__(self, client: redis.Redis, *, rate: float, prefix: str = "courier:limit", lane: str = REPLY, sleep=time.sleep):
+    def __init__(
+        self,
+        client: redis.Redis,
+        *,
+        rate: float,
+        prefix: str = "courier:limit",
+        lane: str = REPLY,
+        sleep=time.sleep,
+        clock=time.monotonic,  # this process's own time: the fallback's slots, when to ask Redis again
+    ):
         self.redis = client
         self.rate = rate
         self.interval = 1.0 / rate
         self.prefix = prefix
         self.lane = lane
         self.sleep = sleep
-        self._fallback = LocalLimiter(sleep=sleep)
+        self.clock = clock
+        self._fallback = LocalLimiter(sleep=sleep, clock=clock)
         self._warned_at = -1e9
         self._down_until = 0.0
         self._acquire = client.register_script(ACQUIRE)
@@ -243,7 +254,7 @@ class RedisLimiter:
         return waited
 
     def _acquire_or_fall_back(self, chat_id: int | None) -> float:
-        if self.lane == REPLY and time.monotonic() < self._down_until:
+        if self.lane == REPLY and self.clock() < self._down_until:
             return self._fallback.acquire(chat_id)
         try:
             return self._acquire_shared(chat_id)
@@ -256,7 +267,7 @@ class RedisLimiter:
     def _redis_down(self, exc: Exception) -> None:
         """Ask Redis again only after REDIS_RETRY_AFTER: a dead or hanging Redis must not cost
         every reply its timeout."""
-        now = time.monotonic()
+        now = self.clock()
         self._down_until = now + REDIS_RETRY_AFTER
         if now - self._warned_at > 60:
             self._warned_at = now
@@ -332,14 +343,14 @@ class RedisLimiter:
         FLOOD_WAITS.labels(self.lane).inc()
         FLOOD_WAIT_SECONDS.labels(self.lane).inc(seconds)
         try:
-            if self.lane == REPLY and time.monotonic() < self._down_until:
+            if self.lane == REPLY and self.clock() < self._down_until:
                 raise redis.ConnectionError("Redis was unreachable moments ago")
             return self._pause_shared(seconds, chat_id=chat_id)
         except redis.RedisError as exc:
             if self.lane == BULK:
                 raise
             self._redis_down(exc)
-            self._fallback.next_slot = max(self._fallback.next_slot, time.monotonic() + seconds)
+            self._fallback.next_slot = max(self._fallback.next_slot, self.clock() + seconds)
             return seconds
 
     def _pause_shared(self, seconds: float, *, chat_id: int | None = None) -> float:

@@ -18,11 +18,12 @@ import struct
 import subprocess
 import sys
 import threading
-import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from botapp.telegram.gateway import Media, TgUser
+from offline.readiness import READY_TIMEOUT, ready_line_wait
 from offline.telegram.connection import CONTROL, CONTROL_ANSWER, HELLO, PACKET, frame, read_frame
 
 if TYPE_CHECKING:  # a process that only talks to `manage.py telegram_server` never loads the server
@@ -62,8 +63,8 @@ def _control(server: TelegramServer, name: str, args: list, kwargs: dict):
     return getattr(server, name)(*args, **kwargs)
 
 
-async def serve(server: TelegramServer, path: Path, *, ready: threading.Event | None = None) -> None:
-    """Listen on `path` until cancelled."""
+async def serve(server: TelegramServer, path: Path, *, ready: Callable[[], object] | None = None) -> None:
+    """Listen on `path` until cancelled; `ready()` is called once connections are accepted."""
     with contextlib.suppress(FileNotFoundError):
         path.unlink()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -105,7 +106,7 @@ async def serve(server: TelegramServer, path: Path, *, ready: threading.Event | 
     unix_server = await asyncio.start_unix_server(handle, path=str(path))
     os.chmod(path, 0o600)
     if ready is not None:
-        ready.set()
+        ready()
     async with unix_server:
         await unix_server.serve_forever()
 
@@ -165,9 +166,10 @@ class RemoteTelegram:
 
 
 @contextlib.contextmanager
-def server_process(path: Path | str, *args: str, env: dict | None = None, stdout=subprocess.DEVNULL, timeout: float = 30):
+def server_process(path: Path | str, *args: str, env: dict | None = None, stdout=None, timeout: float = READY_TIMEOUT):
     """Run `manage.py telegram_server --socket <path> *args` (benchmarks, process tests); yields
-    its Popen once the socket is there, and stops it on the way out."""
+    its Popen once it says it is listening (its output copied to `stdout`, a file, when given),
+    and stops it on the way out."""
     from django.conf import settings
 
     path = Path(path)
@@ -175,14 +177,14 @@ def server_process(path: Path | str, *args: str, env: dict | None = None, stdout
         [sys.executable, "manage.py", "telegram_server", "--socket", str(path), *args],
         cwd=settings.BASE_DIR,
         env=os.environ.copy() if env is None else env,
-        stdout=stdout,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
-        deadline = time.monotonic() + timeout
-        while not path.exists():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"telegram_server did not start (exit {proc.poll()})")
-            time.sleep(0.05)
+        try:
+            ready_line_wait(proc, "telegram_server: listening", timeout=timeout, echo=stdout)
+        except RuntimeError as exc:
+            raise RuntimeError(f"telegram_server did not start: {exc}") from exc
         yield proc
     finally:
         proc.terminate()

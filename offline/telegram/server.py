@@ -259,6 +259,7 @@ class TelegramServer:
         self.bot = Bot(id=self.BOT_ID, username=username, first_name="Courier", token=token)
         self.enforce_rates = enforce_rates
         self.jitter = GLOBAL_JITTER  # how far evenly paced arrivals may bunch (inferred; see check_rate)
+        self.rate_clock = time.monotonic  # the time rate limits are counted in (tests stop and move it)
         self.global_rate = global_rate
         self.paid_rate = paid_rate
         self.latency = latency
@@ -462,7 +463,7 @@ class TelegramServer:
         with a burst of PRIVATE_CHAT_BURST."""
         if not self.enforce_rates:
             return
-        now = time.monotonic()
+        now = self.rate_clock()
         lane = "paid" if paid else "free"
         interval = 1.0 / (self.paid_rate if paid else self.global_rate)
         self._flood_check(("global", lane), now, interval, 1 + self.jitter / interval)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import NamedTuple
 
 from django.db import transaction
 
@@ -21,55 +22,67 @@ Status = BroadcastDelivery.Status
 RETRY_AFTER = timedelta(minutes=10)
 
 
+class Due(NamedTuple):
+    """A sent broadcast message whose lifetime is over."""
+
+    id: int  # the delivery's
+    chat_id: int
+    message_id: int
+
+
+class Deleted(NamedTuple):
+    id: int  # the delivery's
+    outcome: str  # deleted | retry | failed
+
+
 @dataclass
 class BroadcastDeletionSweep:
     gateway: Gateway
 
-    def claim(self, n: int) -> list[tuple[int, int, int]]:
+    def claim(self, n: int) -> list[Due]:
         now = clock.now()
         with transaction.atomic():
             rows = list(
                 BroadcastDelivery.objects.select_for_update(skip_locked=True, of=("self",))
                 .filter(status=Status.SENT, delete_at__isnull=False, delete_at__lte=now)
                 .order_by("delete_at")
-                .values_list("id", "chat_id", "message_id", "user__access_hash")[:n]
+                .values_list("id", "chat_id", "message_id", "user__access_hash", named=True)[:n]
             )
             # Pushing delete_at forward is the lease: a dead sweeper's rows come due again later.
             if rows:
-                BroadcastDelivery.objects.filter(id__in=[r[0] for r in rows]).update(delete_at=now + RETRY_AFTER)
-        self.gateway.peers_remember({r[1]: r[3] for r in rows})
-        return [r[:3] for r in rows]
+                BroadcastDelivery.objects.filter(id__in=[r.id for r in rows]).update(delete_at=now + RETRY_AFTER)
+        self.gateway.peers_remember({r.chat_id: r.user__access_hash for r in rows})
+        return [Due(r.id, r.chat_id, r.message_id) for r in rows]
 
-    def work(self, row: tuple[int, int, int]) -> tuple[int, str]:
-        delivery_id, chat_id, message_id = row
+    def work(self, row: Due) -> Deleted:
         try:
-            self.gateway.delete_messages(chat_id, [message_id])
+            self.gateway.delete_messages(row.chat_id, [row.message_id])
         except (FloodWait, TransientError) as exc:
-            log.info("broadcast delete retry delivery=%s: %s", delivery_id, exc)
-            return delivery_id, "retry"
+            log.info("broadcast delete retry delivery=%s: %s", row.id, exc)
+            return Deleted(row.id, "retry")
         except TelegramError as exc:
-            log.warning("broadcast delete failed delivery=%s chat=%s: %s", delivery_id, chat_id, exc)
-            return delivery_id, "failed"
-        return delivery_id, "deleted"
+            log.warning("broadcast delete failed delivery=%s chat=%s: %s", row.id, row.chat_id, exc)
+            return Deleted(row.id, "failed")
+        return Deleted(row.id, "deleted")
 
     group = DELETE_CHUNK  # rows per work_many: one messages.deleteMessages for all their chats
 
-    def work_many(self, rows: list[tuple[int, int, int]]) -> list[tuple[int, str]]:
+    def work_many(self, rows: list[Due]) -> list[Deleted]:
         """The rows' messages deleted together (`delete_private`: one call per DELETE_CHUNK)."""
         try:
-            self.gateway.delete_private([(chat_id, [message_id]) for _, chat_id, message_id in rows])
+            self.gateway.delete_private([(row.chat_id, [row.message_id]) for row in rows])
         except (FloodWait, TransientError) as exc:
             log.info("broadcast delete retry of %d deliveries: %s", len(rows), exc)
-            return [(row[0], "retry") for row in rows]
+            return [Deleted(row.id, "retry") for row in rows]
         except TelegramError as exc:
-            log.warning("broadcast delete failed for %d deliveries (delivery=%s…): %s", len(rows), rows[0][0], exc)
-            return [(row[0], "failed") for row in rows]
-        return [(row[0], "deleted") for row in rows]
+            log.warning("broadcast delete failed for %d deliveries (delivery=%s…): %s", len(rows), rows[0].id, exc)
+            return [Deleted(row.id, "failed") for row in rows]
+        return [Deleted(row.id, "deleted") for row in rows]
 
-    def handback(self, row: tuple[int, int, int], exc: Exception) -> tuple[int, str]:
-        return row[0], "retry"
+    def handback(self, row: Due, exc: Exception) -> Deleted:
+        return Deleted(row.id, "retry")
 
-    def record(self, results: list[tuple[int, str]]) -> tuple[int, int]:
+    def record(self, results: list[Deleted]) -> tuple[int, int]:
         deleted = [i for i, outcome in results if outcome == "deleted"]
         failed = [i for i, outcome in results if outcome == "failed"]
         if deleted:

@@ -15,6 +15,7 @@ import logging
 from dataclasses import dataclass, field
 from datetime import timedelta
 from time import monotonic
+from typing import NamedTuple
 
 from django.db import connection, transaction
 from django.db.models import Exists, F, OuterRef
@@ -30,7 +31,7 @@ from botapp.services.users import users_mark_unreachable
 from botapp.telegram.gateway import CopyIncomplete, Gateway, PeerUnknown, SendItem, Sent, TelegramError
 from scheduler.jobs.bulk import rows_update
 from scheduler.jobs.registry import Job, Outcome, job_register
-from scheduler.jobs.sweep import message_or_error, stream_outcome
+from scheduler.jobs.sweep import message_or_error, sends_outcome
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,28 @@ ACTIVE_TTL = 2.0  # seconds between two looks at which broadcasts are being sent
 ACTIVE = (Broadcast.Status.QUEUED, Broadcast.Status.SENDING)
 
 
-@dataclass
+class Leased(NamedTuple):
+    """A delivery `deliveries_lease` leased, with what its send needs to know of the user."""
+
+    id: int
+    broadcast_id: int
+    user_id: int  # TelegramUser's pk
+    chat_id: int
+    access_hash: int | None
+    user_state: str
+
+
+class Delivery(NamedTuple):
+    """A claimed delivery, as `work` takes it."""
+
+    id: int
+    broadcast_id: int
+    user_id: int  # TelegramUser's pk
+    chat_id: int
+    skip: str  # why it is not sent ("": it is)
+
+
+@dataclass(slots=True)
 class Result:
     id: int
     broadcast_id: int
@@ -62,16 +84,16 @@ RETURNING d.id, d.broadcast_id, d.user_id, d.chat_id, u.access_hash, u.state
 """
 
 
-def deliveries_lease(broadcast_id: int, n: int, *, lease_until) -> list[tuple]:
+def deliveries_lease(broadcast_id: int, n: int, *, lease_until) -> list[Leased]:
     """Lease up to n pending deliveries of the broadcast, lowest id first (rows other workers
-    hold are skipped): (id, broadcast id, user pk, chat id, access hash, user state) each. On
+    hold are skipped). On
     PostgreSQL one statement, the walk of the partial index `delivery_pending` and the lease
     together (the ORM's SELECT … FOR UPDATE then UPDATE … IN (200 ids) cost the worker 15 ms of
     CPU per batch)."""
     sql = LEASE_SQL.format(deliveries=BroadcastDelivery._meta.db_table, users=TelegramUser._meta.db_table)
     with connection.cursor() as cursor:
         cursor.execute(sql, [broadcast_id, Status.PENDING.value, n, Status.SENDING.value, lease_until])
-        return sorted(cursor.fetchall())
+        return [Leased._make(row) for row in sorted(cursor.fetchall())]
 
 
 @dataclass
@@ -88,12 +110,12 @@ class BroadcastSendSweep:
     _active_ids: list[int] = field(default_factory=list)
     _active_at: float | None = None
 
-    def claim(self, n: int) -> list[tuple[int, int, int, int]]:
+    def claim(self, n: int) -> list[Delivery]:
         """Up to n pending deliveries, oldest broadcast first. One broadcast at a time, so the
         query is an ordered scan of the partial index `delivery_pending` (broadcast, id): cheap from
         the first second of a new broadcast, before PostgreSQL has statistics for its rows."""
         now = clock.now()
-        rows: list = []
+        rows: list[Leased] = []
         with transaction.atomic():
             for broadcast_id in self._active():
                 wanted = n - len(rows)
@@ -108,17 +130,21 @@ class BroadcastSendSweep:
                     break
             if not rows:
                 return []
-            ids = {r[1] for r in rows}
+            ids = {r.broadcast_id for r in rows}
             if ids - self.started:  # once per broadcast and run, not once per batch
                 Broadcast.objects.filter(id__in=ids, status=Broadcast.Status.QUEUED).update(status=Broadcast.Status.SENDING)
                 self.started |= ids
-        self.gateway.peers_remember({r[3]: r[4] for r in rows})
+        self.gateway.peers_remember({r.chat_id: r.access_hash for r in rows})
         missing = ids - set(self.messages)
         if missing:  # broadcast bodies are loaded once per run, not once per batch
             bodies = Broadcast.objects.filter(id__in=missing).prefetch_related("attachments")
             self.messages.update({b.pk: message_or_error(b, BroadcastMessage.of) for b in bodies})
         # A user who sent /stop (or became unreachable) after the broadcast was queued gets nothing.
-        return [(*r[:4], "" if r[5] == TelegramUser.State.ACTIVE else f"user is {r[5]}") for r in rows]
+        active = TelegramUser.State.ACTIVE
+        return [
+            Delivery(r.id, r.broadcast_id, r.user_id, r.chat_id, "" if r.user_state == active else f"user is {r.user_state}")
+            for r in rows
+        ]
 
     def _finish_done(self, broadcast_ids: list[int], now) -> None:
         """Mark done those of the broadcasts with nothing pending or being sent."""
@@ -139,27 +165,28 @@ class BroadcastSendSweep:
             self._active_at = monotonic()
         return self._active_ids
 
-    def work(self, row: tuple[int, int, int, int, str]) -> Result:
-        delivery_id, broadcast_id, user_id, chat_id, skip = row
-        if skip:
-            return Result(delivery_id, broadcast_id, user_id, Status.SKIPPED, error=skip)
-        message = self.messages[broadcast_id]
+    def work(self, row: Delivery) -> Result:
+        if row.skip:
+            return Result(row.id, row.broadcast_id, row.user_id, Status.SKIPPED, error=row.skip)
+        message = self.messages[row.broadcast_id]
         if isinstance(message, Exception):
             raise message
         try:
-            sent = message.send(self.gateway, chat_id, user_id=user_id)
+            sent = message.send(self.gateway, row.chat_id, user_id=row.user_id)
         except TelegramError as exc:
             return self._result(row, exc)
         return self._result(row, sent)
 
-    def work_many(self, rows: list[tuple[int, int, int, int, str]]) -> list[Result | Exception]:
+    def work_many(self, rows: list[Delivery]) -> list[Result | Exception]:
         """The rows whose message is one send go to Telegram together (`Gateway.send_many`); the
         others one by one as `work` sends them. A row's exception is its entry (handed back)."""
         outcomes: list[Result | Exception | None] = [None] * len(rows)
         batch: list[tuple[int, SendItem]] = []
         for n, row in enumerate(rows):
-            message = self.messages.get(row[1])
-            item = message.item(row[3], user_id=row[2]) if isinstance(message, BroadcastMessage) and not row[4] else None
+            message = self.messages.get(row.broadcast_id)
+            item = (
+                message.item(row.chat_id, user_id=row.user_id) if isinstance(message, BroadcastMessage) and not row.skip else None
+            )
             if item is not None:
                 batch.append((n, item))
                 continue
@@ -176,9 +203,9 @@ class BroadcastSendSweep:
                 outcomes[n] = self._result(rows[n], answer) if refused else answer
         return outcomes  # type: ignore[return-value]
 
-    def _result(self, row, sent: Sent | TelegramError) -> Result:
+    def _result(self, row: Delivery, sent: Sent | TelegramError) -> Result:
         """A delivery's result from what Telegram answered."""
-        delivery_id, broadcast_id, user_id, *_ = row
+        delivery_id, broadcast_id, user_id = row.id, row.broadcast_id, row.user_id
         if isinstance(sent, Sent):
             return Result(delivery_id, broadcast_id, user_id, Status.SENT, message_id=sent.message_id)
         exc = sent
@@ -201,9 +228,8 @@ class BroadcastSendSweep:
             log.warning("broadcast send failed broadcast=%s user=%s: %s", broadcast_id, user_id, exc)
         return Result(delivery_id, broadcast_id, user_id, failure.status, error=failure.error, unreachable=failure.unreachable)
 
-    def handback(self, row: tuple[int, int, int, int, str], exc: Exception) -> Result:
-        delivery_id, broadcast_id, user_id, *_ = row
-        return Result(delivery_id, broadcast_id, user_id, Status.PENDING, error=f"handed back: {exc}"[:255])
+    def handback(self, row: Delivery, exc: Exception) -> Result:
+        return Result(row.id, row.broadcast_id, row.user_id, Status.PENDING, error=f"handed back: {exc}"[:255])
 
     def record(self, results: list[Result]) -> tuple[int, int]:
         with transaction.atomic():  # results and the counters they move, together
@@ -256,7 +282,7 @@ def send_broadcasts(*, gateway: Gateway, dry_run: bool = False, batch_size: int 
         return Outcome(due, detail="broadcast messages waiting to be sent")
     started = broadcasts_start_due()
     uploads = attachments_upload(gateway=gateway)
-    outcome = stream_outcome(BroadcastSendSweep(gateway), batch_size=batch_size, time_budget=time_budget)
+    outcome = sends_outcome(BroadcastSendSweep(gateway), batch_size=batch_size, time_budget=time_budget)
     if started:
         outcome.detail += f", {started} scheduled broadcast(s) started"
     if uploads.uploaded or uploads.failed or uploads.refused:

@@ -22,7 +22,7 @@ from scheduler.jobs.sweep import sweep_outcome
 log = logging.getLogger(__name__)
 
 
-@dataclass
+@dataclass(slots=True)
 class Told:
     plan_id: int
     chat_id: int
@@ -66,7 +66,7 @@ def end_premium_plans(*, gateway: Gateway | None = None, dry_run: bool = False, 
     if dry_run:
         due = PremiumPlan.objects.filter(status=PremiumPlan.Status.ACTIVE, ends_at__lte=clock.now()).count()
         return Outcome(due, detail="premium plans past their end")
-    return sweep_outcome(PremiumExpirySweep(gateway), batch_size=batch_size, time_budget=50.0, concurrency=4)
+    return sweep_outcome(PremiumExpirySweep(gateway), batch_size=batch_size, time_budget=50.0, in_flight=4)
 
 
 job_register(

@@ -20,7 +20,7 @@ from botapp.services.users import users_mark_unreachable
 from botapp.telegram.gateway import Gateway, TelegramError
 from scheduler.jobs.bulk import rows_update
 from scheduler.jobs.registry import Job, Outcome, job_register
-from scheduler.jobs.sweep import message_or_error, stream_outcome
+from scheduler.jobs.sweep import message_or_error, sends_outcome
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +29,7 @@ Condition = SequenceStep.Condition
 LEASE = timedelta(minutes=5)
 
 
-@dataclass
+@dataclass(slots=True)
 class Due:
     id: int
     step_id: int
@@ -38,7 +38,7 @@ class Due:
     skip: str = ""  # why it is not sent
 
 
-@dataclass
+@dataclass(slots=True)
 class Result:
     id: int
     user_id: int
@@ -155,7 +155,7 @@ def send_sequence_messages(
     if dry_run:
         due = SequenceMessage.objects.filter(status=Status.PENDING, due_at__lte=clock.now()).count()
         return Outcome(due, detail="sequence messages due")
-    return stream_outcome(SequenceSendSweep(gateway), batch_size=batch_size, time_budget=time_budget)
+    return sends_outcome(SequenceSendSweep(gateway), batch_size=batch_size, time_budget=time_budget)
 
 
 job_register(

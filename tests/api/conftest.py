@@ -5,9 +5,8 @@ from api.clients import apiclient_create
 
 
 @pytest.fixture
-def api(db, settings):
+def api(db, plain_http):
     """api(scopes="read,write", rate="") -> a DRF test client sending a new client's Bearer token."""
-    settings.SECURE_SSL_REDIRECT = False
 
     def make(scopes="read,write", rate="", name=None):
         record, token = apiclient_create(name=name or f"test-{scopes}-{rate}", scopes=scopes, rate=rate)

@@ -26,8 +26,7 @@ def later(hours=1):
 # --- authentication and scopes ----------------------------------------------------------------------
 
 
-def test_nothing_is_anonymous_and_a_wrong_or_revoked_token_is_401(api, settings):
-    settings.SECURE_SSL_REDIRECT = False
+def test_nothing_is_anonymous_and_a_wrong_or_revoked_token_is_401(api, plain_http):
     anonymous = APIClient()
     for path in ("/api/v1/messages/", "/api/v1/users/", "/api/v1/scheduler/stats/", "/api/v1/files/", "/api/v1/broadcasts/"):
         response = anonymous.get(path)
@@ -326,8 +325,7 @@ def test_broadcasts_start_progress_and_cancel(api, sender_wakeups):
     assert [b["id"] for b in client.get("/api/v1/broadcasts/").json()] == [draft.json()["id"]]
 
 
-def test_the_docs_page_is_for_clients_and_staff_only(api, admin_client, settings):
-    settings.SECURE_SSL_REDIRECT = False
+def test_the_docs_page_is_for_clients_and_staff_only(api, admin_client, plain_http):
     assert APIClient().get("/api/v1/docs/").status_code in (401, 403)
     assert APIClient().get("/api/v1/schema/").status_code == 401
     page = admin_client.get("/api/v1/docs/")
@@ -335,8 +333,7 @@ def test_the_docs_page_is_for_clients_and_staff_only(api, admin_client, settings
     assert api("read").get("/api/v1/schema/").status_code == 200
 
 
-def test_the_admin_adds_a_client_shows_its_token_once_and_revokes_it(admin_client, settings):
-    settings.SECURE_SSL_REDIRECT = False
+def test_the_admin_adds_a_client_shows_its_token_once_and_revokes_it(admin_client, plain_http):
     refused = admin_client.post(reverse("admin:api_apiclient_add"), {"name": "crm", "scopes": "admin", "rate": "fast"})
     assert set(refused.context["adminform"].form.errors) == {"scopes", "rate"}
     added = admin_client.post(

@@ -112,7 +112,7 @@ def test_ids_beyond_the_database_are_a_json_404(api, path):
 # --- the API and web under faults --------------------------------------------------------------------------
 
 
-def test_with_redis_down_the_api_keeps_answering_and_health_says_degraded(api, settings, client, monkeypatch):
+def test_with_redis_down_the_api_keeps_answering_and_health_says_degraded(api, settings, client, monkeypatch, plain_http):
     from django.core.cache.backends.redis import RedisCache
 
     from botapp.cache import cache_answered
@@ -121,7 +121,6 @@ def test_with_redis_down_the_api_keeps_answering_and_health_says_degraded(api, s
     dead = RedisCache("redis://127.0.0.1:1/0", {"OPTIONS": {"socket_connect_timeout": 0.2}})  # nothing listens there
     monkeypatch.setattr("api.authentication.ClientRateThrottle.cache", dead)
     settings.REDIS_URL = "redis://127.0.0.1:1/0"
-    settings.SECURE_SSL_REDIRECT = False
     try:
         assert [reader.get("/api/v1/users/").status_code for _ in range(3)] == [200, 200, 200]  # uncounted, not refused
         health = client.get("/health/")

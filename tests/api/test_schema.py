@@ -46,8 +46,7 @@ TOKEN = {}
 
 
 @pytest.fixture
-def served_schema(db, settings):
-    settings.SECURE_SSL_REDIRECT = False
+def served_schema(db, settings, plain_http):
     settings.ALLOWED_HOSTS = ["*"]
     settings.STORAGE_CHANNEL_ID = "-1001000000001"
     _, TOKEN["value"] = apiclient_create(name="schemathesis", scopes="read,write", rate="100000/min")

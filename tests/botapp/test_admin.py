@@ -12,8 +12,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def operator(client, django_user_model, settings):
-    settings.SECURE_SSL_REDIRECT = False
+def operator(client, django_user_model, plain_http):
     user = django_user_model.objects.create_superuser("op", "op@example.com", "pw")
     client.force_login(user)
     return client

@@ -139,8 +139,7 @@ def test_anyone_else_gets_the_usual_hint_and_nothing_is_recorded(box):
     assert not AdminCommand.objects.exists() and not UserBan.objects.exists() and not PremiumPlan.objects.exists()
 
 
-def test_the_admin_shows_commands_plans_and_bans(box, admin_client, settings):
-    settings.SECURE_SSL_REDIRECT = False
+def test_the_admin_shows_commands_plans_and_bans(box, admin_client, plain_http):
     said(box, "1001: /start", "1000: /addpremium 1001 30d", "1000: /ban 1001 1d spam", "1000: /ban 1")
     page = admin_client.get(reverse("admin:botapp_admincommand_changelist"), {"ok__exact": "0"}).content.decode()
     assert "No user 1 has used this bot." in page and "spam" not in page
@@ -171,10 +170,9 @@ def test_any_arguments_get_one_reply_and_never_fail(box, command, arguments):
     assert reply and SORRY not in reply
 
 
-def test_bot_settings_refuse_a_bad_channel_post_button_or_marker(admin_client, settings):
+def test_bot_settings_refuse_a_bad_channel_post_button_or_marker(admin_client, plain_http):
     from botapp.models import BotSettings
 
-    settings.SECURE_SSL_REDIRECT = False
     url = reverse("admin:botapp_botsettings_change", args=[BotSettings.load().pk])
     form = admin_client.get(url).context["adminform"].form
     data = {k: ("on" if v is True else "" if v in (False, None) else v) for k, v in form.initial.items()}

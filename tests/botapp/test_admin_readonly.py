@@ -45,8 +45,7 @@ INTERNAL = [
 
 
 @pytest.fixture
-def operator(client, django_user_model, settings):
-    settings.SECURE_SSL_REDIRECT = False
+def operator(client, django_user_model, plain_http):
     client.force_login(django_user_model.objects.create_superuser("op", "op@example.com", "pw"))
     return client
 

@@ -9,8 +9,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def operator(admin_client, settings):
-    settings.SECURE_SSL_REDIRECT = False
+def operator(admin_client, plain_http):
     return admin_client
 
 

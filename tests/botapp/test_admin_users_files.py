@@ -26,8 +26,7 @@ USERS = "admin:botapp_telegramuser_changelist"
 
 
 @pytest.fixture
-def operator(admin_client, settings):
-    settings.SECURE_SSL_REDIRECT = False
+def operator(admin_client, plain_http):
     return admin_client
 
 
@@ -101,10 +100,9 @@ def test_a_longer_ban_is_not_cut_down_by_the_consoles(operator):
     assert ban_in_force(user=TelegramUser.objects.get(pk=week.pk)).until - clock.now() > timedelta(days=29)
 
 
-def test_staff_who_may_only_view_users_cannot_ban_or_reset_them(client, settings, django_user_model):
+def test_staff_who_may_only_view_users_cannot_ban_or_reset_them(client, plain_http, django_user_model):
     from django.contrib.auth.models import Permission
 
-    settings.SECURE_SSL_REDIRECT = False
     viewer = django_user_model.objects.create_user("viewer", password="pw", is_staff=True)
     viewer.user_permissions.add(Permission.objects.get(codename="view_telegramuser"))
     client.force_login(viewer)

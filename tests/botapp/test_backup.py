@@ -108,8 +108,7 @@ def test_backup_channel_setting_refuses_what_cannot_be_a_second_channel(box, set
 
 
 @pytest.fixture
-def operator(client, django_user_model, settings):
-    settings.SECURE_SSL_REDIRECT = False
+def operator(client, django_user_model, plain_http):
     client.force_login(django_user_model.objects.create_superuser("op", "op@example.com", "pw"))
     return client
 

@@ -152,8 +152,7 @@ def test_a_live_command_is_never_shadowed_by_a_retired_one(chat, alice, conf):
 
 
 @pytest.fixture
-def operator(admin_client, settings):
-    settings.SECURE_SSL_REDIRECT = False
+def operator(admin_client, settings, plain_http):
     return admin_client
 
 

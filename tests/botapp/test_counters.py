@@ -162,8 +162,7 @@ def test_the_minute_job_flushes_and_its_dry_run_only_counts(stored):
 
 
 @pytest.fixture
-def operator(client, django_user_model, settings):
-    settings.SECURE_SSL_REDIRECT = False
+def operator(client, django_user_model, plain_http):
     client.force_login(django_user_model.objects.create_superuser("op", "op@example.com", "pw"))
     return client
 

@@ -142,10 +142,10 @@ def test_auto_delete_survives_a_restart(alice, conf, stored, telegram, chat, bot
 
     clock.clock_advance(timedelta(minutes=29))
     job = DeletionSweep(gateway)
-    assert Sweep(job.claim, job.work, job.record).run() == (0, 0, 0)  # not due yet
+    assert Sweep(job).run() == (0, 0, 0)  # not due yet
 
     clock.clock_advance(timedelta(minutes=2))
     job = DeletionSweep(gateway)  # "after the restart": new objects, same database, same Telegram
-    assert Sweep(job.claim, job.work, job.record).run() == (1, 0, 1)
+    assert Sweep(job).run() == (1, 0, 1)
     assert all(telegram.message(alice.id, i).deleted for i in delivered)
     assert not PendingDeletion.objects.exists()

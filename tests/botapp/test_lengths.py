@@ -30,8 +30,7 @@ def test_the_previouscaption_cut_counts_emoji_as_two():
     assert utf16_length(cut) <= CAPTION_LENGTH and cut.endswith("…") and cut.count(EMOJI) == 511
 
 
-def test_the_admin_composer_refuses_3000_emoji_as_a_text_over_4096(admin_client, settings):
-    settings.SECURE_SSL_REDIRECT = False
+def test_the_admin_composer_refuses_3000_emoji_as_a_text_over_4096(admin_client, settings, plain_http):
     data = {"title": "Sale", "text": TOO_LONG_TEXT, "media_kind": "", "media": "", "buttons": ""}
     response = admin_client.post(reverse("admin:botapp_broadcast_add"), data)
     (error,) = response.context["adminform"].form.errors["text"]

@@ -14,8 +14,7 @@ LOCKED = "Too many failed log-ins with this user name from your address"
 
 
 @pytest.fixture
-def operator(django_user_model, settings):
-    settings.SECURE_SSL_REDIRECT = False
+def operator(django_user_model, plain_http):
     return django_user_model.objects.create_superuser("op", "op@example.com", "right-pw")
 
 

@@ -57,8 +57,7 @@ def test_what_composing_accepts_telegram_accepts_and_what_it_refuses_telegram_re
         gateway.send_text(user.telegram_id, "Hi", buttons=[[Button("Mail", url="mailto:a@example.com")]])
 
 
-def test_the_broadcast_form_names_the_line_with_a_refused_link(admin_client, settings):
-    settings.SECURE_SSL_REDIRECT = False
+def test_the_broadcast_form_names_the_line_with_a_refused_link(admin_client, plain_http):
     data = {"title": "x", "text": "hi", "media_kind": "", "media": "", "buttons": "Ok | https://ok.example\nMail | mailto:a@b.c"}
     response = admin_client.post(reverse("admin:botapp_broadcast_add"), data)
     assert "Line 2: mailto:a@b.c is not a link Telegram accepts" in " ".join(response.context["adminform"].form.errors["buttons"])
@@ -79,9 +78,8 @@ def clicks():
 
 
 @pytest.fixture
-def web(client, settings):
+def web(client, settings, plain_http):
     settings.PUBLIC_URL = "https://courier.example"
-    settings.SECURE_SSL_REDIRECT = False
     return client
 
 
@@ -153,9 +151,8 @@ def test_a_click_link_made_before_links_carried_their_time_still_works(web, tele
 
 
 @pytest.mark.django_db
-def test_a_tracked_button_records_the_click_and_redirects(client, settings, telegram, gateway, chat):
+def test_a_tracked_button_records_the_click_and_redirects(client, settings, telegram, gateway, chat, plain_http):
     settings.PUBLIC_URL = "https://courier.example"
-    settings.SECURE_SSL_REDIRECT = False
     user = TelegramUserFactory()
     chat(TgUser(id=user.telegram_id, first_name=user.first_name), "/start")  # a bot reaches only users who wrote to it
     message = Outgoing.compose(text="Hi", media_kind="", media="", buttons="Join | https://t.me/+abc | joined", protect=False)
@@ -170,8 +167,7 @@ def test_a_tracked_button_records_the_click_and_redirects(client, settings, tele
 
 
 @pytest.mark.django_db
-def test_a_forged_click_link_is_refused(client, settings):
-    settings.SECURE_SSL_REDIRECT = False
+def test_a_forged_click_link_is_refused(client, plain_http):
     response = client.get("/go/not-a-real-token/")
     assert response.status_code == 404 and "This link is not valid" in response.content.decode()
     assert not ButtonClick.objects.exists()

@@ -43,13 +43,12 @@ def test_a_negative_ban_duration_is_refused_and_the_ban_in_force_stays(box):
         ("bypass_seconds", 3601, 3600),
     ],
 )
-def test_each_setting_has_a_range_the_sandbox_and_the_admin_enforce(field, too_big, most, admin_client, settings):
+def test_each_setting_has_a_range_the_sandbox_and_the_admin_enforce(field, too_big, most, admin_client, settings, plain_http):
     before = getattr(BotSettings.load(), field)
     assert setting_edit(field=field, value=str(too_big)) == f"Ensure this value is less than or equal to {most}."
     assert getattr(BotSettings.load(), field) == before
     assert setting_edit(field=field, value=str(most)) == ""
 
-    settings.SECURE_SSL_REDIRECT = False
     url = reverse("admin:botapp_botsettings_change", args=[1])
     form = admin_client.get(url).context["adminform"].form
     data = {k: ("on" if v is True else "" if v in (False, None) else v) for k, v in form.initial.items()}

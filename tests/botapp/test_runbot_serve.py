@@ -27,7 +27,7 @@ def telegram_process():
         path = Path(directory) / "telegram.sock"
         loop = asyncio.new_event_loop()
         ready = threading.Event()
-        task = loop.create_task(serve(server, path, ready=ready))
+        task = loop.create_task(serve(server, path, ready=ready.set))
 
         def run():
             with contextlib.suppress(asyncio.CancelledError):
@@ -56,14 +56,27 @@ def test_runbot_answers_and_stops_cleanly_on_sigterm(settings, tmp_path, telegra
     )
     remote = RemoteTelegram(path)
 
-    async def scenario():
-        loop = asyncio.get_running_loop()
-        loop.call_later(1.0, remote.user_sends, TgUser(id=1001, first_name="Alice"), "/start")
-        loop.call_later(3.0, os.kill, os.getpid(), signal.SIGTERM)
-        await Command().serve(config, threads=2)
+    listening = []
 
-    asyncio.run(asyncio.wait_for(scenario(), timeout=20))
+    async def scenario():
+        ready = asyncio.Event()
+
+        async def alice_writes():
+            """Once runbot says it listens, Alice writes; once it has answered her, SIGTERM."""
+            await ready.wait()
+            remote.user_sends(TgUser(id=1001, first_name="Alice"), "/start")
+            while not [e for e in server.events if e.chat_id == 1001]:  # the reply, sent from a handler thread
+                await asyncio.sleep(0.01)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+        alice = asyncio.create_task(alice_writes())
+        await Command().serve(config, threads=2, ready=lambda username: (listening.append(username), ready.set()))
+        await alice
+
+    asyncio.run(asyncio.wait_for(scenario(), timeout=120))  # bounds a failure only
     remote.close()
+
+    assert listening == ["CourierBot"]
 
     (reply,) = [e for e in server.events if e.chat_id == 1001]
     assert reply.text.startswith("Hello Alice!")

@@ -238,10 +238,9 @@ def test_settings_are_read_from_the_shared_cache_and_a_save_invalidates_them(con
     assert BotSettings.objects.count() == 1
 
 
-def test_settings_edited_in_the_admin_reach_the_bot(chat, alice, settings_cached, client, django_user_model, settings):
+def test_settings_edited_in_the_admin_reach_the_bot(chat, alice, settings_cached, client, django_user_model, plain_http):
     from django.urls import reverse
 
-    settings.SECURE_SSL_REDIRECT = False
     client.force_login(django_user_model.objects.create_superuser("op", "op@example.com", "pw"))
     url = reverse("admin:botapp_botsettings_change", args=[1])
     form = client.get(url).context["adminform"].form

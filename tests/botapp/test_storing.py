@@ -67,8 +67,7 @@ def test_media_from_a_non_admin_is_not_stored(telegram, chat, alice):
     assert telegram.bot_messages(alice.id)[-1].text.startswith("I did not understand")
 
 
-def test_operator_registers_a_batch_in_the_admin(admin_client, settings):
-    settings.SECURE_SSL_REDIRECT = False
+def test_operator_registers_a_batch_in_the_admin(admin_client, plain_http):
     response = admin_client.post(
         reverse("admin:botapp_storedfile_add"),
         {"title": "Season 1", "source_chat_id": STORAGE, "message_ids": "10-12, 15", "protect_content": ""},
@@ -77,8 +76,7 @@ def test_operator_registers_a_batch_in_the_admin(admin_client, settings):
     assert StoredFile.objects.get().message_ids == [10, 11, 12, 15]
 
 
-def test_admin_form_explains_bad_message_ids(admin_client, settings):
-    settings.SECURE_SSL_REDIRECT = False
+def test_admin_form_explains_bad_message_ids(admin_client, plain_http):
     response = admin_client.post(
         reverse("admin:botapp_storedfile_add"), {"title": "x", "source_chat_id": STORAGE, "message_ids": "ten"}
     )

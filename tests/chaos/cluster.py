@@ -21,6 +21,8 @@ from pathlib import Path
 import redis
 from django.conf import settings
 
+from offline.readiness import ready_line_wait
+
 DEPLOYMENT_DB_APP = "courier-chaos"  # application_name of the PostgreSQL connections of runbot and the workers
 
 
@@ -117,14 +119,18 @@ class Workers:
             argv = [sys.executable, "-m", "celery", "-A", "config", "worker", "-n", f"{name}@chaos", "-c", "1",
                     "--without-gossip", "--without-mingle"]  # fmt: skip
         log = open(self.logs / f"{name}.log", "a")  # noqa: SIM115 - the process holds it
+        bot = name == "bot"
         self.procs[name] = subprocess.Popen(
             argv,
             cwd=settings.BASE_DIR,
             env=self.env,
-            stdout=log,
+            stdout=subprocess.PIPE if bot else log,  # runbot's is read for its "listening" line, then copied to the log
             stderr=subprocess.STDOUT,
+            text=bot,
             start_new_session=True,  # a process group of its own: kill() takes a worker's pool child too
         )
+        if bot:
+            ready_line_wait(self.procs[name], "runbot: listening", echo=log)
 
     def kill(self, name: str) -> None:
         """kill -9: the worker's parent and its pool child, mid-whatever."""

@@ -188,14 +188,13 @@ def test_posts_without_the_marker_or_with_nothing_after_it_are_not_broadcast(cha
     assert TelegramUser.objects.get(telegram_id=1004).state == "stopped"
 
 
-def test_pin_in_chat_in_the_admin_pins_each_delivered_message(telegram, gateway, admin_client, settings, sender_wakeups):
+def test_pin_in_chat_in_the_admin_pins_each_delivered_message(telegram, gateway, admin_client, plain_http, sender_wakeups):
     from django.urls import reverse
 
     from botapp.services.broadcasts import broadcast_start
     from scheduler.jobs.registry import job_run
     from tests.factories import met_user
 
-    settings.SECURE_SSL_REDIRECT = False
     users = [met_user(telegram) for _ in range(3)]
     response = admin_client.post(
         reverse("admin:botapp_broadcast_add"),

@@ -95,7 +95,7 @@ def test_flood_wait_leaves_the_user_for_later_other_errors_are_final(telegram, g
     telegram.deactivate(second.telegram_id)
 
     sweep = BroadcastSendSweep(gateway)
-    Sweep(sweep.claim, sweep.work, sweep.record, concurrency=1).run()
+    Sweep(sweep, in_flight=1).run()
 
     statuses = dict(BroadcastDelivery.objects.values_list("user_id", "status"))
     assert statuses == {first.pk: "pending", second.pk: "blocked"}
@@ -189,7 +189,7 @@ def test_two_senders_never_send_twice(telegram, gateway, sender_wakeups):
 
     def run():
         sweep = BroadcastSendSweep(gateway)
-        return Sweep(sweep.claim, sweep.work, sweep.record, batch_size=50, concurrency=4).run()
+        return Sweep(sweep, batch_size=50, in_flight=4).run()
 
     results = run_in_threads(run)
     assert all(r[0] > 0 for r in results), results  # both took part
@@ -200,8 +200,7 @@ def test_two_senders_never_send_twice(telegram, gateway, sender_wakeups):
 
 
 @pytest.fixture
-def operator(admin_client, settings):
-    settings.SECURE_SSL_REDIRECT = False
+def operator(admin_client, plain_http):
     return admin_client
 
 

@@ -27,7 +27,7 @@ def schedule(gateway, chat_id, *, minutes, n=2, share_id="abc"):
 
 def sweep(gateway, **kwargs):
     job = DeletionSweep(gateway)
-    return Sweep(job.claim, job.work, job.record, **kwargs).run()
+    return Sweep(job, **kwargs).run()
 
 
 @pytest.mark.django_db
@@ -154,7 +154,7 @@ def test_batch_queries_do_not_grow_with_batch_size(telegram, gateway, conf):
             schedule(gateway, chat, minutes=-1, n=1)
         job = DeletionSweep(gateway)
         with CaptureQueriesContext(connection) as ctx:
-            assert Sweep(job.claim, job.work, job.record, batch_size=n, concurrency=1).run() == (n, 0, 1)
+            assert Sweep(job, batch_size=n, in_flight=1).run() == (n, 0, 1)
         return len(ctx.captured_queries)
 
     assert queries_for(10) == queries_for(500)
@@ -179,7 +179,7 @@ def test_two_concurrent_sweepers_process_each_row_exactly_once(telegram, gateway
     telegram.events.clear()
     telegram.latency = 0.0005  # answers take a moment: calls overlap like network calls
 
-    results = run_in_threads(lambda: sweep(gateway, batch_size=100, concurrency=4))
+    results = run_in_threads(lambda: sweep(gateway, batch_size=100, in_flight=4))
 
     assert sum(r[0] for r in results) == 2000
     assert all(r[0] > 0 for r in results), results  # both really took part

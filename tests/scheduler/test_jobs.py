@@ -223,8 +223,7 @@ def test_celery_tasks_run_the_jobs():
 
 
 @pytest.fixture
-def operator(admin_client, settings):
-    settings.SECURE_SSL_REDIRECT = False
+def operator(admin_client, plain_http):
     return admin_client
 
 

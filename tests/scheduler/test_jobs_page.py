@@ -20,8 +20,7 @@ JOBS_URL = "admin:scheduler_backgroundjob_changelist"
 
 
 @pytest.fixture
-def operator(admin_client, settings):
-    settings.SECURE_SSL_REDIRECT = False
+def operator(admin_client, plain_http):
     return admin_client
 
 
@@ -97,8 +96,7 @@ def test_run_now_shows_queued_until_a_worker_takes_it(operator, monkeypatch):
     assert rows["reset_token_counts"].queued_at is None and rows["reset_token_counts"].last.trigger == "admin"
 
 
-def test_run_now_needs_the_run_permission(client, django_user_model, settings):
-    settings.SECURE_SSL_REDIRECT = False
+def test_run_now_needs_the_run_permission(client, django_user_model, plain_http):
     viewer = django_user_model.objects.create_user("viewer", password="pw", is_staff=True)
     viewer.user_permissions.add(Permission.objects.get(codename="view_jobrun"))
     client.force_login(viewer)

@@ -158,14 +158,13 @@ def test_batch_queries_do_not_grow_with_batch_size(telegram, gateway, onboarding
         )
         sweep = SequenceSendSweep(gateway)
         with CaptureQueriesContext(connection) as ctx:
-            assert Sweep(sweep.claim, sweep.work, sweep.record, batch_size=n, concurrency=1).run()[0] == n
+            assert Sweep(sweep, batch_size=n, in_flight=1).run()[0] == n
         return len(ctx.captured_queries)
 
     assert queries_for(10) == queries_for(200)
 
 
-def test_admin_step_needs_a_button_key_for_a_condition(admin_client, settings):
-    settings.SECURE_SSL_REDIRECT = False
+def test_admin_step_needs_a_button_key_for_a_condition(admin_client, plain_http):
     sequence = SequenceFactory()
     response = admin_client.post(
         reverse("admin:botapp_sequencestep_add"),
@@ -175,8 +174,7 @@ def test_admin_step_needs_a_button_key_for_a_condition(admin_client, settings):
     assert admin_client.get(reverse("admin:botapp_sequence_changelist")).status_code == 200
 
 
-def test_admin_step_keeps_to_telegram_limits(admin_client, settings):
-    settings.SECURE_SSL_REDIRECT = False
+def test_admin_step_keeps_to_telegram_limits(admin_client, plain_http):
     sequence = SequenceFactory()
     response = admin_client.post(
         reverse("admin:botapp_sequencestep_add"),
@@ -185,10 +183,9 @@ def test_admin_step_keeps_to_telegram_limits(admin_client, settings):
     assert "text" in response.context["adminform"].form.errors
 
 
-def test_admin_refuses_a_payload_or_click_key_that_could_never_match(admin_client, settings):
+def test_admin_refuses_a_payload_or_click_key_that_could_never_match(admin_client, plain_http):
     from botapp.models import Sequence
 
-    settings.SECURE_SSL_REDIRECT = False
     sequence = SequenceFactory()
     step = admin_client.post(
         reverse("admin:botapp_sequencestep_add"),

@@ -56,8 +56,7 @@ def test_nothing_waiting_is_all_zeros():
     assert (stats.pending, stats.earliest_due, stats.latest_due, stats.sent_24h, stats.failed_24h) == (0, None, None, 0, 0)
 
 
-def test_the_jobs_page_shows_the_figures(admin_client, settings):
-    settings.SECURE_SSL_REDIRECT = False
+def test_the_jobs_page_shows_the_figures(admin_client, plain_http):
     BroadcastFactory(status=Broadcast.Status.SCHEDULED, scheduled_at=clock.now() + HOUR)
     response = admin_client.get(reverse("admin:scheduler_backgroundjob_changelist"))
     html = response.content.decode()

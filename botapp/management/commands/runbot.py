@@ -6,6 +6,7 @@ import asyncio
 import logging
 import signal
 import sys
+from collections.abc import Callable
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
@@ -41,14 +42,21 @@ class Command(BaseCommand):
                 "runbot: warning: ADMIN_IDS is empty: no one can use the admin commands (/ban, /broadcast, storing files)."
             )
         try:
-            asyncio.run(self.serve(config, threads=options["threads"]))
+            asyncio.run(self.serve(config, threads=options["threads"], ready=self._listening))
         except ConfigError as exc:  # Telegram refused the credentials at sign-in
             self.stderr.write("runbot: configuration error:")
             for problem in exc.problems:
                 self.stderr.write(f"  - {problem}")
             sys.exit(2)
 
-    async def serve(self, config, *, threads: int) -> None:
+    def _listening(self, username: str) -> None:
+        """The line a process that starts runbot waits for (offline/readiness.py): signed in, every
+        update handler registered."""
+        self.stdout.write(f"runbot: listening as @{username}")
+        self.stdout.flush()
+
+    async def serve(self, config, *, threads: int, ready: Callable[[str], object] | None = None) -> None:
+        """Serve until SIGTERM or SIGINT; `ready(username)` once updates are being handled."""
         from botapp.bot.router import Router
         from botapp.services.health import heartbeat_start
         from botapp.services.users import user_access_hash
@@ -94,6 +102,8 @@ class Command(BaseCommand):
         await loop.run_in_executor(pump.executor, _remember_username, gateway.bot_username)
         log.info("runbot started as @%s; admins=%s", gateway.bot_username, sorted(config.admin_ids))
         heartbeat = heartbeat_start(process="bot")  # the console's dashboard: is the bot running?
+        if ready is not None:
+            ready(gateway.bot_username)
         await stop.wait()
         heartbeat.set()
         log.info("runbot stopping: finishing updates in flight")

@@ -35,12 +35,14 @@ class Command(BaseCommand):
             server.global_rate = options["rate"]
         for channel in options["channel"]:
             server.create_channel(channel)
-        path = Path(options["socket"])
-        self.stdout.write(f"telegram_server: @{server.bot.username} (token {server.bot.token}) on {path}")
-        asyncio.run(self._serve(server, path))
+        asyncio.run(self._serve(server, Path(options["socket"])))
 
     async def _serve(self, server: TelegramServer, path: Path) -> None:
-        task = asyncio.create_task(serve(server, path))
+        def listening() -> None:  # the line callers wait for (offline/readiness.py)
+            self.stdout.write(f"telegram_server: listening on {path} as @{server.bot.username} (token {server.bot.token})")
+            self.stdout.flush()
+
+        task = asyncio.create_task(serve(server, path, ready=listening))
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, task.cancel)

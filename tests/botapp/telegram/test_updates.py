@@ -28,7 +28,7 @@ def running(transactional_db):
     gateway.stop()
 
 
-def wait_for(condition, timeout=5.0):
+def wait_for(condition, timeout=60.0):  # bounds a failure only
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if condition():
