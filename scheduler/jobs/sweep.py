@@ -45,6 +45,11 @@ class SweepJob(Protocol[Row, Result]):
     def record(self, results: Sequence[Result]) -> tuple[int, int]: ...  # store results; (processed, failed)
 
 
+class RowsHandedBack(Exception):  # noqa: N818 - it says what happened to the rows
+    """A run handed rows back untouched because of an exception that is not Telegram's answer (a
+    bug, Redis down in the limiter, a message that cannot be built): the run fails, saying so."""
+
+
 @dataclass
 class Sweep(Generic[Row, Result]):
     """The loop. `in_flight` calls of `work` (or of `work_many`, `group` rows each) run at once
@@ -59,8 +64,10 @@ class Sweep(Generic[Row, Result]):
 
     A row's failure is that row's result: `work` handles Telegram's answers itself; anything else
     it raises hands the row back untouched through the job's `handback`, and the run claims nothing
-    more (the next run tries again, rather than this one spinning on the same row). BotUnauthorized
-    hands the row back too, then stops the run and is raised once every other result is recorded.
+    more (the next run tries again, rather than this one spinning on the same row), and once every
+    other result is recorded the run fails loudly: `RowsHandedBack`, raised from the first such
+    exception (the job run is *failed* with its traceback; nothing was recorded as Telegram's
+    refusal). BotUnauthorized hands the row back too, then stops the run and is raised as it is.
     """
 
     job: SweepJob[Row, Result]
@@ -71,6 +78,7 @@ class Sweep(Generic[Row, Result]):
     flush_interval: float = 1.0
     handed_back: int = field(default=0, init=False)
     fatal: BaseException | None = field(default=None, init=False)
+    first_error: Exception | None = field(default=None, init=False)  # the first row handed back for
 
     def __post_init__(self) -> None:
         if self.group is None:
@@ -152,6 +160,11 @@ class Sweep(Generic[Row, Result]):
             flush()
         if self.fatal is not None:
             raise self.fatal
+        if self.first_error is not None:
+            raise RowsHandedBack(
+                f"{self.handed_back} row(s) handed back untouched after "
+                f"{type(self.first_error).__name__}: {self.first_error} ({processed} recorded first)"
+            ) from self.first_error
         return processed, failed, batches
 
     def _work_group(self, rows: Sequence[Row]) -> list[Result]:
@@ -184,6 +197,8 @@ class Sweep(Generic[Row, Result]):
             self.fatal = exc
         else:
             log.error("row handed back untouched: %r", row, exc_info=exc)
+            if self.first_error is None:
+                self.first_error = exc
         self.handed_back += 1
         return self._handback(row, exc)
 

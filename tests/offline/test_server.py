@@ -40,11 +40,10 @@ def test_channels_count_their_own_ids(telegram):
 def test_thirty_a_second_evenly_passes_and_a_bunch_is_a_flood_wait(telegram, monkeypatch):
     """The overall limit on the server's own clock: evenly paced at 30/s never floods; arrivals may
     bunch by 0.1 s (three sends' worth early), and a fifth at the same instant is refused."""
-    from offline.telegram import server as server_module
     from offline.telegram.server import RpcFault
 
     now = [1000.0]
-    monkeypatch.setattr(server_module.time, "monotonic", lambda: now[0])
+    telegram.rate_clock = lambda: now[0]
     telegram.enforce_rates = True
     for i in range(90):  # three seconds, each send to another chat
         now[0] = 1000.0 + i / 30

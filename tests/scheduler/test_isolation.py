@@ -15,6 +15,7 @@ from scheduler.jobs.broadcast_send import send_broadcasts
 from scheduler.jobs.claims import reap_expired_claims
 from scheduler.jobs.deletions import delete_due_messages
 from scheduler.jobs.sequence_send import send_sequence_messages
+from scheduler.jobs.sweep import RowsHandedBack
 from tests.factories import BroadcastFactory, PendingDeletionFactory, SequenceMessageFactory, SequenceStepFactory, met_user
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the sweeps' pool threads read committed rows
@@ -53,7 +54,8 @@ def test_a_redis_blip_hands_one_broadcast_row_back_and_records_the_rest(telegram
     users, broadcast = started_broadcast(telegram, 20)
     worker = offline_gateway(telegram, peers=user_access_hash, limiter=BlipLimiter(nth=7))
     try:
-        outcome = send_broadcasts(gateway=worker, batch_size=50)
+        with pytest.raises(RowsHandedBack, match=r"1 row\(s\) handed back untouched .*\(19 recorded first\)"):
+            send_broadcasts(gateway=worker, batch_size=50)  # the run fails loudly; what was sent is recorded
     finally:
         worker.stop()
 
@@ -64,7 +66,6 @@ def test_a_redis_blip_hands_one_broadcast_row_back_and_records_the_rest(telegram
     assert sum(len(telegram.bot_messages(u.telegram_id)) for u in users) == 19
     broadcast.refresh_from_db()
     assert (broadcast.sent, broadcast.failed, broadcast.status) == (19, 0, Broadcast.Status.SENDING)
-    assert outcome.processed == 19
 
     worker = offline_gateway(telegram, peers=user_access_hash)
     try:
@@ -93,7 +94,8 @@ def test_a_failure_building_one_notice_retries_that_deletion_only(telegram, gate
         return real(gateway=gateway, chat_id=chat_id, share_id=share_id, text=text)
 
     monkeypatch.setattr("botapp.services.autodelete.deleted_notice_item", broken_for_one)
-    delete_due_messages(gateway=gateway)
+    with pytest.raises(RowsHandedBack, match="a bug building the notice"):
+        delete_due_messages(gateway=gateway)
 
     assert list(PendingDeletion.objects.values_list("chat_id", flat=True)) == [users[2].telegram_id]
     assert PendingDeletion.objects.get().status == "pending"
@@ -141,9 +143,9 @@ def test_a_broadcast_whose_message_cannot_be_built_keeps_every_row_until_it_can(
     broadcast_start(broadcast=broadcast)
     public_url.PUBLIC_URL = ""
 
-    outcome = run(send_broadcasts, telegram)
+    with pytest.raises(RowsHandedBack, match="6 row.*PUBLIC_URL.*0 recorded first"):
+        run(send_broadcasts, telegram)
 
-    assert outcome.failed == 6 and outcome.processed == 0
     assert set(BroadcastDelivery.objects.values_list("status", flat=True)) == {Status.PENDING}
     assert "PUBLIC_URL" in BroadcastDelivery.objects.first().error
     clock.clock_advance(timedelta(minutes=30))
@@ -170,7 +172,8 @@ def test_a_sequence_step_that_cannot_be_built_keeps_its_messages_until_it_can(te
         SequenceMessageFactory(user=user, step=fine)
     public_url.PUBLIC_URL = ""
 
-    run(send_sequence_messages, telegram)
+    with pytest.raises(RowsHandedBack, match="PUBLIC_URL"):
+        run(send_sequence_messages, telegram)
     clock.clock_advance(timedelta(minutes=30))
     reap_expired_claims()
 
@@ -234,3 +237,28 @@ def test_a_broadcasts_rows_and_counters_are_recorded_in_one_transaction(telegram
     broadcast.refresh_from_db()
     assert (broadcast.status, broadcast.sent, broadcast.interrupted) == (Broadcast.Status.DONE, 0, 5)
     assert [len(telegram.bot_messages(u.telegram_id)) for u in users] == [1] * 5  # delivered once, never again
+
+
+def test_rows_handed_back_for_a_bug_make_the_job_run_fail_loudly_and_record_nothing_failed(telegram, public_url):
+    """An exception that is not Telegram's answer: the run is *failed* with its traceback (the jobs
+    page and the dashboard show it red), every row is still pending, none is recorded failed."""
+    from scheduler.jobs.registry import job_run
+    from scheduler.models import JobRun
+
+    [met_user(telegram, telegram_id=72_000 + i) for i in range(3)]
+    broadcast = BroadcastFactory(text="Join us", buttons="Join | https://t.me/+abc | joined")
+    broadcast_start(broadcast=broadcast)
+    public_url.PUBLIC_URL = ""
+    worker = offline_gateway(telegram, peers=user_access_hash)
+    try:
+        with pytest.raises(RowsHandedBack):
+            job_run("send_broadcasts", trigger="test", gateway=worker)
+    finally:
+        worker.stop()
+
+    run = JobRun.objects.get(job="send_broadcasts")
+    assert run.status == JobRun.Status.FAILED
+    assert "RowsHandedBack: 3 row(s) handed back untouched" in run.error and "Traceback" in run.error
+    assert set(BroadcastDelivery.objects.values_list("status", flat=True)) == {Status.PENDING}
+    broadcast.refresh_from_db()
+    assert broadcast.failed == 0
