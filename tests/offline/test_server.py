@@ -37,18 +37,17 @@ def test_channels_count_their_own_ids(telegram):
     assert [telegram.post(channel, "x"), telegram.post(channel, "y")] == [1, 2]
 
 
-def test_thirty_a_second_evenly_passes_and_a_bunch_is_a_flood_wait(telegram, monkeypatch):
+def test_thirty_a_second_evenly_passes_and_a_bunch_is_a_flood_wait(telegram, rate_clock):
     """The overall limit on the server's own clock: evenly paced at 30/s never floods; arrivals may
     bunch by 0.1 s (three sends' worth early), and a fifth at the same instant is refused."""
     from offline.telegram.server import RpcFault
 
-    now = [1000.0]
-    telegram.rate_clock = lambda: now[0]
+    start = rate_clock.now
     telegram.enforce_rates = True
     for i in range(90):  # three seconds, each send to another chat
-        now[0] = 1000.0 + i / 30
+        rate_clock.now = start + i / 30
         telegram.check_rate(7000 + i, paid=False)
-    now[0] = 1000.0 + 90 / 30  # the next slot: then four at once (the slot's own and three early)
+    rate_clock.now = start + 90 / 30  # the next slot: then four at once (the slot's own and three early)
     for i in range(4):
         telegram.check_rate(8000 + i, paid=False)
     with pytest.raises(RpcFault, match="FLOOD_WAIT_1"):
