@@ -1,5 +1,5 @@
 from django.urls import include, path, re_path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.routers import SimpleRouter
 
@@ -21,7 +21,9 @@ schema_access = {
 urlpatterns = [
     path("scheduler/stats/", views.SchedulerStatsView.as_view(), name="scheduler-stats"),
     path("schema/", SpectacularAPIView.as_view(**schema_access), name="schema"),
-    path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema", **schema_access), name="docs"),
+    # The split view serves Swagger UI's start-up script from a URL (?script): no inline script,
+    # which the Content-Security-Policy (config/csp.py) refuses.
+    path("docs/", SpectacularSwaggerSplitView.as_view(url_name="api:schema", **schema_access), name="docs"),
     path("", views.ApiRootView.as_view(), name="root"),
     path("", include(router.urls)),
     re_path(r"^.*$", views.NotFoundView.as_view(), name="not-found"),  # last: anything else is a JSON 404

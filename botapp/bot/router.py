@@ -263,6 +263,8 @@ class Router:
         if not self._admin_only(msg):
             return
         reply = batches.admin_message_store(gateway=self.gateway, msg=msg, storage_channel_id=self.storage_channel_id)
+        if reply is None:
+            return  # a message of an album that another of its messages stores (and answers for)
         buttons = [[Button("🔗 Open link", url=reply.link)]] if reply.link else None
         self.gateway.send_text(msg.chat_id, reply.text, buttons=buttons)
 

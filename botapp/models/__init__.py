@@ -5,6 +5,7 @@ from botapp.models.access import ChannelJoinRequest, DailyStat, DailyTokenCount,
 from botapp.models.broadcasts import Broadcast, BroadcastAttachment, BroadcastDelivery
 from botapp.models.files import (
     TELEGRAM_DELETE_WINDOW_MINUTES,
+    AlbumClaim,
     ClaimStatus,
     PendingBatch,
     PendingDeletion,
@@ -19,6 +20,7 @@ from botapp.models.users import ButtonClick, TelegramUser
 
 __all__ = [
     "AdminCommand",
+    "AlbumClaim",
     "PremiumPlan",
     "UserBan",
     "BotSettings",

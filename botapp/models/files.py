@@ -125,6 +125,22 @@ class PendingBatch(models.Model):
         return f"/batch by {self.admin_id}"
 
 
+class AlbumClaim(models.Model):
+    """An album (media group) an admin sent to be stored. Telegram delivers each of its messages
+    as an update of its own, handled on any of runbot's threads: the first to insert this row
+    stores the whole album as one file; the others find it and stay silent."""
+
+    chat_id = models.BigIntegerField()
+    media_group_id = models.BigIntegerField()
+    claimed_at = models.DateTimeField(default=clock.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["chat_id", "media_group_id"], name="album_claim_once")]
+
+    def __str__(self) -> str:
+        return f"album {self.media_group_id} from {self.chat_id}"
+
+
 class ClaimStatus(models.TextChoices):
     PENDING = "pending", "Pending"
     CLAIMED = "claimed", "Claimed by a sweep"

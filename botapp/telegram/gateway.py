@@ -137,6 +137,8 @@ class IncomingMessage:
     forward_from_chat_id: int | None = None
     forward_from_message_id: int | None = None
     reply_to: ReplyTo | None = None
+    # Set when it is part of an album: Telegram delivers an album's messages as separate updates.
+    media_group_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -331,6 +333,12 @@ class Gateway(abc.ABC):
     def album_ids(self, chat_id: int, message_id: int) -> list[int]:
         """The ids of the album (media group) the message belongs to, in order; [message_id] when
         it is a single message. Raises MessageNotFound when it is gone."""
+
+    @abc.abstractmethod
+    def messages_existing(self, chat_id: int, message_ids: Sequence[int]) -> list[int]:
+        """Which of these message ids (at most IDS_PER_CALL) exist in the chat, in the order given;
+        deleted and never-posted ids are left out. One read; raises ChatNotFound (or another
+        TelegramError) when the chat cannot be read at all."""
 
     @abc.abstractmethod
     def answer_callback(self, callback_id: str, text: str = "", *, alert: bool = False) -> None: ...

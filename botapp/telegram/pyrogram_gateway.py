@@ -1011,6 +1011,16 @@ class PyrogramGateway(Gateway):
             return [message_id]
         return sorted(i for i, m in by_id.items() if m.media_group_id == wanted.media_group_id)
 
+    def messages_existing(self, chat_id: int, message_ids: Sequence[int]) -> list[int]:
+        ids = [int(i) for i in message_ids]
+        if len(ids) > DELETE_CHUNK:
+            raise ValueError(f"at most {DELETE_CHUNK} ids per call, not {len(ids)}")
+        if not ids:
+            return []
+        found = self._call(self._messages, chat_id, ids)
+        there = {m.id for m in found if not m.empty}
+        return [i for i in ids if i in there]
+
     async def _messages(self, chat_id: int, ids: list[int]) -> list[types.Message]:
         """messages.getMessages (channels.getMessages for a channel), parsed; any FloodWait raised."""
         peer = await self.client.resolve_peer(chat_id)

@@ -109,6 +109,7 @@ def message_from(m: ptypes.Message, access_hash: int | None = None) -> IncomingM
         forward_from_chat_id=origin_chat.id if origin_chat else None,
         forward_from_message_id=getattr(origin, "message_id", None) if origin_chat else None,
         reply_to=reply_from(m),
+        media_group_id=m.media_group_id,
     )
 
 

@@ -96,11 +96,14 @@ def page(browser, live_server):
     context = browser.new_context(viewport={"width": WIDTH, "height": HEIGHT}, base_url=live_server.url)
     context.set_default_timeout(10_000)
     tab = context.new_page()
-    errors = []
+    errors, refused = [], []
     tab.on("pageerror", lambda exc: errors.append(str(exc)))
+    # What the Content-Security-Policy blocked (the browser reports it on the console).
+    tab.on("console", lambda m: m.type == "error" and "Content Security Policy" in m.text and refused.append(m.text))
     yield tab
     context.close()
     assert errors == [], f"JavaScript errors on the page: {errors}"
+    assert refused == [], f"the Content-Security-Policy blocked: {refused}"
 
 
 @pytest.fixture

@@ -397,3 +397,19 @@ def test_calling_from_the_loop_itself_is_refused(gateway, met):
 
     with pytest.raises(RuntimeError, match="synchronous"):
         asyncio.run_coroutine_threadsafe(inside(), gateway.loop).result(timeout=5)
+
+
+def test_messages_existing_reads_up_to_100_ids_in_one_paced_call(telegram, limited):
+    ids = [telegram.post(STORAGE, f"post {i}") for i in range(4)]
+    telegram.delete_post(STORAGE, ids[1])
+    limited.messages_existing(STORAGE, [ids[0]])  # warm: the storage channel resolved once
+    start, slots = len(telegram.calls), len(limited.counting.slots)
+
+    assert limited.messages_existing(STORAGE, [ids[3], ids[1], ids[0], ids[3] + 50]) == [ids[3], ids[0]]
+    assert telegram.methods_called(start) == ["channels.GetMessages"]
+    assert len(limited.counting.slots) == slots + 1  # through the limiter, as every call
+    with pytest.raises(ValueError):
+        limited.messages_existing(STORAGE, range(1, 102))
+    telegram.remove_bot(STORAGE)
+    with pytest.raises(ChatNotFound):
+        limited.messages_existing(STORAGE, ids)
