@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('botapp', '0002_input_ranges'),
+        ('botapp', '0004_step_delay_seconds'),
     ]
 
     operations = [
