@@ -135,9 +135,9 @@ def prepare(path, users: int) -> int:
         cur.execute(f"DELETE FROM {users_table} WHERE telegram_id >= %s AND telegram_id < %s", [FIRST, FIRST + users])
         cur.execute(
             f"""INSERT INTO {users_table} (telegram_id, access_hash, username, first_name, last_name, language_code,
-                                           start_payload, state, joined_at, last_seen_at, verification_count, bypass_count,
+                                           start_payload, last_start_payload, state, joined_at, last_seen_at, verification_count, bypass_count,
                                            admin_banned)
-                SELECT u.id, u.hash, '', 'U', '', '', '', 'active', now(), now(), 0, 0, false
+                SELECT u.id, u.hash, '', 'U', '', '', '', '', 'active', now(), now(), 0, 0, false
                 FROM unnest(%s::bigint[], %s::bigint[]) AS u(id, hash)""",
             [list(ids), [hashes[i] for i in ids]],
         )

@@ -75,9 +75,9 @@ def fill(remote, base: int, total: int, due: int) -> tuple[float, list[int]]:
         cur.execute(f"DELETE FROM {users} WHERE telegram_id > %s AND telegram_id <= %s", [base, base + due])
         cur.execute(
             f"""INSERT INTO {users} (telegram_id, access_hash, username, first_name, last_name, language_code,
-                                     start_payload, state, joined_at, last_seen_at, verification_count, bypass_count,
+                                     start_payload, last_start_payload, state, joined_at, last_seen_at, verification_count, bypass_count,
                                      admin_banned)
-                SELECT u.id, u.hash, '', 'U', '', '', '', 'active', now(), now(), 0, 0, false
+                SELECT u.id, u.hash, '', 'U', '', '', '', '', 'active', now(), now(), 0, 0, false
                 FROM unnest(%s::bigint[], %s::bigint[]) AS u(id, hash)""",
             [chats, [hashes[c] for c in chats]],
         )
