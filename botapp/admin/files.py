@@ -12,6 +12,7 @@ from botapp.admin.backups import BackupAdminMixin, BackupFilter
 from botapp.admin.base import InternalAdmin, ModelAdmin
 from botapp.config import storage_channel_load
 from botapp.models import (
+    AlbumClaim,
     PendingBatch,
     PendingDeletion,
     StoredFile,
@@ -168,3 +169,12 @@ class PendingBatchAdmin(InternalAdmin):
     list_display = ("admin_id", "first_message_id", "started_at")
     list_filter = ("started_at",)
     search_fields = ("=admin_id",)
+
+
+@admin.register(AlbumClaim)
+class AlbumClaimAdmin(InternalAdmin):
+    """Albums admins sent to be stored: which thread stored each (kept a day)."""
+
+    list_display = ("media_group_id", "chat_id", "claimed_at")
+    list_filter = ("claimed_at",)
+    search_fields = ("=chat_id", "=media_group_id")

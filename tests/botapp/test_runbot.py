@@ -61,7 +61,7 @@ def test_runbot_warns_at_start_when_no_one_is_an_admin(settings, monkeypatch, ca
     from botapp.management.commands import runbot
 
     settings.TELEGRAM_OFFLINE, settings.ADMIN_IDS = True, ""
-    monkeypatch.setattr(runbot.Command, "serve", lambda self, config, threads: _done())
+    monkeypatch.setattr(runbot.Command, "serve", lambda self, config, threads, **options: _done())
     call_command("runbot")
     assert "ADMIN_IDS is empty: no one can use the admin commands" in capsys.readouterr().err
 
