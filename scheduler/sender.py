@@ -53,22 +53,16 @@ def _build() -> Gateway:
     from botapp.config import bot_config_load
     from botapp.services.users import user_access_hash
     from botapp.telegram.limiter import BULK, RedisLimiter
-    from botapp.telegram.pyrogram_gateway import PyrogramGateway, client_build
+    from botapp.telegram.pyrogram_gateway import PyrogramGateway, client_configured
 
     config = bot_config_load()
     name = _session_slot()
-    offline = settings.TELEGRAM_OFFLINE_SOCKET if settings.TELEGRAM_OFFLINE else None
-    if offline is not None:
-        log.warning("TELEGRAM_OFFLINE is set: this worker talks to the in-memory Telegram at %s, not to Telegram", offline)
-    client = client_build(
-        name=name,
-        api_id=config.api_id,
-        api_hash=config.api_hash,
-        bot_token=config.bot_token,
-        workdir=config.session_dir,
-        no_updates=True,
-        offline=offline,
-    )
+    if settings.TELEGRAM_OFFLINE:
+        log.warning(
+            "TELEGRAM_OFFLINE is set: this worker talks to the in-memory Telegram at %s, not to Telegram",
+            settings.TELEGRAM_OFFLINE_SOCKET,
+        )
+    client = client_configured(config, name=name, no_updates=True)
     gateway = PyrogramGateway.start_in_thread(
         client,
         limiter=RedisLimiter.from_settings(lane=BULK),  # a worker's traffic never queues in front of replies

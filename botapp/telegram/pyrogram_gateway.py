@@ -158,6 +158,22 @@ def client_build(
     )
 
 
+def client_configured(config, *, name: str, no_updates: bool, **options) -> Client:
+    """client_build for the configured bot (botapp.config.BotConfig): its credentials and session
+    folder, and the in-memory Telegram's socket when TELEGRAM_OFFLINE is set. `options`:
+    client_build's others (in_memory, workers)."""
+    return client_build(
+        name=name,
+        api_id=config.api_id,
+        api_hash=config.api_hash,
+        bot_token=config.bot_token,
+        workdir=config.session_dir,
+        no_updates=no_updates,
+        offline=settings.TELEGRAM_OFFLINE_SOCKET if settings.TELEGRAM_OFFLINE else None,
+        **options,
+    )
+
+
 async def client_start(client: Client) -> None:
     """Start the client; credentials Telegram refuses become a ConfigError naming the variable."""
     from botapp.config import ConfigError

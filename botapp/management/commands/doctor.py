@@ -17,19 +17,9 @@ def gateway_open():
     """A gateway signed in with the deployment's token on a session of its own, kept in memory:
     runbot's and the workers' session files are never touched."""
     from botapp.config import bot_config_load
-    from botapp.telegram.pyrogram_gateway import PyrogramGateway, client_build
+    from botapp.telegram.pyrogram_gateway import PyrogramGateway, client_configured
 
-    config = bot_config_load()
-    client = client_build(
-        name="doctor",
-        api_id=config.api_id,
-        api_hash=config.api_hash,
-        bot_token=config.bot_token,
-        workdir=config.session_dir,
-        no_updates=True,
-        offline=settings.TELEGRAM_OFFLINE_SOCKET if settings.TELEGRAM_OFFLINE else None,
-        in_memory=True,
-    )
+    client = client_configured(bot_config_load(), name="doctor", no_updates=True, in_memory=True)
     gateway = PyrogramGateway.in_thread(client, max_flood_wait=settings.TELEGRAM_MAX_FLOOD_WAIT)
     try:
         gateway.start()

@@ -61,21 +61,12 @@ class Command(BaseCommand):
         from botapp.services.health import heartbeat_start
         from botapp.services.users import user_access_hash
         from botapp.telegram.limiter import RedisLimiter
-        from botapp.telegram.pyrogram_gateway import PyrogramGateway, client_build, client_start
+        from botapp.telegram.pyrogram_gateway import PyrogramGateway, client_configured, client_start
         from botapp.telegram.updates import UpdatePump
 
-        client = client_build(
-            name="bot",
-            api_id=config.api_id,
-            api_hash=config.api_hash,
-            bot_token=config.bot_token,
-            workdir=config.session_dir,
-            no_updates=False,
-            offline=settings.TELEGRAM_OFFLINE_SOCKET if settings.TELEGRAM_OFFLINE else None,
-            # As many updates in flight as handler threads: kurigram's default (cores + 4) would
-            # cap them below the pool, or queue them inside kurigram where no one sees them.
-            workers=threads,
-        )
+        # As many updates in flight as handler threads: kurigram's default (cores + 4) would
+        # cap them below the pool, or queue them inside kurigram where no one sees them.
+        client = client_configured(config, name="bot", no_updates=False, workers=threads)
         loop = asyncio.get_running_loop()
         # runbot shares the global send limiter with every worker.
         gateway = PyrogramGateway(
