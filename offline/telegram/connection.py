@@ -25,8 +25,7 @@ from pyrogram.storage import SQLiteStorage
 
 from botapp.telegram.kurigram import LoopCrypto
 
-if TYPE_CHECKING:  # a client of `manage.py telegram_server` never imports the server (its wire
-    # module reads requests with kurigram's Vector.read patched: the server's side, not a client's)
+if TYPE_CHECKING:  # a client of `manage.py telegram_server` never imports the server
     from offline.telegram.server import TelegramServer
 
 # Frames on the Unix socket: length (4 bytes, big-endian) + kind (1 byte) + payload.

@@ -5,13 +5,8 @@ are the client's side; these are their mirror images, so every byte kurigram par
 
 from __future__ import annotations
 
-import functools
-import inspect
 import itertools
-import linecache
 import os
-import re
-import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -20,7 +15,7 @@ from io import BytesIO
 
 from pyrogram.crypto import aes
 from pyrogram.crypto.mtproto import kdf
-from pyrogram.raw.core import Bool, Bytes, Double, Int, List, Long, String, TLObject
+from pyrogram.raw.core import Bool, Int, Long, Message, MsgContainer, TLObject
 from pyrogram.raw.core.primitives import Vector
 
 MSG_CONTAINER_ID = 0x73F1F8DC  # msg_container#73f1f8dc messages:vector<%Message> = MessageContainer
@@ -40,46 +35,34 @@ class Incoming:
     salt: int = 0
 
 
-# kurigram's generated read() guesses a bare vector's element type from its byte size: it only ever
-# reads Telegram's answers. The server reads requests, whose vectors of ints and longs sit beside
-# other fields, so while it reads one it asks the generated write() what each vector field holds.
-_VECTOR_OF = re.compile(r"Vector\(self\.(\w+), (Int|Long|String|Bytes|Double)\)")
-_PRIMITIVES = {"Int": Int, "Long": Long, "String": String, "Bytes": Bytes, "Double": Double}
-_strict = threading.local()
-_vector_read = Vector.read.__func__
+class _Request(BytesIO):
+    """A request's bytes, as the server reads them with kurigram's generated read(), unpatched.
 
+    kurigram's `Vector.read` is written for Telegram's answers: given no element type it measures
+    what is left with `read()` (a copy of the rest of the packet, for every vector) and guesses the
+    element from its size (4: an int, 8: a long). In a request every vector of ints, longs,
+    strings or bytes is read with its type (the generated read() passes it; tests/offline/
+    test_wire.py checks every function kurigram knows), so a vector read without one holds boxed
+    objects. Here "what is left" reads as nothing: no copy, no guess, each element an object."""
 
-@functools.cache
-def _vector_fields(module_name: str) -> dict[str, type]:
-    return {f: _PRIMITIVES[t] for f, t in _VECTOR_OF.findall(inspect.getsource(sys.modules[module_name]))}
-
-
-def _read_vector(cls, data, t=None, *args):
-    if t is not None:
-        return _vector_read(cls, data, t, *args)
-    if not getattr(_strict, "on", False):
-        # kurigram's guess, without its `len(data.read())`: that copies the rest of the packet for
-        # every vector, so reading a container of 100 requests copied megabytes.
-        count = Int.read(data)
-        size = (len(data.getbuffer()) - data.tell()) / count if count else 0
-        return List(Vector.read_bare(data, size) for _ in range(count))
-    frame = sys._getframe(2)  # Vector.read <- TLObject.read <- the generated read() of the owner
-    line = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
-    field = line.split("=", 1)[0].strip()
-    element = _vector_fields(frame.f_globals["__name__"]).get(field)
-    count = Int.read(data)
-    return List(element.read(data) if element else TLObject.read(data) for _ in range(count))
-
-
-Vector.read = classmethod(_read_vector)
+    def read(self, size: int | None = -1) -> bytes:
+        if size is None or size < 0:
+            return b""
+        return super().read(size)
 
 
 def read_request(body: bytes) -> TLObject:
-    _strict.on = True
-    try:
-        return TLObject.read(BytesIO(body))
-    finally:
-        _strict.on = False
+    """One request (or a container of them) as the client wrote it."""
+    data = _Request(body)
+    if int.from_bytes(body[:4], "little") != MSG_CONTAINER_ID:
+        return TLObject.read(data)
+    # kurigram's MsgContainer.read reads each message from a BytesIO of its own: read them here.
+    data.read(4)
+    messages = []
+    for _ in range(Int.read(data)):
+        msg_id, seq_no, length = Long.read(data), Int.read(data), Int.read(data)
+        messages.append(Message(read_request(data.read(length)), msg_id, seq_no, length))
+    return MsgContainer(messages)
 
 
 def unpack_client(packet: bytes, auth_key: bytes) -> Incoming:
