@@ -70,6 +70,15 @@ def database_url() -> str:
     return f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
 
 
+def sandbox_env(env: dict[str, str]) -> dict[str, str]:
+    """`env` for a `make sandbox` the suite runs: unless told otherwise, a sandbox database named
+    after the suite's own, so two suites on one PostgreSQL (or a developer's sandbox beside a
+    suite) never drop each other's (`--fresh` recreates it)."""
+    if "SANDBOX_DATABASE_URL" not in env and os.environ.get("DATABASE_URL"):
+        env = {**env, "SANDBOX_DATABASE_URL": os.environ["DATABASE_URL"].rstrip("/") + "_suite_sandbox"}
+    return env
+
+
 def manage_env(**overrides: str) -> dict[str, str]:
     """This process's environment with the test database and `overrides`, for `manage.py`."""
     return {**os.environ, "DATABASE_URL": database_url(), **overrides}

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.processes import sandbox_env
+
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 DOCS = [README, *sorted((ROOT / "docs").glob("*.md"))]
@@ -208,7 +210,7 @@ def outside_make_test() -> dict:
     """This process's environment without what `make test` set for the suite (its database, its
     Redis, its ARGS passed down to a nested make)."""
     dropped = {"DATABASE_URL", "REDIS_URL", "ARGS", "MAKEFLAGS", "MFLAGS", "MAKELEVEL"}
-    return {k: v for k, v in os.environ.items() if k not in dropped}
+    return sandbox_env({k: v for k, v in os.environ.items() if k not in dropped})
 
 
 README_COMMANDS = [(c, shown) for c, shown in shell_commands(README.read_text()) if runnable(c)]

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
+from tests.processes import sandbox_env
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -48,7 +50,7 @@ def test_make_sandbox_from_a_pipe(tmp_path):
     result = subprocess.run(
         ["make", "--no-print-directory", "sandbox"],
         cwd=ROOT,
-        env=env,
+        env=sandbox_env(env),
         input="1001: /start\n",
         capture_output=True,
         text=True,
