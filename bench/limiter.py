@@ -1,21 +1,26 @@
 """Broadcast rate: how close Courier's senders get to the rate Telegram allows, and how often
 Telegram has to say FLOOD_WAIT.
 
-`manage.py telegram_server --latency 0.08` plays Telegram (every answer takes 80 ms; 30 messages/s
-overall over a sliding second, 1000/s for sends with the paid-broadcast flag, a burst of 3 then
-1/s per private chat, FLOOD_WAIT_X beyond). Two sender processes (two workers) each send through
-PyrogramGateway(limiter=RedisLimiter(...), paid=...) to distinct users who have written to the bot,
-as a broadcast does, configured as scheduler/sender.py configures a worker: the bulk lane, paced at
-TELEGRAM_RATE_HEADROOM (TELEGRAM_PAID_RATE_HEADROOM when paid) of the allowed rate, and as many sends in flight per process as the
-broadcast stream uses (scheduler.jobs.sweep.sends_sweep: rate x ANSWER_TIME sends, 4..256, in
-batches of the limiter's window, `send_batch_size`: one at a time at 30/s, 47 in one MTProto
+`manage.py telegram_server --latency 0.08` plays Telegram as strictly as offline/telegram/rates.py
+models it: 30 messages/s without the paid flag and 1000/s in all (paid sends share it) over any
+sliding second, counted per message when each request arrives, after the network's delay and
+jitter (rates.REALISTIC: 15 ms + up to 25 ms, in order per connection); a burst of 3 then 1/s per
+private chat; every answer 80 ms later; FLOOD_WAIT_X beyond, longer when ignored. Two sender
+processes (two workers) each send through PyrogramGateway(limiter=RedisLimiter(...), paid=...) to
+distinct users who have written to the bot, as a broadcast does, configured as
+RedisLimiter.from_settings configures a worker: the bulk lane, paced at TELEGRAM_RATE_HEADROOM
+(TELEGRAM_PAID_RATE_HEADROOM when paid) of the allowed rate, each call admitted against windows of
+TELEGRAM_RATE_SPAN seconds holding at most the allowed rate; and as many sends in flight per process
+as the broadcast stream uses (scheduler.jobs.sweep.sends_sweep: rate x ANSWER_TIME sends, 4..256,
+in batches of the limiter's window, `send_batch_size`: one at a time at 30/s, 19 in one MTProto
 container at 1000/s, each thread calling `send_many`).
 
 Achieved rate is taken between the first and the last completed send. Each case runs 3 times,
-the cases alternating; min / median / max are printed. A third, diagnostic case paces the free
-broadcast at exactly 30/s (headroom 1.0; --no-diagnostic skips it).
+the cases alternating; min / median / max are printed. A diagnostic case paces the free broadcast
+without the windows (paced slots only: what the windows are for; --no-diagnostic skips it);
+--hostile adds each case again with the server's hostile mode on (salt rotations, unknown 420s).
 
-    .venv/bin/python bench/limiter.py [--runs 3] [--free-sends 400] [--paid-sends 5000]
+    .venv/bin/python bench/limiter.py [--runs 3] [--free-sends 400] [--paid-sends 5000] [--hostile]
 """
 
 from __future__ import annotations
@@ -49,11 +54,24 @@ def in_flight(rate: float) -> int:
     return math.ceil(sends_in_flight(rate) / send_batch_size(rate))
 
 
-def sender(path, name, rate, prefix, paid, chats, hashes, threads, signed_in, go, out):
+def worker_limiter(client, *, rate: float, allowed: float, paid: bool, windows: bool, prefix: str) -> RedisLimiter:
+    """The bulk lane as RedisLimiter.from_settings builds it for a worker (`windows=False`: the
+    paced slots alone)."""
+    free = float(settings.TELEGRAM_RATE)
+    options = dict(rate=rate, prefix=prefix, lane=BULK, span=settings.TELEGRAM_RATE_SPAN)
+    if windows:
+        options["allowed"] = allowed
+    if paid:
+        options.update(free_rate=free * settings.TELEGRAM_RATE_HEADROOM, free_allowed=free if windows else None)
+    return RedisLimiter(client, **options)
+
+
+def sender(path, name, rate, allowed, windows, prefix, paid, chats, hashes, threads, signed_in, go, out):
     """One sender process: its own kurigram session, the shared limiter, `threads` threads."""
     logging.getLogger("botapp.telegram.pyrogram_gateway").setLevel(logging.ERROR)  # FLOOD_WAITs are counted instead
     client = redis.Redis.from_url(settings.REDIS_URL, max_connections=threads + 4)
-    gateway = offline_gateway(path, name=name, limiter=RedisLimiter(client, rate=rate, prefix=prefix, lane=BULK), paid=paid)
+    limiter = worker_limiter(client, rate=rate, allowed=allowed, paid=paid, windows=windows, prefix=prefix)
+    gateway = offline_gateway(path, name=name, limiter=limiter, paid=paid)
     gateway.peers_remember(hashes)  # as the broadcast claim hands each batch's access hashes over
     lock = threading.Lock()
     todo = iter(chats)
@@ -89,7 +107,7 @@ def sender(path, name, rate, prefix, paid, chats, hashes, threads, signed_in, go
     out.put((stamps, errors, cpu))
 
 
-def run_once(path, remote, server_pid, *, rate, paid, chats, hashes, processes):
+def run_once(path, remote, server_pid, *, rate, allowed, windows, paid, chats, hashes, processes, hostile):
     prefix = f"courier:bench:{time.time_ns()}"
     threads = in_flight(rate)
     ctx = multiprocessing.get_context("fork")
@@ -97,7 +115,8 @@ def run_once(path, remote, server_pid, *, rate, paid, chats, hashes, processes):
     share = [chats[p::processes] for p in range(processes)]
     procs = [
         ctx.Process(
-            target=sender, args=(str(path), f"sender-{p}", rate, prefix, paid, share[p], hashes, threads, signed_in, go, out)
+            target=sender,
+            args=(str(path), f"sender-{p}", rate, allowed, windows, prefix, paid, share[p], hashes, threads, signed_in, go, out),
         )
         for p in range(processes)
     ]
@@ -106,8 +125,11 @@ def run_once(path, remote, server_pid, *, rate, paid, chats, hashes, processes):
     for _ in procs:  # every session signed in (the timeout only bounds a sender that never starts)
         signed_in.get(timeout=READY_TIMEOUT)
     floods, server_cpu = remote.flood_waits(), process_cpu(server_pid)
+    if hostile:
+        remote.hostile_start()
     go.set()
     results = [out.get(timeout=600) for _ in procs]
+    faults = remote.hostile_stop() if hostile else {}
     for p in procs:
         p.join(30)
     floods = remote.flood_waits() - floods
@@ -127,6 +149,7 @@ def run_once(path, remote, server_pid, *, rate, paid, chats, hashes, processes):
         "elapsed": elapsed,
         "sender_cpu": sum(r[2] for r in results),
         "server_cpu": server_cpu,
+        "hostile": faults,
     }
 
 
@@ -136,15 +159,23 @@ def main():
     parser.add_argument("--free-sends", type=int, default=400, help="sends per run at 30/s")
     parser.add_argument("--paid-sends", type=int, default=5000, help="sends per run at 1000/s (paid)")
     parser.add_argument("--processes", type=int, default=2)
-    parser.add_argument("--no-diagnostic", dest="diagnostic", action="store_false", help="skip the free case at headroom 1.0")
+    parser.add_argument("--no-diagnostic", dest="diagnostic", action="store_false", help="skip the free case without windows")
+    parser.add_argument("--hostile", action="store_true", help="each case again with the hostile mode on")
     args = parser.parse_args()
     headroom, paid_headroom = settings.TELEGRAM_RATE_HEADROOM, settings.TELEGRAM_PAID_RATE_HEADROOM
 
     with telegram_process("--latency", str(LATENCY)) as (path, remote, proc):
-        # (name, rate Telegram allows, the limiter's headroom, paid flag, sends per run)
-        cases = [("free", 30.0, headroom, False, args.free_sends), ("paid", 1000.0, paid_headroom, True, args.paid_sends)]
+        # (name, rate Telegram allows, the limiter's headroom, windows on, paid flag, hostile, sends per run)
+        cases = [
+            ("free", 30.0, headroom, True, False, False, args.free_sends),
+            ("paid", 1000.0, paid_headroom, True, True, False, args.paid_sends),
+        ]
         if args.diagnostic:
-            cases.append(("free, limiter at exactly 30/s (diagnostic)", 30.0, 1.0, False, args.free_sends))
+            cases.append(
+                ("free, paced slots only, no windows (diagnostic)", 30.0, headroom, False, False, False, args.free_sends)
+            )
+        if args.hostile:
+            cases += [(f"{c[0]}, hostile", *c[1:5], True, c[6]) for c in cases[:2]]
         total = sum(c[-1] for c in cases) * args.runs
         first = 10_000_001
         users_meet_bot(remote, range(first, first + total))
@@ -156,28 +187,32 @@ def main():
         chats = iter(range(first, first + total))
         results = {name: [] for name, *_ in cases}
         for run in range(args.runs):
-            for name, allowed, room, paid, n in cases:  # the cases alternate, so drift hits them alike
+            for name, allowed, room, windows, paid, hostile, n in cases:  # alternating: drift hits them alike
                 r = run_once(
-                    path, remote, proc.pid, rate=allowed * room, paid=paid, chats=[next(chats) for _ in range(n)],
-                    hashes=hashes, processes=args.processes,
+                    path, remote, proc.pid, rate=allowed * room, allowed=allowed, windows=windows, paid=paid,
+                    chats=[next(chats) for _ in range(n)], hashes=hashes, processes=args.processes, hostile=hostile,
                 )  # fmt: skip
                 results[name].append(r)
                 print(
                     f"run {run + 1} {name}: allowed {allowed:.0f}/s, limiter {allowed * room:g}/s  achieved {r['achieved']:.1f}/s  "
                     f"ratio {r['achieved'] / allowed:.3f}  FLOOD_WAITs {r['floods']:3} in {r['sends']} sends  "
                     f"failed {len(r['errors'])}{' ' + str(dict(collections.Counter(r['errors']))) if r['errors'] else ''}  ({args.processes} processes x {r['threads']} threads, "
-                    f"{r['elapsed']:.1f} s; CPU: senders {r['sender_cpu']:.1f} s, telegram_server {r['server_cpu']:.1f} s)",
+                    f"{r['elapsed']:.1f} s; CPU: senders {r['sender_cpu']:.1f} s, telegram_server {r['server_cpu']:.1f} s)"
+                    f"{'  hostile: ' + str(r['hostile']) if hostile else ''}",
                     flush=True,
                 )
 
         print(f"\n{LATENCY * 1000:.0f} ms latency, {args.processes} sender processes, min / median / max of {args.runs} runs:")
-        for name, allowed, room, _, _ in cases:
+        for name, allowed, room, *_ in cases:
             rs = results[name]
             print(f"{name} (allowed {allowed:.0f}/s, limiter {allowed * room:g}/s):")
             print(f"    achieved/allowed           {spread([r['achieved'] / allowed for r in rs], '{:.3f}')}")
             print(f"    FLOOD_WAITs per 400 sends  {spread([r['floods'] * 400 / r['sends'] for r in rs], '{:.1f}')}")
             print(f"    sends that failed          {spread([len(r['errors']) for r in rs], '{:.0f}')}")
             print(f"    sender CPU-s per 1000 sends {spread([r['sender_cpu'] * 1000 / r['sends'] for r in rs], '{:.2f}')}")
+            if rs[0]["hostile"]:
+                print(f"    salt rotations / unknown 420s {spread([r['hostile']['rotations'] for r in rs], '{:.0f}')} / "
+                      f"{spread([r['hostile']['floods'] for r in rs], '{:.0f}')}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -27,3 +27,21 @@ def secret_key_is_set(app_configs=None, **kwargs):
     (a login, a tracked button): refuse to start instead, naming the variable."""
     problem = secret_key_problem()
     return [Error(problem, id="botapp.E002")] if problem else []
+
+
+@register()
+def telegram_limits_are_sane(app_configs=None, **kwargs):
+    """The send limits every process shares: a headroom over 1 or a span under a second lets more
+    through than Telegram allows (FloodWaits for every sender); a rate of 0 sends nothing."""
+    from django.conf import settings
+
+    problems = []
+    for name in ("TELEGRAM_RATE", "TELEGRAM_PAID_RATE"):
+        if not getattr(settings, name) > 0:
+            problems.append(f"{name} must be above 0 (messages per second Telegram allows).")
+    for name in ("TELEGRAM_RATE_HEADROOM", "TELEGRAM_PAID_RATE_HEADROOM"):
+        if not 0 < getattr(settings, name) <= 1:
+            problems.append(f"{name} must be above 0 and at most 1 (the fraction of the rate paced).")
+    if not 1 <= settings.TELEGRAM_RATE_SPAN <= 2:
+        problems.append("TELEGRAM_RATE_SPAN must be from 1 to 2 seconds (Telegram counts any second).")
+    return [Error(problem, id="botapp.E003") for problem in problems]

@@ -32,18 +32,22 @@ from django.conf import settings
 from botapp.metrics import FLOOD_WAIT_SECONDS, FLOOD_WAITS, LIMITER_WAIT
 from botapp.telegram.limits import GROUP_CHAT_INTERVAL, PRIVATE_CHAT_BURST, PRIVATE_CHAT_INTERVAL
 
-# One round trip per call: the chat's slot (KEYS[1], its pause KEYS[2]) and then the global slot
-# (KEYS[3], pauses KEYS[4..]) after it, reserved together or not at all. ARGV: chat interval,
-# chat burst, global interval, max_ahead (-1: always reserve), has_chat (0/1). Returns the delay
-# until the reserved slot, or "-" and the delay after which to ask again.
+# One round trip per call: the chat's slot (KEYS[1], its pause KEYS[2]), then G rate slots (KEYS[3
+# .. 2+G]: the overall one, and the free one for a call without the paid flag when paid broadcasts
+# are on), then the pauses. ARGV: chat interval, chat burst, max_ahead (-1: always reserve),
+# has_chat (0/1), count (messages in the call), G, then each rate slot's interval. A call of
+# `count` messages takes `count` consecutive slots and goes at the last of them (so no span of a
+# second ever holds more than the rate). Returns the delay until the reserved slot, or "-" and the
+# delay after which to ask again.
 ACQUIRE = """
 local now_parts = redis.call('TIME')
 local now = tonumber(now_parts[1]) + tonumber(now_parts[2]) / 1000000
 local chat_interval = tonumber(ARGV[1])
 local burst = tonumber(ARGV[2])
-local interval = tonumber(ARGV[3])
-local max_ahead = tonumber(ARGV[4])
-local has_chat = ARGV[5] == '1'
+local max_ahead = tonumber(ARGV[3])
+local has_chat = ARGV[4] == '1'
+local count = tonumber(ARGV[5])
+local g = tonumber(ARGV[6])
 local start = now
 local chat_tat = nil
 if has_chat then
@@ -53,19 +57,25 @@ if has_chat then
   start = math.max(chat_tat - burst * chat_interval, now, chat_pause)
 end
 local pause = 0
-for i = 4, #KEYS do
+for i = 3 + g, #KEYS do
   pause = math.max(pause, tonumber(redis.call('GET', KEYS[i]) or '0'))
 end
-local tat = math.max(tonumber(redis.call('GET', KEYS[3]) or '0'), start, pause)
-local new_tat = tat + interval
-local slot = math.max(new_tat - interval, start, pause)
+local slot = math.max(start, pause)
+for i = 1, g do
+  local interval = tonumber(ARGV[6 + i])
+  local tat = math.max(tonumber(redis.call('GET', KEYS[2 + i]) or '0'), start, pause)
+  slot = math.max(slot, tat + (count - 1) * interval)
+end
 if max_ahead >= 0 and slot - now > max_ahead then
   return '-' .. string.format('%.6f', slot - now - max_ahead)
 end
 if has_chat then
   redis.call('SET', KEYS[1], string.format('%.6f', chat_tat), 'PX', math.ceil((chat_tat - now) * 1000) + 1000)
 end
-redis.call('SET', KEYS[3], string.format('%.6f', new_tat), 'PX', math.ceil((new_tat - now) * 1000) + 1000)
+for i = 1, g do
+  local new_tat = slot + tonumber(ARGV[6 + i])
+  redis.call('SET', KEYS[2 + i], string.format('%.6f', new_tat), 'PX', math.ceil((new_tat - now) * 1000) + 1000)
+end
 return string.format('%.6f', slot - now)
 """
 
@@ -134,6 +144,64 @@ end
 return string.format('%.6f', math.max(until_, current) - now)
 """
 
+# Telegram counts its rates over any span of a second when each request ARRIVES (offline/telegram/
+# rates.py models it so); the slots above are evenly spaced when reserved, but a sender that wakes
+# late, a slow hop to the loop or the network's jitter can bunch them on the way. So right before a
+# call leaves, it is admitted against a log of what actually left: at most ARGV[2+i] messages in
+# any ARGV[1] seconds (a little over one second: TELEGRAM_RATE_SPAN), per window (KEYS[2i-1]: the
+# log, "time count" entries; KEYS[2i]: their sum). ARGV[2]... the windows' caps; the last ARGV is
+# the call's count. Returns 0 (admitted and logged) or the seconds until it would be.
+WINDOW = """
+local now_parts = redis.call('TIME')
+local now = tonumber(now_parts[1]) + tonumber(now_parts[2]) / 1000000
+local span = tonumber(ARGV[1])
+local count = tonumber(ARGV[#ARGV])
+local wait = 0
+local sums = {}
+for w = 1, #KEYS / 2 do
+  local log, sum_key = KEYS[2 * w - 1], KEYS[2 * w]
+  local cap = tonumber(ARGV[1 + w])
+  local sum = tonumber(redis.call('GET', sum_key) or '0')
+  while true do
+    local head = redis.call('LINDEX', log, 0)
+    if not head then
+      sum = 0
+      break
+    end
+    local at, n = string.match(head, '(%S+) (%S+)')
+    if tonumber(at) > now - span then break end
+    redis.call('LPOP', log)
+    sum = sum - tonumber(n)
+  end
+  sums[w] = sum
+  local excess = sum + count - cap
+  if excess > 0 then
+    local until_ = span
+    for _, entry in ipairs(redis.call('LRANGE', log, 0, -1)) do
+      local at, n = string.match(entry, '(%S+) (%S+)')
+      excess = excess - tonumber(n)
+      if excess <= 0 then
+        until_ = tonumber(at) + span - now
+        break
+      end
+    end
+    wait = math.max(wait, until_)
+  end
+end
+for w = 1, #KEYS / 2 do
+  local ttl = math.ceil(span * 1000) + 1000
+  if wait > 0 then
+    redis.call('SET', KEYS[2 * w], sums[w], 'PX', ttl)
+    redis.call('PEXPIRE', KEYS[2 * w - 1], ttl)
+  else
+    redis.call('RPUSH', KEYS[2 * w - 1], string.format('%.6f', now) .. ' ' .. count)
+    redis.call('PEXPIRE', KEYS[2 * w - 1], ttl)
+    redis.call('SET', KEYS[2 * w], sums[w] + count, 'PX', ttl)
+  end
+end
+return string.format('%.6f', wait)
+"""
+
 # A reply of a few messages (files, then "deleted in 30 min") may go at once (PRIVATE_CHAT_BURST);
 # the per-chat rate holds over time. The global rate has no burst: sends are spaced evenly.
 CHAT_BURST = PRIVATE_CHAT_BURST
@@ -141,15 +209,17 @@ REPLY, BULK = "reply", "bulk"
 
 
 def global_rate() -> float:
+    """The overall rate the limiter paces at: Telegram's (the paid one with paid broadcasts) times
+    the headroom."""
     if settings.TELEGRAM_PAID_BROADCASTS:
         return float(settings.TELEGRAM_PAID_RATE) * settings.TELEGRAM_PAID_RATE_HEADROOM
     return float(settings.TELEGRAM_RATE) * settings.TELEGRAM_RATE_HEADROOM
 
 
 # How far a worker's sends may bunch: a batch of the slots due within this window goes to Telegram
-# at once (one MTProto container). Telegram does not say how much bunching its limits allow; the
-# emulated Telegram lets arrivals bunch by GLOBAL_JITTER (0.1 s, itself inferred): half of it.
-BATCH_WINDOW = 0.05
+# at once (one MTProto container) and is admitted against the windows as one. Each batch is a burst
+# of rate x BATCH_WINDOW sends that the rate windows (TELEGRAM_RATE_SPAN) must hold: 20 at 1000/s.
+BATCH_WINDOW = 0.02
 BATCH_MAX = 50  # sends per batch at most, whatever the rate
 
 
@@ -183,14 +253,17 @@ class LocalLimiter:
         self.next_slot = 0.0
         self.chats: dict[int, float] = {}
 
+    count_max = int(FALLBACK_RATE)
+
     def acquire_many(self, chat_ids) -> int:
         self.acquire(chat_ids[0])
         return 1
 
-    def acquire(self, chat_id: int | None = None) -> float:
+    def acquire(self, chat_id: int | None = None, *, count: int = 1, paid: bool = False) -> float:
         with self.lock:
             now = self.clock()
             slot = max(self.next_slot, now, self.chats.get(chat_id, 0.0) if chat_id is not None else 0.0)
+            slot += (count - 1) * self.interval
             self.next_slot = slot + self.interval
             if chat_id is not None:
                 self.chats[chat_id] = slot + chat_interval(chat_id)
@@ -202,13 +275,20 @@ class LocalLimiter:
 
 
 class RedisLimiter:
-    """`lane`: REPLY (runbot: never queued behind bulk) or BULK (workers: take what replies leave)."""
+    """`lane`: REPLY (runbot: never queued behind bulk) or BULK (workers: take what replies leave).
+    `rate`: the overall pace; `free_rate`: the pace of calls without the paid flag when it is lower
+    (paid broadcasts on). `allowed` / `free_allowed`: Telegram's own figures, which the windows
+    admit calls against (None: no window, only the paced slots); `span`: the windows' length."""
 
     def __init__(
         self,
         client: redis.Redis,
         *,
         rate: float,
+        free_rate: float | None = None,
+        allowed: float | None = None,
+        free_allowed: float | None = None,
+        span: float = 1.0,
         prefix: str = "courier:limit",
         lane: str = REPLY,
         sleep=time.sleep,
@@ -217,6 +297,10 @@ class RedisLimiter:
         self.redis = client
         self.rate = rate
         self.interval = 1.0 / rate
+        self.free_interval = 1.0 / free_rate if free_rate else None
+        self.allowed = allowed
+        self.free_allowed = free_allowed if free_rate else None
+        self.span = span
         self.prefix = prefix
         self.lane = lane
         self.sleep = sleep
@@ -228,6 +312,8 @@ class RedisLimiter:
         self._acquire_many = client.register_script(ACQUIRE_MANY)
         self._pause = client.register_script(PAUSE)
         self._paused = client.register_script(PAUSED)
+        self._window = client.register_script(WINDOW)
+        self.free_key = f"{prefix}:free"
         self.pause_key = f"{prefix}:pause"  # everyone
         self.bulk_pause_key = f"{prefix}:pause:bulk"
         self.global_key = f"{prefix}:global"
@@ -244,25 +330,39 @@ class RedisLimiter:
             # default pool of 100 ran dry and failed sends with MaxConnectionsError).
             max_connections=1024,
         )
-        return cls(client, rate=global_rate(), lane=lane)
+        free = float(settings.TELEGRAM_RATE)
+        if settings.TELEGRAM_PAID_BROADCASTS:  # one overall budget, of which the free part is 30/s
+            return cls(
+                client, rate=global_rate(), allowed=float(settings.TELEGRAM_PAID_RATE), span=settings.TELEGRAM_RATE_SPAN,
+                free_rate=free * settings.TELEGRAM_RATE_HEADROOM, free_allowed=free, lane=lane,
+            )  # fmt: skip
+        return cls(client, rate=global_rate(), allowed=free, span=settings.TELEGRAM_RATE_SPAN, lane=lane)
 
-    def acquire(self, chat_id: int | None = None) -> float:
+    @property
+    def count_max(self) -> int:
+        """The most messages one call should carry (a forward's ids): half a window of the
+        tightest budget, so a call of them never waits for a whole window to empty."""
+        caps = [c for c in (self.allowed, self.free_allowed) if c]
+        return max(1, int(min(caps or [self.rate]) / 2))
+
+    def acquire(self, chat_id: int | None = None, *, count: int = 1, paid: bool = False) -> float:
         """Replies go on without Redis (at FALLBACK_RATE, logged); bulk sends do not (the error
-        reaches the sweep, which hands the row back)."""
-        waited = self._acquire_or_fall_back(chat_id)
+        reaches the sweep, which hands the row back). `count`: messages the call delivers (an
+        album's, a forward's); `paid`: it carries the paid-broadcast flag."""
+        waited = self._acquire_or_fall_back(chat_id, count, paid)
         LIMITER_WAIT.labels(self.lane).observe(waited)
         return waited
 
-    def _acquire_or_fall_back(self, chat_id: int | None) -> float:
+    def _acquire_or_fall_back(self, chat_id: int | None, count: int, paid: bool) -> float:
         if self.lane == REPLY and self.clock() < self._down_until:
-            return self._fallback.acquire(chat_id)
+            return self._fallback.acquire(chat_id, count=count)
         try:
-            return self._acquire_shared(chat_id)
+            return self._acquire_shared(chat_id, count, paid)
         except redis.RedisError as exc:
             if self.lane == BULK:
                 raise
             self._redis_down(exc)
-            return self._fallback.acquire(chat_id)
+            return self._fallback.acquire(chat_id, count=count)
 
     def _redis_down(self, exc: Exception) -> None:
         """Ask Redis again only after REDIS_RETRY_AFTER: a dead or hanging Redis must not cost
@@ -273,20 +373,25 @@ class RedisLimiter:
             self._warned_at = now
             log.error("Redis unreachable (%s): replies paced by this process alone at %s/s", exc, FALLBACK_RATE)
 
-    def _acquire_shared(self, chat_id: int | None = None) -> float:
+    def _acquire_shared(self, chat_id: int | None, count: int = 1, paid: bool = False) -> float:
         """Block until this process may make one call to Telegram (to `chat_id`). Returns seconds
-        waited. One round trip to Redis, and one more after a sleep long enough for a pause to
-        have arrived meanwhile."""
+        waited. One round trip to Redis for the slot, one more after a sleep long enough for a
+        pause to have arrived meanwhile, and one to be admitted by the windows."""
         # Bulk takes a slot only if it is free within one interval: replies find the queue empty.
         max_ahead = self.interval if self.lane == BULK else -1
         chat_key = self._chat_key(chat_id) if chat_id is not None else self.global_key
-        keys = [chat_key, f"{chat_key}:pause", self.global_key, *self._pauses]
+        rates = [(self.global_key, self.interval)]
+        if self.free_interval is not None and not paid:
+            rates.append((self.free_key, self.free_interval))
+        keys = [chat_key, f"{chat_key}:pause", *(k for k, _ in rates), *self._pauses]
         args = [
             chat_interval(chat_id) if chat_id is not None else 0,
             CHAT_BURST,
-            self.interval,
-            max_ahead,
+            max_ahead * count,
             int(chat_id is not None),
+            count,
+            len(rates),
+            *(i for _, i in rates),
         ]
         waited = 0.0
         while True:
@@ -298,19 +403,36 @@ class RedisLimiter:
                 waited += retry
                 continue
             delay = float(answer)
-            if delay <= 0:
-                return waited
-            self.sleep(delay)
-            waited += delay
-            if delay < 0.05 or self.paused_for() <= 0:
-                return waited
-            # A FloodWait arrived while we slept: take a new slot after the pause.
+            if delay > 0:
+                self.sleep(delay)
+                waited += delay
+                if delay >= 0.05 and self.paused_for() > 0:
+                    continue  # a FloodWait arrived while we slept: take a new slot after the pause
+            return waited + self._admit(count, paid)
+
+    def _admit(self, count: int, paid: bool) -> float:
+        """Wait until the windows admit a call of `count` messages leaving now (see WINDOW)."""
+        windows = []
+        if self.allowed:
+            windows.append((f"{self.prefix}:window", self.allowed))
+        if self.free_allowed and not paid:
+            windows.append((f"{self.prefix}:window:free", self.free_allowed))
+        if not windows:
+            return 0.0
+        keys = [k for key, _ in windows for k in (key, f"{key}:sum")]
+        args = [self.span, *(cap for _, cap in windows), count]
+        waited = 0.0
+        while (wait := float(self._window(keys=keys, args=args))) > 0:
+            self.sleep(wait)
+            waited += wait
+        return waited
 
     def acquire_many(self, chat_ids: Sequence[int]) -> int:
         """Bulk lane: block until the first of up to len(chat_ids) sends may go, and return how
         many (the first that many of `chat_ids`) may go with it: the slots due within `batch_window`
         of each other (one round trip for all). The caller sends them at once; Telegram sees them
-        bunched by at most that window, and evenly spaced over time. Redis errors are raised."""
+        bunched by at most that window, and evenly spaced over time. The sends carry the paid flag
+        when paid broadcasts are on (as workers send). Redis errors are raised."""
         if self.lane != BULK:
             raise ValueError("acquire_many is for the bulk lane")
         keys = [self.global_key, *self._pauses]
@@ -332,6 +454,7 @@ class RedisLimiter:
             if float(delay) > 0:
                 self.sleep(float(delay))
                 waited += float(delay)
+            waited += self._admit(int(granted), paid=self.free_interval is not None)
             LIMITER_WAIT.labels(self.lane).observe(waited)
             return int(granted)
 

@@ -80,7 +80,9 @@ BACKOFF_BASE = 0.5  # seconds: 0.5, 1, 2 ...
 
 
 class Limiter(Protocol):
-    def acquire(self, chat_id: int | None = None) -> float: ...
+    count_max: int  # the most messages one call should deliver (a forward's ids)
+
+    def acquire(self, chat_id: int | None = None, *, count: int = 1, paid: bool = False) -> float: ...
     def acquire_many(self, chat_ids: Sequence[int]) -> int: ...
     def pause(self, seconds: float, *, chat_id: int | None = None) -> float: ...
 
@@ -448,8 +450,13 @@ class PyrogramGateway(Gateway):
 
     # --- plumbing -----------------------------------------------------------------------------
 
-    def _call(self, fn, *args, chat_id: int | None = None, send: bool = False, paced: bool = True, **kwargs):
-        """One Telegram call: `await fn(*args, **kwargs)` on the client's loop, under the limiter."""
+    def _call(
+        self, fn, *args, chat_id: int | None = None, send: bool = False, paced: bool = True, count: int = 1,
+        paid: bool = False, **kwargs,
+    ):  # fmt: skip
+        """One Telegram call: `await fn(*args, **kwargs)` on the client's loop, under the limiter.
+        `send`: it is a message to `chat_id` (its per-chat limit applies); `count`: the messages it
+        delivers; `paid`: it carries the paid-broadcast flag."""
         self._refuse_the_loop()
         if chat_id is not None:
             _peer_check(chat_id)
@@ -458,7 +465,7 @@ class PyrogramGateway(Gateway):
         granted = False
         while True:
             if self.limiter is not None and paced and not granted:
-                self.limiter.acquire(chat_id if send else None)
+                self.limiter.acquire(chat_id if send else None, count=count, paid=paid)
             granted = False
             try:
                 return self._run(self._on_loop(peer, fn, *args, **kwargs), send=send)
@@ -559,7 +566,9 @@ class PyrogramGateway(Gateway):
     def send_text(
         self, chat_id: int, text: str, *, buttons: Keyboard | None = None, protect: bool = False, reply_to: int | None = None
     ) -> Sent:
-        message_id = self._call(self._send_text, chat_id, text, buttons, protect, reply_to, chat_id=chat_id, send=True)
+        message_id = self._call(
+            self._send_text, chat_id, text, buttons, protect, reply_to, chat_id=chat_id, send=True, paid=bool(self.paid)
+        )
         return Sent(chat_id, message_id)
 
     @property
@@ -795,11 +804,15 @@ class PyrogramGateway(Gateway):
             allow_paid_broadcast=self.paid,
             chat_id=chat_id,
             send=True,
+            paid=bool(self.paid),
         )
         return Sent(chat_id, message.id)
 
     def send_album(self, chat_id: int, items: Sequence[Media], *, caption: str = "", protect: bool = False) -> list[Sent]:
-        ids = self._call(self._send_album, chat_id, list(items), caption, protect, chat_id=chat_id, send=True)
+        ids = self._call(
+            self._send_album, chat_id, list(items), caption, protect, chat_id=chat_id, send=True, count=len(items),
+            paid=bool(self.paid),
+        )  # fmt: skip
         return [Sent(chat_id, i) for i in ids]
 
     async def _send_album(self, chat_id, items, caption, protect) -> list[int]:
@@ -872,8 +885,14 @@ class PyrogramGateway(Gateway):
         sent: list[Sent] = []
         try:
             if caption is None:
-                for chunk in chunked(list(message_ids), DELETE_CHUNK):
-                    ids = self._call(self._forward, chat_id, from_chat_id, chunk, protect, chat_id=chat_id, send=True)
+                # Telegram may count each forwarded message against its rates: no more in one call
+                # than the limiter lets go together.
+                size = min(DELETE_CHUNK, self.limiter.count_max) if self.limiter is not None else DELETE_CHUNK
+                for chunk in chunked(list(message_ids), size):
+                    ids = self._call(
+                        self._forward, chat_id, from_chat_id, chunk, protect, chat_id=chat_id, send=True, count=len(chunk),
+                        paid=bool(self.paid),
+                    )  # fmt: skip
                     sent.extend(Sent(chat_id, i) for i in ids)
             else:
                 for chunk in chunked(list(message_ids), DELETE_CHUNK):
@@ -888,6 +907,7 @@ class PyrogramGateway(Gateway):
                             allow_paid_broadcast=self.paid,
                             chat_id=chat_id,
                             send=True,
+                            paid=bool(self.paid),
                         )
                         sent.append(Sent(chat_id, copy.id))
         except (TelegramError, BotUnauthorized) as exc:

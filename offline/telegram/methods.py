@@ -66,8 +66,8 @@ def resolve_chat(server: TelegramServer, peer) -> tuple[int, User | None, Channe
     raise RpcFault("PEER_ID_INVALID")
 
 
-def writable(server: TelegramServer, peer, *, paid: bool = False) -> tuple[int, User | None, Channel | None]:
-    """The chat a send goes to, after the checks Telegram makes before delivering anything."""
+def writable(server: TelegramServer, peer, *, paid: bool = False, messages: int = 1) -> tuple[int, User | None, Channel | None]:
+    """The chat a send of `messages` goes to, after the checks Telegram makes before delivering anything."""
     chat_id, user, channel = resolve_chat(server, peer)
     if user is not None:
         if user.deactivated:
@@ -76,7 +76,7 @@ def writable(server: TelegramServer, peer, *, paid: bool = False) -> tuple[int, 
             raise RpcFault("USER_IS_BLOCKED")
     elif not (channel.bot_is_admin and channel.bot_can_post):
         raise RpcFault("CHAT_WRITE_FORBIDDEN")
-    server.check_rate(chat_id, paid=paid)
+    server.check_rate(chat_id, paid=paid, messages=messages)
     return chat_id, user, channel
 
 
@@ -439,8 +439,8 @@ def send_multi_media(server, query):
     if None in {limits.ALBUM_GROUPS.get(f.kind) for f in files} or len({limits.ALBUM_GROUPS[f.kind] for f in files}) > 1:
         raise RpcFault("MEDIA_INVALID")  # inferred error name for kinds that may not share an album
     paid = bool(query.allow_paid_floodskip)
-    # Inferred: an album is one request, and counts as one send against the rates.
-    chat_id, user, channel = writable(server, query.peer, paid=paid)
+    # An album counts each of its messages against the overall rates (rates.COUNT_PER_MESSAGE).
+    chat_id, user, channel = writable(server, query.peer, paid=paid, messages=len(items))
     server.claim_random_ids([item.random_id for item in items])
     grouped_id = next(server._group_ids)
     messages = []
@@ -470,7 +470,8 @@ def forward_messages(server, query):
         raise RpcFault("CHANNEL_PRIVATE")  # inferred: a private channel the bot was removed from
     if from_channel is not None and from_channel.noforwards:
         raise RpcFault("CHAT_FORWARDS_RESTRICTED")
-    chat_id, user, channel = writable(server, query.to_peer, paid=bool(query.allow_paid_floodskip))
+    # Each id counts against the overall rates (rates.COUNT_PER_MESSAGE), as a message delivered.
+    chat_id, user, channel = writable(server, query.to_peer, paid=bool(query.allow_paid_floodskip), messages=len(query.id))
     server.claim_random_ids(query.random_id)
     sent, random_ids = [], []
     groups: dict[int, int] = {}  # an album forwarded in one call stays an album, with a grouped_id of its own

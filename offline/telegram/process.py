@@ -47,10 +47,7 @@ def _control(server: TelegramServer, name: str, args: list, kwargs: dict):
     if name == "flood_waits":
         return server.flood_waits
     if name == "set_rates":
-        with server.lock:
-            for key in ("enforce_rates", "global_rate", "paid_rate", "latency"):
-                if key in kwargs:
-                    setattr(server, key, kwargs[key])
+        server.rates_set(**kwargs)
         return None
     if name in ("user_sends", "tap", "request_join"):
         user_index = 1 if name == "request_join" else 0

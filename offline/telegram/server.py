@@ -20,8 +20,8 @@ from __future__ import annotations
 import collections
 import itertools
 import logging
-import math
 import os
+import random
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -34,6 +34,7 @@ from botapp import clock
 from botapp.telegram import limits
 from botapp.telegram.gateway import Button, Media, TgUser
 from offline.telegram import render, wire
+from offline.telegram.rates import CALL_LIMITED, Network, Rates
 from offline.telegram.state import Bot, Channel, File, Invite, Message, Upload, User, channel_raw_id
 
 log = logging.getLogger(__name__)
@@ -56,9 +57,6 @@ def error_code(message: str) -> int:
         return 420
     return ERROR_CODES.get(message, 400)
 
-
-# How far arrivals of an evenly paced sender may bunch before Telegram counts a burst (inferred).
-GLOBAL_JITTER = 0.1
 
 # fail_next(LOSE_ANSWER): the call takes effect but its answer is lost on the way back.
 LOSE_ANSWER = "LOSE_ANSWER"
@@ -147,9 +145,46 @@ class Endpoint:
         self.receives_updates = False
         self.closed = False
         self._collecting = threading.local()  # .answers: this thread is answering a container
+        self._arriving: collections.deque[tuple[float, bytes]] = collections.deque()
+        self._arrival = threading.Condition()
+        self._last_arrival = 0.0
+        self._carrier: threading.Thread | None = None
 
     def receive(self, packet: bytes) -> None:
-        """A packet from the client: answer every message in it."""
+        """A packet written by the client: it reaches Telegram after the network's delay (in the
+        order written), or now when there is no network."""
+        network = self.server.network
+        if network is None:
+            self.arrive(packet)
+            return
+        with self._arrival:
+            at = max(self._last_arrival, time.monotonic() + network.delay(self.server.rng))
+            self._last_arrival = at
+            self._arriving.append((at, packet))
+            if self._carrier is None:
+                self._carrier = threading.Thread(target=self._carry, name="telegram-network", daemon=True)
+                self._carrier.start()
+            self._arrival.notify()
+
+    def _carry(self) -> None:
+        while not self.closed:
+            with self._arrival:
+                while not self._arriving and not self.closed:
+                    self._arrival.wait()
+                if self.closed:
+                    return
+                at, packet = self._arriving[0]
+                if (delay := at - time.monotonic()) > 0:
+                    self._arrival.wait(delay)
+                    continue
+                self._arriving.popleft()
+            try:
+                self.arrive(packet)
+            except Exception:  # noqa: BLE001 - the connection lives on, as dispatch's callers expect
+                log.exception("telegram server: a packet failed")
+
+    def arrive(self, packet: bytes) -> None:
+        """A packet from the client reached Telegram: answer every message in it."""
         try:
             incoming = wire.unpack_client(packet, self.auth_key)
         except Exception:  # noqa: BLE001 - Telegram drops what it cannot decrypt
@@ -237,6 +272,8 @@ class Endpoint:
 
     def close(self) -> None:
         self.closed = True
+        with self._arrival:
+            self._arrival.notify()
         self.server.disconnect(self)
 
 
@@ -252,17 +289,21 @@ class TelegramServer:
         global_rate: float = limits.GLOBAL_RATE,
         paid_rate: float = limits.PAID_RATE,
         latency: float = 0.0,
+        network: Network | None = None,
+        count_per_message: bool = True,
     ):
         from offline.telegram.methods import METHODS
 
         self.methods = METHODS
         self.bot = Bot(id=self.BOT_ID, username=username, first_name="Courier", token=token)
         self.enforce_rates = enforce_rates
-        self.jitter = GLOBAL_JITTER  # how far evenly paced arrivals may bunch (inferred; see check_rate)
         self.rate_clock = time.monotonic  # the time rate limits are counted in (tests stop and move it)
         self.global_rate = global_rate
         self.paid_rate = paid_rate
-        self.latency = latency
+        self.rates = Rates(global_rate=global_rate, paid_rate=paid_rate, count_per_message=count_per_message)
+        self.latency = latency  # seconds every answer takes on its way back
+        self.network = network  # the way requests take to the server (rates.Network; None: none)
+        self.rng = random.Random()
         self.lock = threading.RLock()
         self.msg_ids = wire.MsgIds()
         self.keys: dict[bytes, bytes] = {}
@@ -285,7 +326,6 @@ class TelegramServer:
         self.random_ids: set[int] = set()
         self.calls: list[Call] = []
         self.containers = 0  # MTProto containers received (several requests in one packet)
-        self._tat: dict[tuple, float] = {}  # per bucket: when it is empty again
         self.flood_waits = 0
         # The server salt every session must use (a client starts with 0 and learns it from
         # bad_server_salt, as from Telegram); rotate_salt() replaces it.
@@ -397,6 +437,8 @@ class TelegramServer:
                 raise RpcFault("USER_DEACTIVATED")
         self._raise_fault(name, chat_id)
         self._hostile_flood(name)
+        if name in CALL_LIMITED:  # reads and deletes: one call each in the free budget (inferred)
+            self.check_rate(None, paid=False)
         handler = self.methods.get(name)
         if handler is None:
             log.error("telegram server: %s is not implemented", name)
@@ -454,30 +496,27 @@ class TelegramServer:
 
     # --- rules every send obeys -------------------------------------------------------------------
 
-    def check_rate(self, chat_id: int, *, paid: bool) -> None:
-        """FLOOD_WAIT_X when a send exceeds Telegram's limits. Telegram documents the rates ("about
-        30 messages per second", 1000/s for paid broadcasts, about one per second in a chat, 20 per
-        minute in a group), not how it measures them; the shapes here are inferred: a leaky bucket
-        for each, overall one that lets arrivals bunch by GLOBAL_JITTER (network and scheduling
-        jitter of a sender pacing evenly at the rate must not count as a burst), per chat one
-        with a burst of PRIVATE_CHAT_BURST."""
+    def rates_set(self, **settings) -> None:
+        """Change `enforce_rates`, `global_rate`, `paid_rate`, `latency` or `count_per_message`;
+        the limits start counting afresh."""
+        with self.lock:
+            per_message = settings.pop("count_per_message", self.rates.count_per_message)
+            for key, value in settings.items():
+                if key not in ("enforce_rates", "global_rate", "paid_rate", "latency"):
+                    raise ValueError(f"not a rate setting: {key}")
+                setattr(self, key, value)
+            self.rates = Rates(global_rate=self.global_rate, paid_rate=self.paid_rate, count_per_message=per_message)
+
+    def check_rate(self, chat_id: int | None, *, paid: bool, messages: int = 1) -> None:
+        """FLOOD_WAIT_X when a request exceeds Telegram's limits, counted when it arrives (see
+        rates.py for what is documented and what is inferred): `messages` delivered to `chat_id`
+        (None: a read or a delete, limited as a call), with or without the paid flag."""
         if not self.enforce_rates:
             return
-        now = self.rate_clock()
-        lane = "paid" if paid else "free"
-        interval = 1.0 / (self.paid_rate if paid else self.global_rate)
-        self._flood_check(("global", lane), now, interval, 1 + self.jitter / interval)
-        chat_interval = limits.PRIVATE_CHAT_INTERVAL if chat_id > 0 else limits.GROUP_CHAT_INTERVAL
-        self._flood_check(("chat", chat_id), now, chat_interval, limits.PRIVATE_CHAT_BURST)
-        self._tat[("global", lane)] = max(self._tat.get(("global", lane), 0.0), now) + interval
-        self._tat[("chat", chat_id)] = max(self._tat.get(("chat", chat_id), 0.0), now) + chat_interval
-
-    def _flood_check(self, key, now: float, interval: float, burst: float) -> None:
-        """GCRA: a send may arrive once the bucket has room for it (burst sends back to back)."""
-        allowed_at = max(self._tat.get(key, 0.0), now) - (burst - 1) * interval
-        if now < allowed_at - 0.001:
+        seconds = self.rates.check(self.rate_clock(), chat_id=chat_id, paid=paid, messages=messages)
+        if seconds:
             self.flood_waits += 1
-            raise RpcFault(f"FLOOD_WAIT_{max(1, math.ceil(allowed_at - now))}")
+            raise RpcFault(f"FLOOD_WAIT_{seconds}")
 
     # --- records ----------------------------------------------------------------------------------
 

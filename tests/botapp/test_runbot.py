@@ -68,3 +68,15 @@ def test_runbot_warns_at_start_when_no_one_is_an_admin(settings, monkeypatch, ca
 
 async def _done():
     return None
+
+
+def test_check_refuses_send_limits_that_would_let_more_through_than_telegram_allows(settings):
+    from django.core.management import call_command
+    from django.core.management.base import SystemCheckError
+
+    settings.TELEGRAM_RATE_SPAN = 0.5
+    settings.TELEGRAM_PAID_RATE_HEADROOM = 1.2
+    with pytest.raises(SystemCheckError) as refused:
+        call_command("check")
+    assert "TELEGRAM_RATE_SPAN must be from 1 to 2 seconds" in str(refused.value)
+    assert "TELEGRAM_PAID_RATE_HEADROOM must be above 0 and at most 1" in str(refused.value)

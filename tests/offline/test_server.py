@@ -1,6 +1,7 @@
 """The in-memory Telegram keeps Telegram's rules, seen through kurigram's real client."""
 
 import pytest
+from django.conf import settings
 from pyrogram import raw
 
 from botapp.telegram.gateway import BadRequest, BotUnauthorized, Button, FloodWait, TgUser
@@ -37,9 +38,28 @@ def test_channels_count_their_own_ids(telegram):
     assert [telegram.post(channel, "x"), telegram.post(channel, "y")] == [1, 2]
 
 
-def test_thirty_a_second_evenly_passes_and_a_bunch_is_a_flood_wait(telegram, rate_clock):
-    """The overall limit on the server's own clock: evenly paced at 30/s never floods; arrivals may
-    bunch by 0.1 s (three sends' worth early), and a fifth at the same instant is refused."""
+def test_thirty_in_any_second_pass_and_the_thirty_first_is_a_flood_wait(telegram, rate_clock):
+    """The overall limit counts any one-second span when requests arrive: thirty at the same
+    instant pass, a thirty-first within the second is refused, and nothing goes until the wait
+    told is over."""
+    from offline.telegram.server import RpcFault
+
+    start = rate_clock.now
+    telegram.enforce_rates = True
+    for i in range(30):
+        telegram.check_rate(7000 + i, paid=False)
+    rate_clock.now = start + 0.99
+    with pytest.raises(RpcFault, match="FLOOD_WAIT_1"):
+        telegram.check_rate(8000, paid=False)
+    rate_clock.now = start + 1.5  # the first thirty have left the window, but the wait runs
+    with pytest.raises(RpcFault, match="FLOOD_WAIT_1"):
+        telegram.check_rate(8001, paid=False)
+    rate_clock.now = start + 1.99
+    telegram.check_rate(8002, paid=False)
+    assert telegram.flood_waits == 2
+
+
+def test_evenly_paced_at_thirty_a_second_never_floods_and_bunching_does(telegram, rate_clock):
     from offline.telegram.server import RpcFault
 
     start = rate_clock.now
@@ -47,16 +67,73 @@ def test_thirty_a_second_evenly_passes_and_a_bunch_is_a_flood_wait(telegram, rat
     for i in range(90):  # three seconds, each send to another chat
         rate_clock.now = start + i / 30
         telegram.check_rate(7000 + i, paid=False)
-    rate_clock.now = start + 90 / 30  # the next slot: then four at once (the slot's own and three early)
-    for i in range(4):
-        telegram.check_rate(8000 + i, paid=False)
-    with pytest.raises(RpcFault, match="FLOOD_WAIT_1"):
-        telegram.check_rate(8100, paid=False)
-    assert telegram.flood_waits == 1
+    rate_clock.now = start + 89 / 30 + 0.01  # one early: 31 in the last second
+    with pytest.raises(RpcFault):
+        telegram.check_rate(8000, paid=False)
+
+
+def test_an_album_counts_each_of_its_messages_and_paid_sends_share_the_overall_budget(telegram, rate_clock):
+    from offline.telegram.server import RpcFault
+
+    telegram.enforce_rates = True
+    for i in range(3):
+        telegram.check_rate(7000 + i, paid=False, messages=10)  # three albums of ten: the free thirty
+    with pytest.raises(RpcFault):
+        telegram.check_rate(7100, paid=False)
+    for i in range(970):  # the paid budget is what is left of 1000, not 1000 more
+        telegram.check_rate(9000 + i, paid=True)
+    with pytest.raises(RpcFault):
+        telegram.check_rate(9999, paid=True)
+
+    telegram.rates_set(count_per_message=False)  # the switch: one per request
+    for i in range(3):
+        telegram.check_rate(7200 + i, paid=False, messages=10)
+    assert telegram.rates.free.total == 3
+
+
+def test_reads_and_deletes_are_limited_in_the_free_budget(telegram, raw_gateway, rate_clock):
+    telegram.enforce_rates = True
+    for i in range(30):
+        telegram.check_rate(7000 + i, paid=False)
+    with pytest.raises(FloodWait):
+        raw_gateway.delete_private([(ANN.id, [1])])
+
+
+def test_flood_waits_grow_on_repeated_excess_and_when_a_client_does_not_wait(telegram, rate_clock):
+    from offline.telegram.server import RpcFault
+
+    def seconds(refused):
+        return int(refused.value.message.rsplit("_", 1)[1])
+
+    telegram.enforce_rates = True
+    waits = []
+    for round_ in range(6):  # a full second of sends and one more, each time right after the wait
+        for i in range(30):
+            telegram.check_rate(7000 + 100 * round_ + i, paid=False)
+        with pytest.raises(RpcFault) as refused:
+            telegram.check_rate(8000 + round_, paid=False)
+        waits.append(seconds(refused))
+        rate_clock.advance(waits[-1] + 0.01)
+    assert waits == [1, 2, 4, 8, 16, 32]
+    assert waits[-1] > settings.TELEGRAM_MAX_FLOOD_WAIT / 2
+
+    for i in range(30):
+        telegram.check_rate(9000 + i, paid=False)
+    with pytest.raises(RpcFault) as refused:
+        telegram.check_rate(9100, paid=False)
+    assert seconds(refused) == 64
+    rate_clock.advance(0.5)  # on its way when the wait was told: what is left of it
+    with pytest.raises(RpcFault) as refused:
+        telegram.check_rate(9101, paid=False)
+    assert seconds(refused) == 64
+    rate_clock.advance(5)  # sent anyway, long after: twice as long
+    with pytest.raises(RpcFault) as refused:
+        telegram.check_rate(9102, paid=False)
+    assert seconds(refused) == 128
 
 
 def test_sending_as_fast_as_the_client_can_is_a_flood_wait(telegram, raw_gateway):
-    users = [TgUser(id=6000 + i, first_name="U") for i in range(30)]
+    users = [TgUser(id=6000 + i, first_name="U") for i in range(31)]  # one more than a second holds
     for user in users:
         telegram.user_sends(user, "/start")
     telegram.enforce_rates = True

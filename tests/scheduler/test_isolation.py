@@ -33,7 +33,9 @@ class BlipLimiter:
     def __init__(self, nth):
         self.calls, self.nth = 0, nth
 
-    def acquire(self, chat_id=None):
+    count_max = 100
+
+    def acquire(self, chat_id=None, *, count=1, paid=False):
         self.calls += 1
         if self.calls == self.nth:
             raise redis.ConnectionError("Connection reset by peer")

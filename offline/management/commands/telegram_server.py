@@ -12,6 +12,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from offline.telegram.process import serve
+from offline.telegram.rates import NETWORKS
 from offline.telegram.server import TelegramServer
 
 log = logging.getLogger("botapp.telegram_server")
@@ -28,11 +29,25 @@ class Command(BaseCommand):
         parser.add_argument("--no-rates", action="store_true", help="Do not answer FLOOD_WAIT when sends go too fast.")
         parser.add_argument("--rate", type=float, default=None, help="Messages/s allowed overall (default: Telegram's 30).")
         parser.add_argument("--latency", type=float, default=0.0, help="Seconds every answer takes.")
+        parser.add_argument(
+            "--network", choices=sorted(NETWORKS), default="realistic",
+            help="The way requests take to Telegram: 'realistic' (a delay with jitter, offline/telegram/rates.py) or 'none'.",
+        )  # fmt: skip
+        parser.add_argument(
+            "--count-per-call", action="store_true",
+            help="Count an album or a forward as one message against the overall rates (default: each message).",
+        )  # fmt: skip
 
     def handle(self, *args, **options):
-        server = TelegramServer(username=options["username"], enforce_rates=not options["no_rates"], latency=options["latency"])
+        server = TelegramServer(
+            username=options["username"],
+            enforce_rates=not options["no_rates"],
+            latency=options["latency"],
+            network=NETWORKS[options["network"]],
+            count_per_message=not options["count_per_call"],
+        )
         if options["rate"]:
-            server.global_rate = options["rate"]
+            server.rates_set(global_rate=options["rate"])
         for channel in options["channel"]:
             server.create_channel(channel)
         asyncio.run(self._serve(server, Path(options["socket"])))

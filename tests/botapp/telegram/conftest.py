@@ -11,7 +11,9 @@ class CountingLimiter:
         self.slots = []
         self.pauses = []
 
-    def acquire(self, chat_id=None):
+    count_max = 100
+
+    def acquire(self, chat_id=None, *, count=1, paid=False):
         self.slots.append(chat_id)
         return 0.0
 

@@ -59,6 +59,71 @@ def test_two_processes_together_never_exceed_the_rate(prefix):
     assert max_in_window(stamps, 2.0) <= 2 * rate * 1.05 + 1
 
 
+def _late_sender(redis_url, prefix, count, chat_base, out):
+    """Paced like a worker (28.8/s of 30 allowed), but waking up to 0.3 s late: bunches."""
+    import random
+
+    lim = RedisLimiter(
+        redis.Redis.from_url(redis_url), rate=28.8, allowed=30, span=1.04, prefix=prefix,
+        sleep=lambda s: time.sleep(s + random.uniform(0, 0.3)),
+    )  # fmt: skip
+    stamps = []
+    for i in range(count):
+        lim.acquire(chat_base + i)
+        stamps.append(time.time())
+    out.put(stamps)
+
+
+@pytest.mark.slow
+def test_late_senders_bunch_but_no_second_ever_holds_more_than_telegram_allows(prefix):
+    """Telegram counts any second when requests arrive: what a late wake-up bunches, the window
+    holds back (the stamps are taken after the call is admitted; 0.1 s is left for this machine)."""
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_late_sender, args=(settings.REDIS_URL, prefix, 45, 10_000 * (n + 1), out)) for n in range(2)]
+    for p in procs:
+        p.start()
+    stamps = out.get(timeout=60) + out.get(timeout=60)
+    for p in procs:
+        p.join(10)
+    assert max_in_window(stamps, 0.94) <= 30
+
+
+def test_the_window_holds_a_call_until_the_span_has_room(prefix):
+    lim = RedisLimiter(redis.Redis.from_url(settings.REDIS_URL), rate=1000, allowed=5, span=0.3, prefix=prefix)
+    start = time.monotonic()
+    for i in range(5):
+        lim.acquire(100 + i)
+    assert time.monotonic() - start < 0.25
+    lim.acquire(200)
+    assert time.monotonic() - start >= 0.28  # the first five had to leave the span
+
+
+def test_a_call_of_ten_messages_takes_ten_slots_and_goes_at_the_last(prefix):
+    slept = []
+    lim = RedisLimiter(redis.Redis.from_url(settings.REDIS_URL), rate=100, prefix=prefix, sleep=slept.append)
+    first = lim.acquire(count=10)
+    second = lim.acquire()
+    assert 0.08 < first <= 0.09 and 0.09 < second <= 0.1, (first, second)
+
+
+def test_with_paid_broadcasts_calls_without_the_flag_keep_to_the_free_rate(prefix):
+    slept = []
+    lim = RedisLimiter(
+        redis.Redis.from_url(settings.REDIS_URL), rate=960, free_rate=28.8, prefix=prefix, sleep=slept.append
+    )  # fmt: skip
+    paid = [lim.acquire(paid=True) for _ in range(10)]
+    assert max(paid) < 0.02  # a thousandth of a second apart
+    free = [lim.acquire() for _ in range(10)]
+    assert free[-1] > 8 / 28.8  # a 28.8th of a second apart, however much paid room is left
+
+
+def test_a_call_carries_at_most_half_a_window_of_the_tightest_budget(prefix):
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    assert RedisLimiter(client, rate=960, allowed=1000, free_rate=28.8, free_allowed=30, prefix=prefix).count_max == 15
+    assert RedisLimiter(client, rate=960, allowed=1000, prefix=prefix).count_max == 500
+
+
 def test_one_private_chat_gets_a_short_burst_then_one_call_per_second(prefix):
     slept = []  # the waits the limiter asks for, not taken: each call comes at once
     lim = RedisLimiter(redis.Redis.from_url(settings.REDIS_URL), rate=1000, prefix=prefix, sleep=slept.append)
@@ -148,7 +213,9 @@ class Recorder:
     def __init__(self):
         self.acquired, self.paused = [], []
 
-    def acquire(self, chat_id=None):
+    count_max = 100
+
+    def acquire(self, chat_id=None, *, count=1, paid=False):
         self.acquired.append(chat_id)
         return 0.0
 
