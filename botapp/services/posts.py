@@ -68,7 +68,7 @@ def post_read_checked(*, gateway: Gateway, chat_id: int | None, message_id: int)
     except MessageNotFound:
         raise ValidationError(
             f"The posts channel has no post {message_id} (deleted, or not posted yet): open the post in the channel "
-            "and copy the number at the end of its link (t.me/c/…/{message_id})."
+            f"and copy the number at the end of its link (t.me/c/…/{message_id})."
         ) from None
     except ChatNotFound as exc:
         raise ValidationError(
