@@ -44,6 +44,7 @@ from urllib.parse import parse_qs, urlparse
 from botapp import clock
 from botapp.services.outgoing import ClickLinkExpired, click_record, click_token_of
 from botapp.signals import broadcast_queued
+from botapp.telegram.console import console_gateway_use
 from botapp.telegram.gateway import Button, Gateway, Media, TgUser
 from botapp.telegram.limits import ALBUM_SIZE, DATE_MAX, USER_FILE_SIZE, USER_ID_MAX
 from offline.telegram.clients import OfflineBot
@@ -143,6 +144,7 @@ class Sandbox:
         self.lost: set[int] = set()  # channels the bot was removed from (`storage channel lost`)
         telegram.listeners.append(self.print_event)
         broadcast_queued.connect(self._broadcast_queued)  # weakly: gone with the sandbox
+        console_gateway_use(worker)  # what the console reads (a post's preview) it reads here
 
     # --- output -------------------------------------------------------------------------------
 

@@ -3,6 +3,7 @@ Send a test (each admin's result shown), Start sending… (a confirmation that s
 Cancel…, Duplicate as draft, and progress that updates by itself. Writes go through
 botapp/services/broadcasts.py."""
 
+from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db import models
@@ -21,7 +22,7 @@ from unfold.widgets import UnfoldAdminTextareaWidget
 
 from botapp import clock
 from botapp.admin.base import InternalAdmin, ModelAdmin
-from botapp.admin.compose import ComposedMessageForm
+from botapp.admin.compose import ComposedMessageForm, post_preview_html
 from botapp.config import admin_ids_load
 from botapp.models import (
     Broadcast,
@@ -38,6 +39,7 @@ from botapp.services.broadcasts import (
     broadcast_test_request,
 )
 from botapp.services.health import broker_problem, processes_state
+from botapp.telegram.limits import MESSAGE_ID_MAX
 
 ACTIVE = (Broadcast.Status.QUEUED, Broadcast.Status.SENDING)
 RECIPIENTS_SHOWN = 20  # listed users' ids on a broadcast's page; the rest counted
@@ -57,6 +59,33 @@ class BroadcastForm(ComposedMessageForm):
             "delete_after_minutes",
             "scheduled_at",
         )
+
+    post_id = forms.IntegerField(
+        label="post",
+        required=False,
+        min_value=1,
+        max_value=MESSAGE_ID_MAX,
+        help_text="A post of the posts channel (Bot settings), by its message id: sent as a copy, with its media and "
+        "formatting, and the buttons below. Leave text and media empty.",
+    )
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        b = self.instance
+        if b.pk and b.status != Broadcast.Status.DRAFT:
+            del self.fields["post_id"]  # what users received is not edited (the page shows it read-only)
+        elif b.pk and b.origin == "admin" and len(b.copy_message_ids or []) == 1:
+            self.fields["post_id"].initial = b.copy_message_ids[0]
+
+    def save(self, commit=True):
+        b = self.instance
+        if "post_id" not in self.fields:
+            pass
+        elif self.cleaned_data.get("post_id"):
+            b.copy_chat_id, b.copy_message_ids = self.post_chat_id, [self.cleaned_data["post_id"]]
+        elif b.origin == "admin":  # the operator took the post out: the message is the composed one again
+            b.copy_chat_id, b.copy_message_ids = None, []
+        return super().save(commit)
 
     def clean(self):
         data = super().clean()
@@ -78,7 +107,7 @@ class BroadcastAdmin(ModelAdmin):
     list_filter = ("kind", "status", "origin", "pin", "media_kind", "created_at")
     search_fields = ("title", "text")
     fieldsets = (
-        ("Message", {"fields": ("title", "text", "media_kind", "media", "buttons")}),
+        ("Message", {"fields": ("title", "post_id", "text", "media_kind", "media", "buttons")}),
         ("Delivery", {"fields": ("protect_content", "pin", "delete_after_minutes", "scheduled_at")}),
     )
     formfield_overrides = {models.TextField: {"widget": UnfoldAdminTextareaWidget(attrs={"rows": 5})}}
@@ -89,6 +118,14 @@ class BroadcastAdmin(ModelAdmin):
     def get_fieldsets(self, request, obj=None):
         if obj is None:
             return self.fieldsets
+        if obj.status != Broadcast.Status.DRAFT:  # no post field to edit (BroadcastForm)
+            message, fields = self.fieldsets[0]
+            fieldsets = ((message, {"fields": tuple(f for f in fields["fields"] if f != "post_id")}), *self.fieldsets[1:])
+            return (
+                ("Preview and progress", {"fields": ("preview", "live")}),
+                ("Recipients and files", {"fields": ("recipients", "files")}),
+                *fieldsets,
+            )
         # A saved broadcast leads with what users will see and how far it got, then who gets it
         # and the files a scheduled message carries (the API sets both; the form edits neither).
         return (
@@ -153,6 +190,8 @@ class BroadcastAdmin(ModelAdmin):
     def preview(self, obj):
         if obj is None or not obj.pk:
             return "Save to see a preview."
+        if obj.origin == "admin" and len(obj.copy_message_ids or []) == 1 and not obj.text:
+            return mark_safe(post_preview_html(chat_id=obj.copy_chat_id, message_id=obj.copy_message_ids[0]))  # noqa: S308 - a template, autoescaped
         try:
             rows = buttons_parse(text=obj.buttons)
         except ValidationError as exc:

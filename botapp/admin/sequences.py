@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.db.models import Count
 
 from botapp.admin.base import InternalAdmin, ModelAdmin, StackedInline
-from botapp.admin.compose import ComposedMessageForm
+from botapp.admin.compose import ComposedMessageForm, post_preview_html
 from botapp.models import (
     Sequence,
     SequenceMessage,
@@ -15,7 +15,22 @@ from botapp.models import (
 class SequenceStepForm(ComposedMessageForm):
     class Meta:
         model = SequenceStep
-        fields = ("delay_seconds", "text", "media_kind", "media", "buttons", "protect_content", "condition", "condition_button")
+        fields = (
+            "delay_seconds",
+            "post_id",
+            "text",
+            "media_kind",
+            "media",
+            "buttons",
+            "protect_content",
+            "condition",
+            "condition_button",
+        )
+
+    def save(self, commit=True):
+        # The channel the post was checked in: a later change of the posts channel leaves this step's post as it was.
+        self.instance.post_chat_id = self.post_chat_id if self.instance.post_id else None
+        return super().save(commit)
 
 
 class SequenceStepInline(StackedInline):
@@ -47,7 +62,12 @@ class SequenceStepAdmin(ModelAdmin):
     list_filter = ("sequence", "condition")
     search_fields = ("text", "sequence__name", "condition_button")
     list_select_related = ("sequence",)
-    fields = ("sequence", *SequenceStepForm.Meta.fields)
+    fields = ("sequence", *SequenceStepForm.Meta.fields, "post_preview")
+    readonly_fields = ("post_preview",)
+
+    @admin.display(description="post preview")
+    def post_preview(self, obj):
+        return post_preview_html(chat_id=obj.post_chat_id if obj else None, message_id=obj.post_id if obj else None)
 
     @admin.display(description="after", ordering="delay_seconds")
     def delay(self, obj):
@@ -55,7 +75,7 @@ class SequenceStepAdmin(ModelAdmin):
 
     @admin.display(description="text")
     def short_text(self, obj):
-        return obj.text[:60]
+        return f"post {obj.post_id}" if obj.post_id else obj.text[:60]
 
 
 @admin.register(SequenceMessage)

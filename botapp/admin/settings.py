@@ -46,6 +46,8 @@ class BotSettingsAdmin(ModelAdmin):
             {
                 "fields": (
                     "welcome_text",
+                    "welcome_buttons",
+                    "welcome_post_id",
                     "welcome_back_text",
                     "help_text",
                     "about_text",
@@ -56,6 +58,7 @@ class BotSettingsAdmin(ModelAdmin):
             },
         ),
         ("Links", {"fields": ("channel_post_links", "legacy_channel_id")}),
+        ("Prepared posts", {"fields": ("posts_channel_id",)}),
         (
             "Premium users",
             {"fields": ("premium_skips_force_subscribe", "premium_text", "premium_button_text", "premium_button_url")},

@@ -6,10 +6,12 @@ once saved. The admin page and the sandbox's `set` use this one form."""
 import string
 
 from django import forms
+from django.core.exceptions import ValidationError
 
+from botapp.admin.compose import post_check
 from botapp.config import storage_channel_load
 from botapp.models import BotSettings, ForceSubChannel
-from botapp.models.buttons import button_text_problem
+from botapp.models.buttons import button_specs, button_text_problem, buttons_parse
 from botapp.models.settings import retired_commands_parse
 from botapp.services.captions import LONGEST, caption_template_problems
 from botapp.services.composed import text_length_problem
@@ -104,6 +106,7 @@ class BotSettingsForm(forms.ModelForm):
                     problems.append(problem + (" (with 64-character names)" if longest != data[name] else ""))
             for problem in problems:
                 self.add_error(name, problem)
+        self._clean_welcome_post(data)
         return data
 
     def _post_clean(self):
@@ -140,6 +143,40 @@ class BotSettingsForm(forms.ModelForm):
         if problems:
             raise forms.ValidationError(problems)
         return template
+
+    def clean_welcome_buttons(self):
+        text = self.cleaned_data.get("welcome_buttons") or ""
+        try:
+            rows = buttons_parse(text=text)
+        except ValidationError:
+            return text  # the model's validator says what is wrong
+        problems = [  # a tap's reply is a message of its own
+            f"{spec.text}: reply: {problem}"
+            for spec in button_specs(rows=rows)
+            if spec.reply
+            for problem in [*telegram_html_check(text=spec.reply), *filter(None, [text_length_problem(text=spec.reply)])]
+        ]
+        if problems:
+            raise forms.ValidationError(problems)
+        return text
+
+    def _clean_welcome_post(self, data) -> None:
+        """A welcome post must be there in the posts channel (read through Telegram) when saved."""
+        if "welcome_post_id" not in self.fields or not data.get("welcome_post_id"):
+            return
+        if "posts_channel_id" in self.errors:
+            return
+        changed = {"welcome_post_id", "posts_channel_id"} & set(self.changed_data)
+        if not changed:
+            return  # checked when it was chosen; the bot falls back to the welcome text if it is gone
+        channel_id = data.get("posts_channel_id") if "posts_channel_id" in self.fields else self.instance.posts_channel_id
+        if channel_id is None:
+            self.add_error("welcome_post_id", "Set the posts channel too: the welcome post is named by its message id there.")
+            return
+        try:
+            post_check(post_id=data["welcome_post_id"], channel_id=channel_id)
+        except ValidationError as exc:
+            self.add_error("welcome_post_id", exc)
 
     def clean_backup_channel_id(self):
         channel_id = self.cleaned_data.get("backup_channel_id")

@@ -15,9 +15,12 @@ from botapp.services import batches, users
 from botapp.services.broadcast_bot import channel_post_broadcast
 from botapp.services.channel_posts import post_link_attach
 from botapp.services.delivery import Delivery, channels_missing
+from botapp.services.outgoing import TAP_CALLBACK
+from botapp.services.posts import welcome_send
 from botapp.services.sequences import sequence_payloads, sequences_enroll, sequences_enroll_campaign
 from botapp.services.shortener import shortener_for
 from botapp.services.stats import stat_today
+from botapp.services.taps import tap_handle
 from botapp.services.texts import text_render
 from botapp.telegram.gateway import (
     BotUnauthorized,
@@ -80,6 +83,7 @@ class Router:
         self.callbacks: dict[str, Callable[[CallbackQuery, str], None]] = {
             "close": self.cb_close,
             "retry": self.cb_retry,
+            TAP_CALLBACK: self.cb_tap,
         }
         AdminCommands(self).install()  # admins' commands (premium, bans, broadcasts, links) and /myplan
 
@@ -183,8 +187,10 @@ class Router:
         if not created and payload:  # a campaign tag: it becomes their latest, and its sequences start if new to them
             users.user_payload_record(user=user, payload=payload)
             sequences_enroll_campaign(user=user, payload=payload)
-        template = conf.welcome_text if created else conf.welcome_back_text
-        self.gateway.send_text(msg.chat_id, text_render(template=template, tg=msg.user))
+        if created:  # the welcome text, or the welcome post, with the welcome buttons
+            welcome_send(gateway=self.gateway, conf=conf, user=user, tg=msg.user, chat_id=msg.chat_id)
+            return
+        self.gateway.send_text(msg.chat_id, text_render(template=conf.welcome_back_text, tg=msg.user))
 
     def delivery(self, user: TelegramUser, chat_id: int, conf: BotSettings, *, new_user: bool = False) -> Delivery:
         return Delivery(
@@ -273,6 +279,11 @@ class Router:
     def cb_close(self, cq: CallbackQuery, arg: str) -> None:
         self.gateway.delete_messages(cq.chat_id, [cq.message_id])
         self.gateway.answer_callback(cq.id)
+
+    def cb_tap(self, cq: CallbackQuery, arg: str) -> None:
+        """A callback button an operator wrote (`Text | tap:key`): recorded, answered, turned."""
+        user, _ = users.user_seen(tg=cq.user)
+        tap_handle(gateway=self.gateway, cq=cq, user=user, arg=arg)
 
     def cb_retry(self, cq: CallbackQuery, share_id: str) -> None:
         """ "Try again" under a join prompt: check membership for real, then finish the request."""

@@ -13,6 +13,7 @@ from botapp.models.buttons import KEY_RE
 from botapp.models.outgoing import OutgoingSend, SendStatus, send_statuses
 from botapp.models.ranges import SEQUENCE_DELAY_SECONDS_MAX
 from botapp.models.users import TelegramUser
+from botapp.telegram.limits import MESSAGE_ID_MAX
 
 # Telegram's deep-link payloads: "up to 64 characters; A-Z, a-z, 0-9, _ and -" (Bot API, deep linking).
 START_PAYLOAD_RE = re.compile(r"\A[A-Za-z0-9_-]{1,64}\Z")
@@ -55,13 +56,32 @@ class SequenceStep(models.Model):
         help_text=f"Sent this many seconds after the user's /start (e.g. 40, 180 for 3 min, 7200 for 2 h): "
         f"0 to {SEQUENCE_DELAY_SECONDS_MAX:,} (a year).",
     )
-    text = models.TextField(help_text="Message text, or the caption with media. Telegram HTML allowed.")
+    text = models.TextField(
+        blank=True, help_text="Message text, or the caption with media. Telegram HTML allowed. Empty with a post."
+    )
+    post_id = models.PositiveIntegerField(
+        "post",
+        null=True,
+        blank=True,
+        validators=[MaxValueValidator(MESSAGE_ID_MAX)],
+        help_text="A post of the posts channel (Bot settings), by its message id: sent as a copy, with its media "
+        "and formatting, and the buttons below. Leave text and media empty.",
+    )
+    post_chat_id = models.BigIntegerField(
+        null=True, blank=True, editable=False, help_text="The posts channel the post was chosen from."
+    )
     media_kind = models.CharField(max_length=16, choices=Broadcast.MediaKind.choices, blank=True)
     media = models.CharField(max_length=512, blank=True, help_text="A Telegram file_id or an https:// URL.")
-    buttons = models.TextField(blank=True, help_text='"Text | https://url" per line; add "| key" to track clicks.')
+    buttons = models.TextField(
+        blank=True,
+        help_text='"Text | https://url" per line; add "| key" to track clicks; "Text | tap:key" for a button that answers '
+        "in the chat and records a click on key.",
+    )
     protect_content = models.BooleanField(default=False)
     condition = models.CharField(max_length=16, choices=Condition.choices, default=Condition.ALWAYS)
-    condition_button = models.CharField(max_length=64, blank=True, help_text="The click key the condition looks at.")
+    condition_button = models.CharField(
+        max_length=64, blank=True, help_text="The click key the condition looks at (a tracked link's or a tap button's)."
+    )
 
     class Meta:
         ordering = ["sequence", "delay_seconds", "id"]

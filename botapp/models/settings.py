@@ -17,6 +17,7 @@ from botapp.models.ranges import (
     VERIFICATION_HOURS_MAX,
     channel_id_validate,
 )
+from botapp.telegram.limits import MESSAGE_ID_MAX
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +29,10 @@ def one_button_validate(value: str) -> None:
     rows = buttons_parse(text=value)
     if len(rows) > 1 or any(len(row) > 1 for row in rows):
         raise ValidationError('One button: "Text | https://example.com".')
+
+
+def buttons_validate(value: str) -> None:
+    buttons_parse(text=value)  # a ValidationError naming every bad line
 
 
 def marker_validate(value: str) -> None:
@@ -123,6 +128,28 @@ class BotSettings(models.Model):
     shortener_api_key = models.CharField("shortener API key", max_length=255, blank=True)
     how_to_verify_url = models.URLField('"How to verify" link', blank=True)
     welcome_text = models.TextField(default="Hello {first_name}! I deliver files shared through my links.")
+    welcome_buttons = models.TextField(
+        blank=True,
+        validators=[buttons_validate],
+        help_text='Buttons under the welcome: "Text | https://url" (add "| key" to track clicks), or "Text | tap:key" '
+        "for a button that answers in the chat (docs/onboarding.md).",
+    )
+    welcome_post_id = models.PositiveIntegerField(
+        "welcome post",
+        null=True,
+        blank=True,
+        validators=[MaxValueValidator(MESSAGE_ID_MAX)],
+        help_text="A post of the posts channel (its message id) sent as the welcome, with its media and formatting, "
+        "instead of the welcome text. Empty: the welcome text.",
+    )
+    posts_channel_id = models.BigIntegerField(
+        "posts channel id",
+        null=True,
+        blank=True,
+        validators=[channel_id_validate],
+        help_text="The channel (-100…, the bot an admin there) where you keep prepared posts: the welcome, sequence steps "
+        "and broadcasts can be a copy of one of its posts, named by its message id.",
+    )
     welcome_back_text = models.TextField(
         '"welcome back" text',
         default="Welcome back, {first_name}!",

@@ -10,6 +10,8 @@ import logging
 from dataclasses import dataclass
 
 from botapp.models import Broadcast
+from botapp.models.buttons import buttons_parse
+from botapp.services.outgoing import keyboard_render
 from botapp.telegram.gateway import Gateway, Sent, TelegramError
 
 log = logging.getLogger(__name__)
@@ -19,18 +21,25 @@ log = logging.getLogger(__name__)
 class MessageCopy:
     chat_id: int
     message_ids: tuple[int, ...]
+    rows: tuple = ()  # the broadcast's buttons (ButtonSpec rows), under a copy of one message
 
     @classmethod
     def of(cls, broadcast: Broadcast) -> MessageCopy | None:
         """The copy a broadcast sends: when it has copied messages and no composed content of its
-        own (a channel post is sent composed, its marker taken out)."""
+        own (a channel post is sent composed, its marker taken out). A copy of one message (a
+        post of the posts channel) carries the broadcast's buttons."""
         if not broadcast.copy_message_ids or broadcast.text or broadcast.media_kind:
             return None
-        return cls(broadcast.copy_chat_id, tuple(broadcast.copy_message_ids))
+        rows = buttons_parse(text=broadcast.buttons, check_links=False) if len(broadcast.copy_message_ids) == 1 else []
+        return cls(broadcast.copy_chat_id, tuple(broadcast.copy_message_ids), tuple(tuple(r) for r in rows))
 
-    def send(self, gateway: Gateway, chat_id: int, *, protect: bool = False) -> Sent:
-        """Copy to `chat_id`; returns the first message sent. Telegram's refusal is raised."""
-        return gateway.copy_messages(chat_id, self.chat_id, list(self.message_ids), protect=protect)[0]
+    def send(
+        self, gateway: Gateway, chat_id: int, *, protect: bool = False, user_id: int | None = None, source: str = ""
+    ) -> Sent:
+        """Copy to `chat_id`, with the buttons rendered for that user (`source`: where they are
+        written, for taps); returns the first message sent. Telegram's refusal is raised."""
+        buttons = keyboard_render(rows=self.rows, user_id=user_id, chat_id=chat_id, source=source)
+        return gateway.copy_messages(chat_id, self.chat_id, list(self.message_ids), protect=protect, buttons=buttons)[0]
 
 
 def message_pin(*, gateway: Gateway, sent: Sent) -> bool:

@@ -42,6 +42,7 @@ class BroadcastMessage:
                 protect=broadcast.protect_content,
                 # Prefetched by the sender; every one has its file id by then (uploaded first).
                 attachments=[Media(a.kind, a.file_id) for a in broadcast.attachments.all()],
+                source=f"b{broadcast.pk}",
             ),
             delete_after=timedelta(minutes=broadcast.delete_after_minutes) if broadcast.delete_after_minutes else None,
             copy=MessageCopy.of(broadcast),
@@ -58,7 +59,7 @@ class BroadcastMessage:
 
     def send(self, gateway: Gateway, chat_id: int, *, user_id: int) -> Sent:
         if self.copy is not None:
-            sent = self.copy.send(gateway, chat_id, protect=self.outgoing.protect)
+            sent = self.copy.send(gateway, chat_id, protect=self.outgoing.protect, user_id=user_id, source=self.outgoing.source)
         else:
             sent = self.outgoing.send(gateway, chat_id, user_id=user_id)
         if self.pin:
@@ -70,11 +71,14 @@ def broadcast_test_send(*, gateway: Gateway, broadcast: Broadcast, chat_ids: fro
     """Send the broadcast to the admins only, as users would see it (tracked buttons untracked).
     Every admin is tried, whatever the others gave; each one's result (chat_id, ok, error, at) is
     recorded on the broadcast for the console, and returned."""
-    message = BroadcastMessage.of(broadcast).outgoing
+    message = BroadcastMessage.of(broadcast)
     results = []
     for chat_id in sorted(chat_ids):
         try:
-            message.send(gateway, chat_id)
+            if message.copy is not None:  # a copy of a post: as users get it
+                message.copy.send(gateway, chat_id, protect=message.outgoing.protect, source=message.outgoing.source)
+            else:
+                message.outgoing.send(gateway, chat_id)
         except TelegramError as exc:
             results.append({"chat_id": chat_id, "ok": False, "error": str(exc)[:255], "at": clock.now().isoformat()})
         else:

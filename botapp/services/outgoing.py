@@ -2,7 +2,8 @@
 tracked ones, sending them to one user, and what it means when Telegram refuses a send
 (`send_failure`, the one mapping every sweep that sends to users applies).
 
-The button grammar (`Text | https://url | key`) is botapp/models/buttons.py. A tracked button's URL goes through
+The button grammar (`Text | https://url | key`, `Text | tap:key`) is botapp/models/buttons.py. A
+callback button carries signed data (`tap_data`); a tap is handled by services/taps.py. A tracked button's URL goes through
 Courier's redirect (`PUBLIC_URL/go/…`), which records a ButtonClick for that user (once per user and
 key) and forwards them to the link; sequence steps can then depend on "clicked X". The redirect
 works for CLICK_LINK_DAYS after the message was sent.
@@ -10,6 +11,7 @@ works for CLICK_LINK_DAYS after the message was sent.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -17,6 +19,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.core import signing
 from django.db import IntegrityError, transaction
+from django.utils.crypto import constant_time_compare, salted_hmac
 
 from botapp import clock
 from botapp.models import ButtonClick, SendStatus, TelegramUser
@@ -35,20 +38,60 @@ from botapp.telegram.gateway import (
     TelegramError,
     TransientError,
 )
-from botapp.telegram.limits import ALBUM_GROUPS, ALBUM_SIZE, CAPTION_LENGTH
+from botapp.telegram.limits import ALBUM_GROUPS, ALBUM_SIZE, CALLBACK_DATA_BYTES, CAPTION_LENGTH, callback_data_length
 
 CLICK_SALT = "courier.click"
+TAP_SALT = "courier.tap"
+TAP_CALLBACK = "tap"  # the router's name for these callbacks
+TAP_SIGNATURE_BYTES = 12  # 96 bits, 16 characters: the data stays far below 64 bytes
 
 
 class ClickLinkExpired(Exception):
     """A tracked button opened more than CLICK_LINK_DAYS after its message was sent."""
 
 
-def button_render(*, spec: ButtonSpec, user_id: int | None) -> Button:
-    """The button one user gets: a tracked one goes through Courier's redirect, signed for them."""
+def button_render(*, spec: ButtonSpec, user_id: int | None, chat_id: int | None = None, ref: str = "") -> Button:
+    """The button one user gets: a tracked one goes through Courier's redirect, signed for them; a
+    callback button carries `tap_data` for the chat it goes to (`ref`: where it is written)."""
+    if spec.tap:
+        if chat_id is None or not ref:
+            raise ValueError("a callback button is rendered for a chat, from a message that has a source")
+        return Button(spec.text, callback_data=tap_data(chat_id=chat_id, ref=ref, key=spec.key))
     if spec.key and user_id is not None:
         return Button(spec.text, url=click_url(user_id=user_id, key=spec.key, url=spec.url))
     return Button(spec.text, url=spec.url)
+
+
+def keyboard_render(
+    *, rows: Sequence[Sequence[ButtonSpec]], user_id: int | None, chat_id: int, source: str
+) -> list[list[Button]] | None:
+    """The buttons one chat gets for these rows (None: no buttons). `source` names where the rows
+    are written ("s<step id>", "b<broadcast id>", "w" for the welcome), so a tap finds its button."""
+    return [
+        [button_render(spec=spec, user_id=user_id, chat_id=chat_id, ref=f"{source}.{r}.{c}") for c, spec in enumerate(row)]
+        for r, row in enumerate(rows)
+    ] or None
+
+
+def tap_data(*, chat_id: int, ref: str, key: str) -> str:
+    """A callback button's data: `tap:<ref>:<signature>`, the signature an HMAC under SECRET_KEY of
+    the chat, the button's place (`ref`) and its key, cut to TAP_SIGNATURE_BYTES. A tap whose data
+    was not made here for this chat, or whose button has changed its key since, does not match
+    (`tap_data_valid`). Always within Telegram's CALLBACK_DATA_BYTES."""
+    data = f"{TAP_CALLBACK}:{ref}:{_tap_signature(chat_id=chat_id, ref=ref, key=key)}"
+    if callback_data_length(data) > CALLBACK_DATA_BYTES:
+        raise ValueError(f"callback data of {ref} is over {CALLBACK_DATA_BYTES} bytes")
+    return data
+
+
+def tap_data_valid(*, chat_id: int, ref: str, key: str, signature: str) -> bool:
+    """Whether `signature` is the one `tap_data` makes for this chat, place and key."""
+    return constant_time_compare(signature, _tap_signature(chat_id=chat_id, ref=ref, key=key))
+
+
+def _tap_signature(*, chat_id: int, ref: str, key: str) -> str:
+    digest = salted_hmac(TAP_SALT, f"{chat_id}:{ref}:{key}", algorithm="sha256").digest()
+    return base64.urlsafe_b64encode(digest[:TAP_SIGNATURE_BYTES]).decode().rstrip("=")
 
 
 def click_url(*, user_id: int, key: str, url: str) -> str:
@@ -127,10 +170,19 @@ class Outgoing:
     rows: list[list[ButtonSpec]]
     protect: bool
     attachments: tuple[Media, ...] = ()  # a scheduled message's files, by Telegram file id
+    source: str = ""  # where its buttons are written, for taps: "s<step id>", "b<broadcast id>", "w"
 
     @classmethod
     def compose(
-        cls, *, text: str, media_kind: str, media: str, buttons: str, protect: bool, attachments: Sequence[Media] = ()
+        cls,
+        *,
+        text: str,
+        media_kind: str,
+        media: str,
+        buttons: str,
+        protect: bool,
+        attachments: Sequence[Media] = (),
+        source: str = "",
     ) -> Outgoing:
         return cls(
             text=text,
@@ -138,12 +190,13 @@ class Outgoing:
             rows=buttons_parse(text=buttons, check_links=False),
             protect=protect,
             attachments=tuple(attachments),
+            source=source,
         )
 
     def send(self, gateway: Gateway, chat_id: int, *, user_id: int | None = None) -> Sent:
         """`user_id` is the TelegramUser pk that tracked buttons record clicks for. Returns the first
         message sent; several attachments that stop partway raise CopyIncomplete (what arrived)."""
-        buttons = [[button_render(spec=spec, user_id=user_id) for spec in row] for row in self.rows] or None
+        buttons = keyboard_render(rows=self.rows, user_id=user_id, chat_id=chat_id, source=self.source)
         if self.attachments:
             return self._send_attachments(gateway, chat_id, buttons)
         if self.media is not None:
@@ -155,7 +208,7 @@ class Outgoing:
         send it; None when it takes several messages (attachments): then `send` it."""
         if self.attachments:
             return None
-        buttons = [[button_render(spec=spec, user_id=user_id) for spec in row] for row in self.rows] or None
+        buttons = keyboard_render(rows=self.rows, user_id=user_id, chat_id=chat_id, source=self.source)
         return SendItem(chat_id, self.text, media=self.media, buttons=buttons, protect=self.protect)
 
     def _send_attachments(self, gateway: Gateway, chat_id: int, buttons) -> Sent:

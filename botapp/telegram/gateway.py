@@ -61,6 +61,7 @@ class CopySource:
     file_name: str = ""  # documents, videos, audio, animations (a photo has none)
     file_size: int = 0  # bytes
     caption: str = ""  # its own caption, as Telegram HTML
+    text: str = ""  # a message without media: its text, as Telegram HTML
 
 
 # A caption for every copy, or one per message: None keeps that message's own caption.
@@ -148,6 +149,8 @@ class CallbackQuery:
     chat_id: int
     message_id: int
     data: str
+    # The inline buttons of the message tapped, as they are now (a button can turn into another).
+    buttons: tuple[tuple[Button, ...], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -295,11 +298,26 @@ class Gateway(abc.ABC):
 
     @abc.abstractmethod
     def copy_messages(
-        self, chat_id: int, from_chat_id: int, message_ids: Sequence[int], *, caption: Caption = None, protect: bool = False
+        self,
+        chat_id: int,
+        from_chat_id: int,
+        message_ids: Sequence[int],
+        *,
+        caption: Caption = None,
+        protect: bool = False,
+        buttons: Keyboard | None = None,
     ) -> list[Sent]:
         """Copy messages without the "forwarded from" header, in order. `caption` (Telegram HTML)
         replaces captions of media messages: one text for all, or a function given each message's
-        CopySource (None from it keeps that message's caption)."""
+        CopySource (None from it keeps that message's caption). `buttons` go under the copy (one
+        message only: an album carries none); without them the copy has no buttons."""
+
+    @abc.abstractmethod
+    def post_read(self, chat_id: int, message_id: int) -> CopySource:
+        """A message of a channel as a copy of it would carry it (its media, text or caption as
+        Telegram HTML), read the way `copy_messages` reads it. Raises MessageNotFound when there
+        is no such message (deleted, never posted, a service message), ChatNotFound when the
+        channel cannot be read."""
 
     @abc.abstractmethod
     def delete_messages(self, chat_id: int, message_ids: Iterable[int]) -> int:

@@ -17,6 +17,8 @@ IDS_PER_CALL = 100  # messages.deleteMessages / forwardMessages / getMessages ta
 TEXT_LENGTH = 4096  # UTF-16 units of a text message (after entity parsing)
 CAPTION_LENGTH = 1024  # UTF-16 units of a media caption (non-premium senders, bots included)
 BUTTON_TEXT_LENGTH = 64  # inferred: longer button labels are cut by clients; we refuse them (UTF-16 units)
+# answerCallbackQuery's text: "0-200 characters" (Bot API); counted in UTF-16 units here (inferred, stricter).
+CALLBACK_ANSWER_LENGTH = 200
 CALLBACK_DATA_BYTES = 64  # bytes (UTF-8) of an inline button's callback data: `callback_data_length`
 START_PAYLOAD_LENGTH = 64  # characters of a deep-link /start payload, [A-Za-z0-9_-]
 USERNAME_LENGTH = 64  # inferred upper bound; Telegram usernames are 5-32 characters today

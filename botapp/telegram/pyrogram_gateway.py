@@ -265,7 +265,7 @@ def _peer_check(chat_id: int) -> None:
 def copy_source(message: types.Message) -> CopySource:
     """What a caption template may use of a message kurigram parsed."""
     if not message.media:
-        return CopySource(kind="")
+        return CopySource(kind="", text=_html(message.text))
     kind = message.media.name.lower()  # MessageMediaType.DOCUMENT -> "document"
     media = getattr(message, kind, None)
     if kind == "photo" or media is None:  # a photo has a size but no file name
@@ -876,15 +876,25 @@ class PyrogramGateway(Gateway):
         ).encode()
 
     def copy_messages(
-        self, chat_id: int, from_chat_id: int, message_ids: Sequence[int], *, caption: Caption = None, protect: bool = False
+        self,
+        chat_id: int,
+        from_chat_id: int,
+        message_ids: Sequence[int],
+        *,
+        caption: Caption = None,
+        protect: bool = False,
+        buttons: Keyboard | None = None,
     ) -> list[Sent]:
-        """Without a caption: one ForwardMessages call per 100 ids (no "forwarded from" header);
-        ids Telegram cannot forward (deleted, service messages) are skipped. With a caption: one
-        GetMessages call per 100 ids, then one send per message. Raises MessageNotFound when
-        nothing could be copied, CopyIncomplete when it stopped partway."""
+        """Without a caption or buttons: one ForwardMessages call per 100 ids (no "forwarded from"
+        header); ids Telegram cannot forward (deleted, service messages) are skipped. With a
+        caption or buttons (a forward cannot carry either): one GetMessages call per 100 ids, then
+        one send per message. Raises MessageNotFound when nothing could be copied, CopyIncomplete
+        when it stopped partway."""
+        if buttons and len(message_ids) != 1:
+            raise ValueError("buttons go under one copied message, not an album or several")
         sent: list[Sent] = []
         try:
-            if caption is None:
+            if caption is None and not buttons:
                 # Telegram may count each forwarded message against its rates: no more in one call
                 # than the limiter lets go together.
                 size = min(DELETE_CHUNK, self.limiter.count_max) if self.limiter is not None else DELETE_CHUNK
@@ -905,6 +915,7 @@ class PyrogramGateway(Gateway):
                             parse_mode=enums.ParseMode.HTML,
                             protect_content=protect or None,
                             allow_paid_broadcast=self.paid,
+                            reply_markup=markup(buttons),  # None: not the source's own buttons
                             chat_id=chat_id,
                             send=True,
                             paid=bool(self.paid),
@@ -917,6 +928,12 @@ class PyrogramGateway(Gateway):
         if not sent:
             raise MessageNotFound(f"none of {from_chat_id}/{list(message_ids)[:5]}… can be copied")
         return sent
+
+    def post_read(self, chat_id: int, message_id: int) -> CopySource:
+        found = self._fetch(chat_id, [message_id])
+        if not found:
+            raise MessageNotFound(f"message {message_id} of {chat_id} does not exist")
+        return copy_source(found[0])
 
     async def _parsed(self, text: str) -> tuple[str, list]:
         """Telegram HTML -> (text, entities), once per distinct text: a broadcast sends one text to

@@ -17,7 +17,7 @@ from pyrogram.handlers import CallbackQueryHandler, ChatJoinRequestHandler, Mess
 
 from botapp.metrics import UPDATE_SECONDS
 from botapp.telegram.entities import entities_html
-from botapp.telegram.gateway import CallbackQuery, ChannelPost, IncomingMessage, Media, ReplyTo, TgUser
+from botapp.telegram.gateway import Button, CallbackQuery, ChannelPost, IncomingMessage, Media, ReplyTo, TgUser
 from config.error_reports import TEXTS_TO_HIDE
 
 log = logging.getLogger(__name__)
@@ -117,8 +117,29 @@ def callback_from(q: ptypes.CallbackQuery, access_hash: int | None = None) -> Ca
     if q.message is None or not isinstance(q.data, str):
         return None  # inline-mode or game queries: not ours
     return CallbackQuery(
-        id=q.id, user=user_from(q.from_user, access_hash), chat_id=q.message.chat.id, message_id=q.message.id, data=clean(q.data)
+        id=q.id,
+        user=user_from(q.from_user, access_hash),
+        chat_id=q.message.chat.id,
+        message_id=q.message.id,
+        data=clean(q.data),
+        buttons=buttons_from(q.message.reply_markup),
     )
+
+
+def buttons_from(reply_markup) -> tuple[tuple[Button, ...], ...]:
+    """A message's inline keyboard as domain buttons (link and callback buttons; others left out)."""
+    if not isinstance(reply_markup, ptypes.InlineKeyboardMarkup):
+        return ()
+    rows = []
+    for row in reply_markup.inline_keyboard:
+        buttons = []
+        for b in row:
+            if b.url:
+                buttons.append(Button(b.text, url=b.url))
+            elif isinstance(b.callback_data, str):
+                buttons.append(Button(b.text, callback_data=b.callback_data))
+        rows.append(tuple(buttons))
+    return tuple(rows)
 
 
 class Conversation(Protocol):

@@ -599,7 +599,9 @@ def edit_message(server, query):
     check_text(text, caption=msg.file is not None)
     check_markup(markup)
     server.check_rate(chat_id, paid=False)
-    msg.text, msg.entities, msg.reply_markup = text, list(query.entities or []), markup
+    # An edit of the buttons alone (no message) leaves the text and its formatting as they were.
+    entities = list(query.entities or []) if query.message is not None else msg.entities
+    msg.text, msg.entities, msg.reply_markup = text, entities, markup
     server.emit(Event("edit", chat_id, [msg.id], text=text, buttons=buttons_of(markup)))
     tl = render.message_tl(msg, bot_id=server.bot.id)
     if chat_id > 0:
@@ -616,6 +618,8 @@ def set_bot_callback_answer(server, query):
     found = server.callbacks.pop(query.query_id, None)
     if found is None or time.monotonic() - found[1] > limits.CALLBACK_ANSWER_WINDOW.total_seconds():
         raise RpcFault("QUERY_ID_INVALID")
+    if query.message and limits.utf16_length(query.message) > limits.CALLBACK_ANSWER_LENGTH:
+        raise RpcFault("MESSAGE_TOO_LONG")  # inferred name; the 200-character limit is the Bot API's
     if query.message:
         server.emit(Event("answer", found[0], [], text=query.message, alert=bool(query.alert)))
     return True

@@ -625,16 +625,24 @@ class TelegramServer:
             self.push(self.updates_tl([update], users=[record], channels=[channel]))
 
     def post(
-        self, chat_id: int, text: str = "", *, media: Media | None = None, service: bool = False, file_size: int | None = None
+        self,
+        chat_id: int,
+        text: str = "",
+        *,
+        media: Media | None = None,
+        service: bool = False,
+        file_size: int | None = None,
+        entities: list | None = None,
     ) -> int:
         """Something is posted in a channel (by an admin); returns the message id. A bot that is
         an admin there is told (UpdateNewChannelMessage, the Bot API's channel_post). `media.file`
-        is the file's name (documents, videos, audio and animations carry it), `file_size` its size."""
+        is the file's name (documents, videos, audio and animations carry it), `file_size` its size;
+        `entities` its formatting (raw MessageEntity objects, offsets in UTF-16 units)."""
         with self.lock:
             if channel_raw_id(chat_id) not in self.channels:
                 raise KeyError(f"no channel {chat_id}")
             file = self.new_file(media.kind, media.file, file_size) if media else None
-            msg = self.new_message(chat_id, out=False, text=text, file=file, service=service)
+            msg = self.new_message(chat_id, out=False, text=text, file=file, service=service, entities=list(entities or []))
             channel = self.channels[channel_raw_id(chat_id)]
             if channel.bot_is_admin:
                 channel.posts.append((channel.pts, msg))

@@ -15,7 +15,9 @@ from django.db.models import Exists, OuterRef, Q
 from botapp import clock
 from botapp.metrics import sends_count
 from botapp.models import ButtonClick, SequenceMessage, SequenceStep, TelegramUser
+from botapp.models.buttons import buttons_parse
 from botapp.services.outgoing import Outgoing, send_failure
+from botapp.services.posts import PostCopy
 from botapp.services.users import users_mark_unreachable
 from botapp.telegram.gateway import Gateway, TelegramError
 from scheduler.jobs.bulk import rows_update
@@ -51,7 +53,7 @@ class Result:
 @dataclass
 class SequenceSendSweep:
     gateway: Gateway
-    messages: dict[int, Outgoing | Exception] = field(default_factory=dict)  # per step; or why it cannot be built
+    messages: dict[int, Outgoing | PostCopy | Exception] = field(default_factory=dict)  # per step; or why it cannot be built
 
     def claim(self, n: int) -> list[Due]:
         """Due rows, each the user's earliest not yet settled: a user whose steps fell due together
@@ -143,9 +145,18 @@ class SequenceSendSweep:
             )
 
 
-def step_message(step: SequenceStep) -> Outgoing:
+def step_message(step: SequenceStep) -> Outgoing | PostCopy:
+    """The step as users get it: a copy of its post with its buttons, or the message it composes."""
+    if step.post_id:
+        rows = buttons_parse(text=step.buttons, check_links=False)
+        return PostCopy(step.post_chat_id, step.post_id, rows, protect=step.protect_content, source=f"s{step.pk}")
     return Outgoing.compose(
-        text=step.text, media_kind=step.media_kind, media=step.media, buttons=step.buttons, protect=step.protect_content
+        text=step.text,
+        media_kind=step.media_kind,
+        media=step.media,
+        buttons=step.buttons,
+        protect=step.protect_content,
+        source=f"s{step.pk}",
     )
 
 

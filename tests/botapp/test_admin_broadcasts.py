@@ -67,7 +67,8 @@ def test_every_bad_button_line_is_reported_at_once(operator):
         buttons="Ok | https://ok.example\nno link\nx | ftp://nope\nGood | https://g.example\ny | https://y.example | Bad Key",
     )
     assert response.context["adminform"].form.errors["buttons"] == [
-        'Line 2: write a button as "Text | https://example.com" (optionally "| key" to track clicks).',
+        'Line 2: write a button as "Text | https://example.com" (optionally "| key" to track clicks), '
+        'or "Text | tap:key" for a button that answers in the chat.',
         "Line 3: ftp://nope is not a link Telegram accepts on a button (https://… or http://… with a host, or tg://…).",
         "Line 5: a click key uses a-z, 0-9, _ and - only (got Bad Key).",
     ]

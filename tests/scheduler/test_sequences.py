@@ -226,7 +226,8 @@ def test_migrating_turns_step_delays_in_minutes_into_seconds():
     executor.loader.build_graph()
     executor.migrate(after)
 
-    assert SequenceStep.objects.get(text="Three minutes").delay_seconds == 180
+    migrated = executor.loader.project_state(after).apps.get_model("botapp", "SequenceStep")  # fields of then
+    assert migrated.objects.get(text="Three minutes").delay_seconds == 180
 
 
 @pytest.mark.django_db(transaction=True)  # the sender's pool threads read users runbot stored
