@@ -258,7 +258,9 @@ def dashboard_callback(request, context: dict) -> dict:
     counts = user_counts()
     charts = dashboard_charts()
     sending = list(
-        Broadcast.objects.filter(status__in=[Broadcast.Status.QUEUED, Broadcast.Status.SENDING]).order_by("started_at")[:10]
+        Broadcast.objects.filter(
+            status__in=[Broadcast.Status.QUEUED, Broadcast.Status.SENDING, Broadcast.Status.PAUSED]
+        ).order_by("started_at")[:10]
     )
     rows = jobs_overview()
     context.update(

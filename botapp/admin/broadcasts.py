@@ -35,6 +35,7 @@ from botapp.services.broadcasts import (
     broadcast_delete_refusal,
     broadcast_duplicate,
     broadcast_recipients_text,
+    broadcast_resume,
     broadcast_start,
     broadcast_test_request,
 )
@@ -112,7 +113,7 @@ class BroadcastAdmin(ModelAdmin):
     )
     formfield_overrides = {models.TextField: {"widget": UnfoldAdminTextareaWidget(attrs={"rows": 5})}}
     readonly_fields = ("preview", "live", "recipients", "files")
-    actions_detail = ["send_test", "start_sending", "cancel_sending", "duplicate"]
+    actions_detail = ["send_test", "start_sending", "resume_sending", "cancel_sending", "duplicate"]
     actions = None  # everything happens on the broadcast's own page, one broadcast at a time
 
     def get_fieldsets(self, request, obj=None):
@@ -274,7 +275,12 @@ class BroadcastAdmin(ModelAdmin):
         return self.has_change_permission(request) and self._with_status(object_id, [Broadcast.Status.DRAFT])
 
     def has_cancel_permission(self, request, object_id=None):
-        return self.has_change_permission(request) and self._with_status(object_id, [Broadcast.Status.SCHEDULED, *ACTIVE])
+        return self.has_change_permission(request) and self._with_status(
+            object_id, [Broadcast.Status.SCHEDULED, Broadcast.Status.PAUSED, *ACTIVE]
+        )
+
+    def has_resume_permission(self, request, object_id=None):
+        return self.has_change_permission(request) and self._with_status(object_id, [Broadcast.Status.PAUSED])
 
     def has_duplicate_permission(self, request, object_id=None):
         return self.has_add_permission(request)
@@ -353,7 +359,29 @@ class BroadcastAdmin(ModelAdmin):
             self.message_user(request, f"Sending to {total:,} users: progress below updates by itself.")
         return self._back(broadcast)
 
+    @action(description="Resume…", url_path="resume", icon="play_arrow", variant=ActionVariant.PRIMARY, permissions=["resume"])
+    def resume_sending(self, request, object_id):
+        broadcast = self._broadcast(object_id)
+        if request.method != "POST":
+            pending = broadcast.deliveries.filter(status=BroadcastDelivery.Status.PENDING).count()
+            return self._confirm(
+                request,
+                broadcast,
+                title=f"Resume “{broadcast.title}”?",
+                lines=[broadcast.paused_reason, f"{pending:,} users have not got it yet; sending to them starts again."],
+                button="Resume sending",
+            )
+        try:
+            left = broadcast_resume(broadcast=broadcast)
+        except ValidationError as exc:
+            self.message_user(request, exc.messages[0], messages.ERROR)
+        else:
+            self.message_user(request, f"Resumed: sending to the {left:,} users left.")
+        return self._back(broadcast)
+
     def render_change_form(self, request, context, add=False, change=False, form_url="", obj=None):
+        if obj is not None and obj.status == Broadcast.Status.PAUSED and request.method == "GET":
+            self.message_user(request, obj.paused_reason, messages.WARNING)
         if obj is not None and obj.status != Broadcast.Status.DRAFT:
             # Nothing on the page can be changed any more: no Save buttons that would save nothing.
             context.update(show_save=False, show_save_and_continue=False, show_save_and_add_another=False)

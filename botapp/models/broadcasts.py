@@ -21,6 +21,7 @@ class Broadcast(models.Model):
         SCHEDULED = "scheduled", "Scheduled"
         QUEUED = "queued", "Queued"
         SENDING = "sending", "Sending"
+        PAUSED = "paused", "Paused"
         DONE = "done", "Done"
         CANCELLED = "cancelled", "Cancelled"
 
@@ -87,6 +88,11 @@ class Broadcast(models.Model):
     created_at = models.DateTimeField(default=clock.now)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # A run that hands rows back for an exception that is not Telegram's (a bug) notes it here; the
+    # same one in PAUSE_AFTER runs in a row pauses the broadcast (services/broadcasts.py).
+    error_last = models.CharField(max_length=255, blank=True, editable=False)
+    error_streak = models.PositiveSmallIntegerField(default=0, editable=False)
+    paused_reason = models.TextField(blank=True, editable=False)
     total = models.PositiveIntegerField(default=0)
     sent = models.PositiveIntegerField(default=0)
     failed = models.PositiveIntegerField(default=0)

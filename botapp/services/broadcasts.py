@@ -7,6 +7,7 @@ send was cut off by a crash becomes `interrupted`, never re-sent.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -19,6 +20,8 @@ from botapp.services.broadcast_copy import MessageCopy, message_pin
 from botapp.services.outgoing import Outgoing
 from botapp.signals import broadcast_queued, broadcast_test_requested
 from botapp.telegram.gateway import Gateway, Media, SendItem, Sent, TelegramError
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -256,9 +259,58 @@ def _queue(broadcast: Broadcast) -> int:
 
 def broadcast_cancel(*, broadcast: Broadcast) -> int:
     """Stop sending: deliveries not yet sent stay unsent. Returns how many were left unsent."""
-    if broadcast.status not in (Broadcast.Status.SCHEDULED, Broadcast.Status.QUEUED, Broadcast.Status.SENDING):
-        raise ValidationError("Only a scheduled or sending broadcast can be cancelled.")
+    if broadcast.status not in (
+        Broadcast.Status.SCHEDULED, Broadcast.Status.QUEUED, Broadcast.Status.SENDING, Broadcast.Status.PAUSED
+    ):  # fmt: skip
+        raise ValidationError("Only a scheduled, sending or paused broadcast can be cancelled.")
     Broadcast.objects.filter(pk=broadcast.pk).update(status=Broadcast.Status.CANCELLED, finished_at=clock.now())
     left = broadcast.deliveries.filter(status=BroadcastDelivery.Status.PENDING).count()
     broadcast.refresh_from_db()
     return left
+
+
+# The same unexpected error (not Telegram's answer: a bug, ours or a library's) in this many runs in
+# a row pauses a broadcast: its rows go back untouched each time, and an operator should look
+# rather than have every worker meet it again every minute.
+PAUSE_AFTER = 3
+
+
+def broadcast_handback_note(*, broadcast_id: int, error: str) -> bool:
+    """A run handed rows of the broadcast back for `error` ("Type: message"). The same error in
+    PAUSE_AFTER runs in a row pauses it (logged, on its page and the dashboard; resumable); another
+    error starts the count again. Call once per run. Returns whether it is now paused."""
+    error = error[:255]
+    with transaction.atomic():
+        broadcast = Broadcast.objects.select_for_update().filter(pk=broadcast_id).first()
+        if broadcast is None:
+            return False
+        streak = broadcast.error_streak + 1 if broadcast.error_last == error else 1
+        fields = {"error_last": error, "error_streak": streak}
+        pause = streak >= PAUSE_AFTER and broadcast.status in (Broadcast.Status.QUEUED, Broadcast.Status.SENDING)
+        if pause:
+            fields.update(
+                status=Broadcast.Status.PAUSED,
+                paused_reason=f"Paused after the same unexpected error in {streak} runs in a row: {error}. "
+                "Its users who have not got it are kept; resume it once the cause is fixed.",
+            )
+        Broadcast.objects.filter(pk=broadcast_id).update(**fields)
+    if pause:
+        log.error("broadcast %s paused after %s runs in a row with: %s", broadcast_id, streak, error)
+    return pause
+
+
+def broadcasts_progress_note(*, broadcast_ids) -> None:
+    """Rows of these broadcasts were sent or settled: whatever error streak they had is over."""
+    if broadcast_ids:
+        Broadcast.objects.filter(pk__in=list(broadcast_ids), error_streak__gt=0).update(error_streak=0, error_last="")
+
+
+def broadcast_resume(*, broadcast: Broadcast) -> int:
+    """Send a paused broadcast again (its streak forgotten). Returns how many users are left."""
+    if broadcast.status != Broadcast.Status.PAUSED:
+        raise ValidationError("Only a paused broadcast can be resumed.")
+    Broadcast.objects.filter(pk=broadcast.pk, status=Broadcast.Status.PAUSED).update(
+        status=Broadcast.Status.SENDING, error_streak=0, error_last="", paused_reason=""
+    )
+    broadcast.refresh_from_db()
+    return broadcast.deliveries.filter(status=BroadcastDelivery.Status.PENDING).count()

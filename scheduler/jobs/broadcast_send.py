@@ -25,7 +25,12 @@ from botapp.metrics import sends_count
 from botapp.models import Broadcast, BroadcastAttachment, BroadcastDelivery, TelegramUser
 from botapp.services.attachments import attachments_upload
 from botapp.services.broadcast_bot import broadcasts_report
-from botapp.services.broadcasts import BroadcastMessage, broadcasts_start_due
+from botapp.services.broadcasts import (
+    BroadcastMessage,
+    broadcast_handback_note,
+    broadcasts_progress_note,
+    broadcasts_start_due,
+)
 from botapp.services.outgoing import send_failure
 from botapp.services.users import users_mark_unreachable
 from botapp.telegram.gateway import CopyIncomplete, Gateway, PeerUnknown, SendItem, Sent, TelegramError
@@ -39,6 +44,7 @@ Status = BroadcastDelivery.Status
 LEASE = timedelta(minutes=5)
 ACTIVE_TTL = 2.0  # seconds between two looks at which broadcasts are being sent
 ACTIVE = (Broadcast.Status.QUEUED, Broadcast.Status.SENDING)
+HANDED_BACK = "handed back: "  # a row's error when a bug sent it back untouched
 
 
 class Leased(NamedTuple):
@@ -107,6 +113,8 @@ class BroadcastSendSweep:
     # when the run records results of theirs, or at once when it has none left to record.
     drained: set[int] = field(default_factory=set)
     unrecorded: collections.Counter = field(default_factory=collections.Counter)  # leased, not yet recorded
+    handbacks_noted: set[int] = field(default_factory=set)  # broadcasts whose handback this run noted
+    streaking: set[int] = field(default_factory=set)  # active broadcasts with an error streak
     _active_ids: list[int] = field(default_factory=list)
     _active_at: float | None = None
 
@@ -161,7 +169,9 @@ class BroadcastSendSweep:
             # A message whose files are not all on Telegram yet waits for attachments_upload.
             not_uploaded = BroadcastAttachment.objects.filter(broadcast=OuterRef("pk"), file_id="")
             active = Broadcast.objects.filter(status__in=ACTIVE).exclude(Exists(not_uploaded))
-            self._active_ids = list(active.order_by("id").values_list("id", flat=True))
+            rows = list(active.order_by("id").values_list("id", "error_streak"))
+            self._active_ids = [pk for pk, _ in rows]
+            self.streaking = {pk for pk, streak in rows if streak}
             self._active_at = monotonic()
         return self._active_ids
 
@@ -229,7 +239,9 @@ class BroadcastSendSweep:
         return Result(delivery_id, broadcast_id, user_id, failure.status, error=failure.error, unreachable=failure.unreachable)
 
     def handback(self, row: Delivery, exc: Exception) -> Result:
-        return Result(row.id, row.broadcast_id, row.user_id, Status.PENDING, error=f"handed back: {exc}"[:255])
+        return Result(
+            row.id, row.broadcast_id, row.user_id, Status.PENDING, error=f"{HANDED_BACK}{type(exc).__name__}: {exc}"[:255]
+        )
 
     def record(self, results: list[Result]) -> tuple[int, int]:
         with transaction.atomic():  # results and the counters they move, together
@@ -265,6 +277,15 @@ class BroadcastSendSweep:
                     interrupted=F("interrupted") + c[Status.INTERRUPTED],
                     not_users=F("not_users") + c[Status.NOT_USER],
                 )
+            # A bug's streak per broadcast (one note per run), and the end of it when rows settle.
+            handed = {r.broadcast_id: r.error[len(HANDED_BACK) :] for r in results if r.error.startswith(HANDED_BACK)}
+            broadcasts_progress_note(
+                broadcast_ids={r.broadcast_id for r in results if r.status != Status.PENDING} - handed.keys()
+            )
+            for broadcast_id, error in handed.items():
+                if broadcast_id not in self.handbacks_noted:
+                    self.handbacks_noted.add(broadcast_id)
+                    broadcast_handback_note(broadcast_id=broadcast_id, error=error)
             # Done when nothing is pending or being sent. Only a worker that has seen the pending
             # rows run out asks (it, or another that did, records the last results).
             self._finish_done([b for b in counts if b in self.drained], now)

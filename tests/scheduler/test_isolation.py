@@ -4,6 +4,7 @@ from datetime import timedelta
 
 import pytest
 import redis
+from django.urls import reverse
 
 from botapp import clock
 from botapp.models import Broadcast, BroadcastDelivery, PendingDeletion, SequenceMessage, TelegramUser
@@ -264,3 +265,58 @@ def test_rows_handed_back_for_a_bug_make_the_job_run_fail_loudly_and_record_noth
     assert set(BroadcastDelivery.objects.values_list("status", flat=True)) == {Status.PENDING}
     broadcast.refresh_from_db()
     assert broadcast.failed == 0
+
+
+def test_the_same_bug_three_runs_in_a_row_pauses_the_broadcast_until_an_operator_resumes_it(
+    telegram, public_url, admin_client, plain_http
+):
+    """Rows go back untouched every run; after PAUSE_AFTER runs meeting the same unexpected error
+    the broadcast is paused (its page and the dashboard say so) and no worker claims it; resumed
+    once fixed, everyone left gets it once."""
+    from botapp.services.broadcasts import PAUSE_AFTER
+
+    operator = admin_client
+    users = [met_user(telegram, telegram_id=73_000 + i) for i in range(3)]
+    broadcast = BroadcastFactory(title="Join", text="Join us", buttons="Join | https://t.me/+abc | joined")
+    broadcast_start(broadcast=broadcast)
+    public_url.PUBLIC_URL = ""
+    worker = offline_gateway(telegram, peers=user_access_hash)
+    try:
+        for run_ in range(PAUSE_AFTER):
+            broadcast.refresh_from_db()
+            assert broadcast.status != Broadcast.Status.PAUSED, run_
+            with pytest.raises(RowsHandedBack):
+                send_broadcasts(gateway=worker, batch_size=50)
+        broadcast.refresh_from_db()
+        assert broadcast.status == Broadcast.Status.PAUSED and broadcast.error_streak == PAUSE_AFTER
+        assert "PUBLIC_URL" in broadcast.paused_reason
+        assert send_broadcasts(gateway=worker, batch_size=50).processed == 0  # nobody claims a paused one
+
+        page = operator.get(reverse("admin:botapp_broadcast_change", args=[broadcast.pk]))
+        assert "Paused after the same unexpected error in 3 runs in a row" in page.content.decode()
+        assert "paused: resume it on its page" in operator.get(reverse("admin:index")).content.decode()
+
+        public_url.PUBLIC_URL = "https://courier.example.com"  # the operator fixes the cause
+        resume = reverse("admin:botapp_broadcast_resume_sending", args=[broadcast.pk])
+        assert "3 users have not got it yet" in operator.get(resume).content.decode()
+        operator.post(resume)
+        send_broadcasts(gateway=worker, batch_size=50)
+    finally:
+        worker.stop()
+    broadcast.refresh_from_db()
+    assert (broadcast.status, broadcast.sent, broadcast.failed, broadcast.error_streak) == (Broadcast.Status.DONE, 3, 0, 0)
+    assert [len(telegram.bot_messages(u.telegram_id)) for u in users] == [1] * 3
+
+
+def test_another_error_or_a_sent_row_starts_the_count_again(telegram):
+    from botapp.services.broadcasts import broadcast_handback_note, broadcasts_progress_note
+
+    _, broadcast = started_broadcast(telegram, 1)
+    assert not broadcast_handback_note(broadcast_id=broadcast.pk, error="KeyError: 'a'")
+    assert not broadcast_handback_note(broadcast_id=broadcast.pk, error="KeyError: 'a'")
+    assert not broadcast_handback_note(broadcast_id=broadcast.pk, error="TypeError: b")  # another: 1 again
+    broadcast.refresh_from_db()
+    assert broadcast.error_streak == 1
+    broadcasts_progress_note(broadcast_ids=[broadcast.pk])
+    broadcast.refresh_from_db()
+    assert (broadcast.error_streak, broadcast.error_last, broadcast.status) == (0, "", Broadcast.Status.QUEUED)
