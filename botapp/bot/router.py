@@ -29,6 +29,7 @@ from botapp.telegram.gateway import (
     ChannelPost,
     Gateway,
     IncomingMessage,
+    OutcomeUnknown,
     TelegramError,
     UserBlocked,
     UserDeactivated,
@@ -111,6 +112,10 @@ class Router:
             log.critical("Telegram refuses the bot itself (%s): check BOT_TOKEN in @BotFather. user=%s", exc, user_id)
         except (UserBlocked, UserDeactivated) as exc:
             users.users_mark_unreachable(by_telegram_id={user_id: users.unreachable_state(exc=exc)})
+        except OutcomeUnknown as exc:
+            # Telegram lost the answer to a reply (500 INTERNAL, -503, a dropped connection): it may
+            # well have arrived, so no "Sorry" after it, and it is not sent again.
+            log.warning("a reply to user=%s may or may not have arrived: %s", user_id, exc)
         except Exception:
             log.exception("update failed user=%s", user_id)
             try:

@@ -11,7 +11,8 @@ What is used, and where kurigram keeps it (pyrogram/session/session.py unless sa
 - `Session.msg_factory` (internals/msg_factory.py: `create`, `allocate_message_identity`,
   `allocate_message_sequence`, `_last_msg_id`), `Session.results` (msg_id -> Result with `.value`
   and `.event.set()`, filled by `Session.handle_packet`), `Session.salt`, `session_id`,
-  `auth_key`, `auth_key_id`, `connection.send`, `is_started`, `stored_msg_ids`, `WAIT_TIMEOUT`;
+  `auth_key`, `auth_key_id`, `connection` (`.send`; a new object after `Session.restart`),
+  `is_started`, `stored_msg_ids`, `WAIT_TIMEOUT`;
   `pyrogram.crypto.mtproto.pack`; `pyrogram.raw.core.Message` and `MsgContainer`.
 - `Client._set_server_time(msg_id)` (client.py): the clock offset kurigram's msg ids use.
 - `TCP.crypto_executor` (connection/transport/tcp/tcp.py): where packets are ciphered.
@@ -37,7 +38,7 @@ from botapp.runtime import gc_tune
 KURIGRAM_CHECKED = "2.2.26"  # the version every use below was read against
 RECHECK = (
     "pyrogram/session/session.py: Session.handle_packet (results, stored_msg_ids, seq_no == 0 time sync), "
-    "Session.send (salt, BadServerSalt), Session.invoke (retries)",
+    "Session.send (salt, BadServerSalt), Session.invoke (retries), Session.start (a new connection object)",
     "pyrogram/session/internals/msg_factory.py: MsgFactory.create / allocate_* / _last_msg_id",
     "pyrogram/crypto/mtproto.py: pack(message, salt, session_id, auth_key, auth_key_id)",
     "pyrogram/client.py: Client._set_server_time, Client.server_time, Client.loop",
@@ -287,6 +288,11 @@ async def invoke_many(client: Client, queries: list) -> list:
     for query, value in zip(plain, values, strict=True):
         if isinstance(value, OSError) and not isinstance(value, NotSent):
             answers.append(await invoke_one(client, query) if len(plain) == 1 else value)
+        elif isinstance(value, raw.types.RpcError) and value.error_code in ASK_AGAIN_CODES:
+            # Telegram's own trouble (500 INTERNAL, -503 Timeout, ...): it may or may not have done
+            # it. Asked again through kurigram's invoke with the same bytes, so the same random_id:
+            # done now, or RANDOM_ID_DUPLICATE if it was done the first time.
+            answers.append(await invoke_one(client, query))
         elif isinstance(value, raw.types.RpcError):
             answers.append(rpc_error(value, query))
         elif value is None:  # no answer in time: kurigram asks again (the same random_id)
@@ -297,6 +303,10 @@ async def invoke_many(client: Client, queries: list) -> list:
 
 
 _REFUSED = object()  # refused before processing: send again
+# Error codes of Telegram's own trouble, which kurigram's Session.invoke asks again (InternalServerError
+# 500 and its negative variants, ServiceUnavailable 503 / -503).
+ASK_AGAIN_CODES = frozenset({500, -500, 503, -503})
+CONNECTION_CHECK = 0.25  # seconds: how often a wait for answers looks whether the connection dropped
 
 
 async def _transmit(client: Client, bodies: list[Written]) -> list:
@@ -312,6 +322,7 @@ async def _transmit(client: Client, bodies: list[Written]) -> list:
         session.results[message.msg_id] = slot
         slots.append(slot)
     containers: list[tuple[int, int, int]] = []  # (container msg_id, start, end)
+    connection = session.connection
     try:
         if len(messages) == 1:
             payload = mtproto.pack(messages[0], session.salt, session.session_id, session.auth_key, session.auth_key_id)
@@ -340,11 +351,7 @@ async def _transmit(client: Client, bodies: list[Written]) -> list:
                     slot.value = exc
                     slot.event.set()
                 break
-        try:
-            async with asyncio.timeout(session.WAIT_TIMEOUT):
-                await round_.done.wait()
-        except TimeoutError:
-            pass
+        await _answers_wait(session, round_, connection)
     finally:
         for message in messages:
             session.results.pop(message.msg_id, None)
@@ -360,6 +367,22 @@ async def _transmit(client: Client, bodies: list[Written]) -> list:
         if isinstance(value, (raw.types.BadServerSalt, raw.types.BadMsgNotification)):
             values[i] = _REFUSED if _refused(client, value) else NotSent(f"bad_msg_notification {value.error_code}")
     return values
+
+
+async def _answers_wait(session, round_: _Round, connection) -> None:
+    """Until every message is answered, WAIT_TIMEOUT passes, or the connection they went on is gone:
+    when it drops, kurigram's Session.restart gives the session a new connection object, and no
+    answer comes on the new one for what was sent on the old (the caller asks again at once
+    through kurigram's invoke, the same random_id, instead of waiting out WAIT_TIMEOUT)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + session.WAIT_TIMEOUT
+    while not round_.done.is_set() and (left := deadline - loop.time()) > 0:
+        try:
+            async with asyncio.timeout(min(CONNECTION_CHECK, left)):
+                await round_.done.wait()
+        except TimeoutError:
+            if session.connection is not connection:
+                return
 
 
 def _refused(client: Client, notice) -> bool:

@@ -81,7 +81,7 @@ class InProcessConnection(_Connection):
 
     async def connect(self) -> None:
         self.queue = asyncio.Queue()
-        self.endpoint = self.server.connect(await self.storage.auth_key(), self._deliver)
+        self.endpoint = self.server.connect(await self.storage.auth_key(), self._deliver, hangup=lambda: self._deliver(None))
 
     async def send(self, data: bytes) -> None:
         if self.endpoint is None or self.endpoint.closed:

@@ -82,7 +82,7 @@ async def serve(server: TelegramServer, path: Path, *, ready: Callable[[], objec
             while True:
                 kind, payload = await read_frame(reader)
                 if kind == HELLO:
-                    endpoint = server.connect(payload, push)
+                    endpoint = server.connect(payload, push, hangup=lambda: loop.call_soon_threadsafe(writer.close))
                 elif kind == PACKET and endpoint is not None:
                     endpoint.receive(payload)
                 elif kind == CONTROL:

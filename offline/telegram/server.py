@@ -118,16 +118,43 @@ class Fault:
 @dataclass
 class Hostile:
     """What a long-lived connection to Telegram meets, at a steady pace (deterministic, so a run can
-    be repeated): every `salt_every` packets the server salt changes (refusals alternately name
-    the container and each message in it), and every `flood_every` sends one is refused with a
-    420 kurigram's table does not know, alternately with seconds and without."""
+    be repeated). Every `salt_every` packets the server salt changes (refusals alternately name
+    the container and each message in it); every `flood_every` sends one is refused with a 420
+    kurigram's table does not know, alternately with seconds and without; every `service_every`
+    packets the answers come after a new_session_created (with the salt) and a msgs_ack of the
+    request; every `split_every` containers their answers come one packet each, last first, late
+    (SPLIT_LATE); every `drop_every` containers the connection drops, in turn before the
+    container is processed, halfway through it, and after it with its answers lost; every
+    `internal_every` sends one is answered, in turn, -503 Timeout before it is processed and
+    500 INTERNAL after it was delivered."""
 
     salt_every: int = 0
     flood_every: int = 0
+    service_every: int = 0
+    split_every: int = 0
+    drop_every: int = 0
+    internal_every: int = 0
     packets: int = 0
+    served: int = 0
     sends: int = 0
+    internal_sends: int = 0
+    containers: int = 0
     rotations: int = 0
     floods: int = 0
+    services: int = 0
+    splits: int = 0
+    drops: int = 0
+    internals: int = 0
+
+    def due(self, every: int, count: int) -> bool:
+        return bool(every) and count % every == 0
+
+
+# How late a split container's answers come (Telegram documents no bound; inferred: late enough to
+# arrive after later answers, well within a client's wait).
+SPLIT_LATE = 0.5
+DROP_WHEN = ("before", "during", "after")
+INTERNAL_ERRORS = (("Timeout", -503), ("INTERNAL", 500))  # before processing / after delivering
 
 
 HOSTILE_FLOODS = ("FLOOD_NEWKIND_WAIT_1", "FROZEN_METHOD_INVALID")  # a new 420 with seconds, one without
@@ -136,10 +163,13 @@ HOSTILE_FLOODS = ("FLOOD_NEWKIND_WAIT_1", "FROZEN_METHOD_INVALID")  # a new 420 
 class Endpoint:
     """One connected MTProto session (a kurigram `Session`)."""
 
-    def __init__(self, server: TelegramServer, auth_key: bytes, push: Callable[[bytes], None]):
+    def __init__(
+        self, server: TelegramServer, auth_key: bytes, push: Callable[[bytes], None], hangup: Callable[[], None] | None = None
+    ):
         self.server = server
         self.auth_key = auth_key
         self.push_packet = push
+        self.hangup_connection = hangup  # drops the client's connection (the hostile mode)
         self.session_id = b"\0" * 8
         self.seq = wire.SeqNo()
         self.receives_updates = False
@@ -194,25 +224,69 @@ class Endpoint:
         self.server.hostile_tick()
         if self._refused(incoming):
             return
+        hostile = self.server.hostile
+        if hostile is not None and hostile.service_every:
+            with self.server.lock:
+                hostile.served += 1
+                service = hostile.due(hostile.service_every, hostile.served)
+                hostile.services += service
+            if service:  # Telegram may say these at any moment: the client must take them in its stride
+                ids = (
+                    [m.msg_id for m in incoming.body.messages]
+                    if isinstance(incoming.body, raw.core.MsgContainer)
+                    else [incoming.msg_id]
+                )
+                created = raw.types.NewSessionCreated(
+                    first_msg_id=min(ids), unique_id=self.server.rng.getrandbits(63), server_salt=self.server.salt
+                )
+                self.send(created.write(), answer=False, content=True)
+                self.send(raw.types.MsgsAck(msg_ids=ids).write(), answer=False, content=False)
         if not isinstance(incoming.body, raw.core.MsgContainer):
             self.server.dispatch(self, incoming.msg_id, incoming.body)
             return
         bodies = [(m.msg_id, m.body) for m in incoming.body.messages]
-        # A container's answers go back in one container, as Telegram often does (core.telegram.org
-        # /mtproto/service_messages#containers: either side may pack messages into one).
+        drop = split = None
         with self.server.lock:
             self.server.containers += 1
+            if hostile is not None:
+                hostile.containers += 1
+                if hostile.due(hostile.drop_every, hostile.containers):
+                    drop = DROP_WHEN[hostile.drops % len(DROP_WHEN)]
+                    hostile.drops += 1
+                elif hostile.due(hostile.split_every, hostile.containers):
+                    split = True
+                    hostile.splits += 1
+        if drop == "before":
+            self.hangup()
+            return
+        # A container's answers go back in one container, as Telegram often does (core.telegram.org
+        # /mtproto/service_messages#containers: either side may pack messages into one).
         self._collecting.answers = answers = []
         try:
-            for msg_id, body in bodies:
+            for n, (msg_id, body) in enumerate(bodies):
+                if drop == "during" and n == len(bodies) // 2:
+                    break
                 self.server.dispatch(self, msg_id, body)
         finally:
             self._collecting.answers = None
+        if drop is not None:  # halfway, or all of it done: the answers are lost with the connection
+            self.hangup()
+            return
         delay = max((d for *_, d in answers), default=0.0)
-        if len(answers) == 1:
+        if split:  # one packet each, last first, late
+            for body, answer, content, _ in reversed(answers):
+                self.send(body, answer=answer, content=content, delay=delay + SPLIT_LATE)
+        elif len(answers) == 1:
             self.send(answers[0][0], answer=answers[0][1], content=answers[0][2], delay=delay)
         elif answers:
             self._send_container(answers, delay)
+
+    def hangup(self) -> None:
+        """The connection drops: nothing more is answered on it; the client connects again."""
+        hangup = self.hangup_connection
+        self.close()
+        if hangup is not None:
+            hangup()
 
     def _refused(self, incoming) -> bool:
         """Refuse a message (or a container, whole) as Telegram does before processing it: a salt
@@ -341,11 +415,12 @@ class TelegramServer:
 
     # --- sessions -------------------------------------------------------------------------------
 
-    def connect(self, auth_key: bytes, push: Callable[[bytes], None]) -> Endpoint:
-        """A client connects with a key it was provisioned with (see connection.py)."""
+    def connect(self, auth_key: bytes, push: Callable[[bytes], None], hangup: Callable[[], None] | None = None) -> Endpoint:
+        """A client connects with a key it was provisioned with (see connection.py); `hangup`
+        drops its connection."""
         with self.lock:
             self.keys[wire.key_id(auth_key)] = auth_key
-            endpoint = Endpoint(self, auth_key, push)
+            endpoint = Endpoint(self, auth_key, push, hangup)
             self.endpoints.append(endpoint)
             return endpoint
 
@@ -354,16 +429,23 @@ class TelegramServer:
             if endpoint in self.endpoints:
                 self.endpoints.remove(endpoint)
 
-    def hostile_start(self, *, salt_every: int = 50, flood_every: int = 200) -> None:
+    def hostile_start(
+        self, *, salt_every: int = 50, flood_every: int = 200, service_every: int = 0, split_every: int = 0,
+        drop_every: int = 0, internal_every: int = 0,
+    ) -> None:  # fmt: skip
         """Turn on the hostile mode (see Hostile); hostile_stop() turns it off."""
         with self.lock:
-            self.hostile = Hostile(salt_every=salt_every, flood_every=flood_every)
+            self.hostile = Hostile(
+                salt_every=salt_every, flood_every=flood_every, service_every=service_every, split_every=split_every,
+                drop_every=drop_every, internal_every=internal_every,
+            )  # fmt: skip
 
     def hostile_stop(self) -> dict:
-        """Turn it off; what it did: {"rotations": n, "floods": n}."""
+        """Turn it off; what it did: {"rotations": n, "floods": n, "services": n, ...}."""
         with self.lock:
             done, self.hostile = self.hostile, None
-        return {"rotations": done.rotations, "floods": done.floods} if done else {"rotations": 0, "floods": 0}
+        names = ("rotations", "floods", "services", "splits", "drops", "internals")
+        return {name: getattr(done, name) if done else 0 for name in names}
 
     def hostile_tick(self) -> None:
         hostile = self.hostile
@@ -383,6 +465,17 @@ class TelegramServer:
         if hostile.sends % hostile.flood_every == 0:
             hostile.floods += 1
             raise RpcFault(HOSTILE_FLOODS[hostile.floods % 2], 420)
+
+    def _hostile_internal(self, name: str) -> str | None:
+        hostile = self.hostile
+        if hostile is None or not hostile.internal_every or name not in SEND_METHODS:
+            return None
+        with self.lock:
+            hostile.internal_sends += 1
+            if not hostile.due(hostile.internal_every, hostile.internal_sends):
+                return None
+            hostile.internals += 1
+            return INTERNAL_ERRORS[hostile.internals % 2][0]
 
     def salt_ok(self, salt: int) -> bool:
         if salt == self.salt:
@@ -417,11 +510,16 @@ class TelegramServer:
                 updates = False
             query = query.query
         name = query.QUALNAME.split(".", 1)[1]
+        internal = self._hostile_internal(name)
         try:
+            if internal == "Timeout":  # -503: Telegram gave up before processing it
+                raise RpcFault("Timeout", -503)
             with self.lock:
                 result = self._invoke(endpoint, name, query, subscribe=updates)
                 if self._answer_lost(name, query):
                     return  # done, but the answer never reaches the client (a dropped connection)
+            if internal == "INTERNAL":  # delivered, and the answer is an internal error
+                raise RpcFault("INTERNAL", 500)
             body_bytes = wire.rpc_result(msg_id, result)
         except RpcFault as fault:
             body_bytes = wire.rpc_result(msg_id, raw.types.RpcError(error_code=fault.code, error_message=fault.message))

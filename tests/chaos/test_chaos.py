@@ -449,11 +449,16 @@ def test_the_bot_token_revoked_mid_broadcast(cluster):
 def test_a_hostile_telegram(cluster):
     """Telegram as a long-lived connection meets it, under a broadcast, a deletion sweep and users
     writing to runbot at once: the server salt changes every 50 packets (refusals naming the
-    container, then each message in it), and every 100th send is refused with a 420 kurigram does
-    not know (with seconds, then without)."""
-    figures = scenario(cluster, "hostile Telegram: salts rotated, unknown 420s")
+    container, then each message in it); every 100th send is refused with a 420 kurigram does
+    not know (with seconds, then without); every 40th packet is answered after a
+    new_session_created and a msgs_ack; every 20th container is answered split, late and last
+    first; every 60th container loses its connection (before, halfway through, after it is
+    processed); every 150th send gets -503 Timeout before processing or 500 INTERNAL after it."""
+    figures = scenario(cluster, "hostile Telegram")
     writers = [TgUser(id=8_100_000 + i, first_name=f"Writer{i}") for i in range(200)]
-    cluster.remote.hostile_start(salt_every=50, flood_every=100)
+    cluster.remote.hostile_start(
+        salt_every=50, flood_every=100, service_every=40, split_every=20, drop_every=60, internal_every=150
+    )
     try:
         fault = time.monotonic()
         broadcast(cluster, 8_000_000, 5000)
@@ -470,11 +475,15 @@ def test_a_hostile_telegram(cluster):
         did = cluster.remote.hostile_stop()
     answers = cluster.remote.received()
     twice = [w.id for w in writers if answers.get(w.id, 0) != 1]
-    figures.note = f"{did['rotations']} salt rotations, {did['floods']} unknown 420s; 200 users answered once each"
+    figures.note = (
+        f"{did['rotations']} salt rotations, {did['floods']} unknown 420s, {did['services']} service messages, "
+        f"{did['splits']} split answers, {did['drops']} dropped connections, {did['internals']} -503/500; "
+        "200 users answered once each"
+    )
     if twice:
         figures.problems.append(f"{len(twice)} of 200 users writing to runbot got other than one answer, e.g. {twice[:3]}")
     figures.rows += len(writers)
     figures.sends += sum(answers.get(w.id, 0) for w in writers)
     audit(cluster, figures, deleted=deleted)
     check(figures)
-    assert did["rotations"] > 10 and did["floods"] > 10, did
+    assert all(did[k] > 2 for k in ("rotations", "floods", "services", "splits", "drops", "internals")), did

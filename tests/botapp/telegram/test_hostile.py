@@ -4,6 +4,8 @@ rotated server salt refused for a whole container or for each message in it, a c
 refuses (bad_msg_notification 16/17), a session that is not up. Each is answered at once, and every
 message is delivered once."""
 
+import time
+
 import pytest
 from pyrogram.session import Session
 
@@ -78,3 +80,57 @@ def test_a_session_that_is_not_up_sends_nothing_and_says_it_is_transient(telegra
     assert isinstance(results[0], TransientError)
     worker.client.session.is_started.set()
     assert received(telegram, "not yet") == []
+
+
+def test_service_messages_at_odd_moments_change_nothing(telegram, worker, users):
+    """new_session_created (with the salt) and msgs_ack before every answer."""
+    telegram.hostile_start(salt_every=0, flood_every=0, service_every=1)
+    calls = len(telegram.calls)
+    results = worker.send_many([SendItem(u.id, "served") for u in users])
+    did = telegram.hostile_stop()
+    assert all(isinstance(r, Sent) for r in results) and did["services"] >= 1
+    assert received(telegram, "served") == sorted(u.id for u in users)
+    assert len(telegram.calls) - calls == len(users)  # nothing asked twice
+
+
+def test_answers_split_late_and_last_first_are_each_matched_to_their_message(telegram, worker, users):
+    telegram.hostile_start(salt_every=0, flood_every=0, split_every=1)
+    calls = len(telegram.calls)
+    results = worker.send_many([SendItem(u.id, "split") for u in users])
+    did = telegram.hostile_stop()
+    assert did["splits"] >= 1
+    assert [r.chat_id for r in results] == [u.id for u in users]  # each its own answer
+    assert received(telegram, "split") == sorted(u.id for u in users)
+    assert len(telegram.calls) - calls == len(users)
+
+
+def test_a_connection_dropped_around_a_container_delivers_each_message_once_without_a_long_stall(telegram, worker, users):
+    """Before the container is processed: all sent again, delivered once. Halfway: what was
+    processed comes back as RANDOM_ID_DUPLICATE (outcome unknown: it did arrive), the rest is
+    delivered. After: all unknown, all arrived. No wait for WAIT_TIMEOUT (60 s here)."""
+    telegram.hostile_start(salt_every=0, flood_every=0, drop_every=1)
+    outcomes = {}
+    for when in ("before", "during", "after"):
+        started = time.monotonic()
+        results = worker.send_many([SendItem(u.id, f"dropped {when}") for u in users])
+        outcomes[when] = [type(r).__name__ for r in results]
+        assert time.monotonic() - started < 30, when
+        assert received(telegram, f"dropped {when}") == sorted(u.id for u in users), when  # once each
+    assert telegram.hostile_stop()["drops"] == 3
+    half = len(users) // 2
+    assert outcomes["before"] == ["Sent"] * len(users)
+    assert outcomes["during"] == ["OutcomeUnknown"] * half + ["Sent"] * (len(users) - half)
+    assert outcomes["after"] == ["OutcomeUnknown"] * len(users)
+
+
+def test_internal_errors_on_a_send_are_asked_again_with_the_same_random_id_never_a_refusal(telegram, worker, users):
+    """Telegram's own trouble may or may not have delivered the message: asked again with the same
+    random_id, it is delivered now (-503 before processing) or refused as a duplicate (500 after
+    delivering it: the outcome stays unknown, never a second copy, never a final failure)."""
+    telegram.hostile_start(salt_every=0, flood_every=0, internal_every=2)  # every other send: not the asking again
+    worker.send_many([SendItem(users[3].id, "first")])
+    delivered = worker.send_many([SendItem(users[4].id, "internal")])  # 500 INTERNAL after delivering it
+    timed_out = worker.send_many([SendItem(users[5].id, "timeout")])  # -503 Timeout before processing it
+    assert telegram.hostile_stop()["internals"] == 2
+    assert [type(r).__name__ for r in delivered + timed_out] == ["OutcomeUnknown", "Sent"]
+    assert received(telegram, "internal") == [users[4].id] and received(telegram, "timeout") == [users[5].id]
