@@ -4,7 +4,7 @@ in the database, by the admin's "Run now", or by a wake-up at a due row (schedul
 from celery import shared_task
 
 from scheduler.jobs.registry import JOBS, job_run
-from scheduler.wakeup import wakeup_after_run, wakeup_current
+from scheduler.wakeup import wakeup_after_run, wakeup_current, wakeup_linger
 
 
 def _task_for(name: str):
@@ -16,7 +16,7 @@ def _task_for(name: str):
             job_queued_taken(name=name)
         if wakeup is not None and not wakeup_current(job=name, token=wakeup):
             return "superseded by an earlier wake-up"  # which does this work
-        outcome = job_run(name, trigger=trigger, linger=wakeup is not None)
+        outcome = job_run(name, trigger=trigger, linger=wakeup_linger if wakeup is not None else None)
         wakeup_after_run(JOBS[name], outcome, token=wakeup)  # not after a failed run: beat retries
         return str(outcome)
 

@@ -30,6 +30,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import redis
+from celery import current_app
 from django.conf import settings
 
 from botapp import clock
@@ -124,11 +125,9 @@ def wakeup_arm(*, job: str, due: datetime) -> bool:
     except redis.RedisError as exc:
         cache_failed(exc, f"arming {job}")
         return False
-    from scheduler.tasks import TASKS
-
     countdown = max(0.0, (due - now).total_seconds())
-    try:
-        TASKS[job].apply_async(kwargs={"trigger": "wakeup", "wakeup": token}, countdown=countdown, retry=False)
+    try:  # by name: scheduler/tasks.py defines `scheduler.<job>` (and imports this module)
+        current_app.send_task(f"scheduler.{job}", kwargs={"trigger": "wakeup", "wakeup": token}, countdown=countdown, retry=False)
     except Exception:  # the broker is down: beat's minute run sends it
         log.warning("could not arm a wake-up of %s at %s; beat's run will send it", job, due, exc_info=True)
         _release(job, token)

@@ -62,6 +62,7 @@ class Job:
 
 
 JOBS: dict[str, Job] = {}
+Lingering = Callable[[Job, Outcome, Callable[[], Outcome]], Outcome]
 
 
 def job_register(job: Job) -> Job:
@@ -69,12 +70,12 @@ def job_register(job: Job) -> Job:
     return job
 
 
-def job_run(name: str, *, trigger: str, gateway=None, dry_run: bool = False, linger: bool = False, **scope) -> Outcome:
+def job_run(name: str, *, trigger: str, gateway=None, dry_run: bool = False, linger: Lingering | None = None, **scope) -> Outcome:
     """Run a job now and record the run (dry runs are not recorded). Re-raises the job's error
     after recording it, so Celery and commands report failure. `scope`: arguments a job takes to
-    do part of its work (the admin's "Back up now" names its files). `linger` (a wake-up): while
-    the job's next due row is a moment away, wait for it and run again, in the same run
-    (scheduler/wakeup.py)."""
+    do part of its work (the admin's "Back up now" names its files). `linger` (a wake-up's
+    `wakeup_linger`, scheduler/wakeup.py): `linger(job, outcome, run_again)` may run the job
+    again while its next due row is a moment away, in the same recorded run."""
     job = JOBS[name]
     if dry_run:
         return job.func(gateway=gateway, dry_run=True, **scope)  # dry runs only count rows: no Telegram needed
@@ -85,7 +86,7 @@ def job_run(name: str, *, trigger: str, gateway=None, dry_run: bool = False, lin
         return _job_run(job, run, gateway=gateway, scope=scope, linger=linger)
 
 
-def _job_run(job: Job, run: JobRun, *, gateway, scope: dict, linger: bool = False) -> Outcome:
+def _job_run(job: Job, run: JobRun, *, gateway, scope: dict, linger: Lingering | None = None) -> Outcome:
     """The run, timed and counted for /metrics by its result."""
     started, result = time.monotonic(), "failed"
     try:
@@ -97,7 +98,7 @@ def _job_run(job: Job, run: JobRun, *, gateway, scope: dict, linger: bool = Fals
         JOB_RUNS.labels(job.name, result).inc()
 
 
-def _job_work(job: Job, run: JobRun, *, gateway, scope: dict, linger: bool = False) -> Outcome:
+def _job_work(job: Job, run: JobRun, *, gateway, scope: dict, linger: Lingering | None = None) -> Outcome:
     name = job.name
     try:
         if job.needs_gateway and gateway is None:
@@ -105,10 +106,8 @@ def _job_work(job: Job, run: JobRun, *, gateway, scope: dict, linger: bool = Fal
 
             gateway = worker_gateway()
         outcome = job.func(gateway=gateway, dry_run=False, **scope)
-        if linger and job.due_next is not None:
-            from scheduler.wakeup import wakeup_linger
-
-            outcome = wakeup_linger(job, outcome, lambda: job.func(gateway=gateway, dry_run=False, **scope))
+        if linger is not None and job.due_next is not None:
+            outcome = linger(job, outcome, lambda: job.func(gateway=gateway, dry_run=False, **scope))
     except Exception as exc:
         # Logged first: the bookkeeping needs the database, which may be what failed. With the
         # exception: an error report is made of it (once: the same exception reaching Celery's
