@@ -128,9 +128,11 @@ def wakeup_arm(*, job: str, due: datetime) -> bool:
     countdown = max(0.0, (due - now).total_seconds())
     try:  # by name: scheduler/tasks.py defines `scheduler.<job>` (and imports this module)
         current_app.send_task(f"scheduler.{job}", kwargs={"trigger": "wakeup", "wakeup": token}, countdown=countdown, retry=False)
-    except Exception:  # the broker is down: beat's minute run sends it
+    except Exception as exc:  # the broker is down: beat's minute run sends it
         log.warning("could not arm a wake-up of %s at %s; beat's run will send it", job, due, exc_info=True)
         _release(job, token)
+        # The broker is Redis too: runbot's next /start must not wait for its connect timeout again.
+        cache_failed(exc, f"publishing a wake-up of {job}")
         return False
     return True
 

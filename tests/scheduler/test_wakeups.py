@@ -198,3 +198,18 @@ def test_an_idle_beat_run_makes_no_more_queries_than_the_job_alone(woken_here):
         with CaptureQueriesContext(connection) as now:
             TASKS[name].apply(kwargs={"trigger": "beat"}).get()
         assert len(now) == len(alone), name
+
+
+def test_with_the_broker_down_a_write_still_commits_and_the_key_is_left_free(broker, steps, settings):
+    from config.celery import app
+
+    app.conf.broker_url = "redis://127.0.0.1:1/0"  # nothing listens there
+    app._pool = app.amqp._producer_pool = None
+    try:
+        assert sequences_enroll(user=user()) == 2  # the /start that wrote them is not failed
+    finally:
+        app.conf.broker_url = settings.CELERY_BROKER_URL
+        app._pool = app.amqp._producer_pool = None
+    assert SequenceMessage.objects.count() == 2
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    assert client.get(wakeup._key("send_sequence_messages", "armed")) is None  # the next write may arm
