@@ -15,6 +15,7 @@ class SchedulerConfig(AppConfig):
         post_migrate.connect(schedules_install, sender=self, dispatch_uid="scheduler.schedules_install")
         # botapp announces; the scheduler acts (botapp never imports scheduler).
         signals.broadcast_queued.connect(receivers.broadcast_sender_wake, dispatch_uid="scheduler.broadcast_sender_wake")
+        signals.work_scheduled.connect(receivers.work_wake, dispatch_uid="scheduler.work_wake")
         signals.broadcast_test_requested.connect(receivers.broadcast_test_queue, dispatch_uid="scheduler.broadcast_test_queue")
         signals.backups_requested.connect(receivers.backups_queue, dispatch_uid="scheduler.backups_queue")
         # Heartbeats of the worker and beat processes, for the dashboard and the jobs page.

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import logging
 
+from scheduler.jobs.registry import JOBS
 from scheduler.tasks import TASKS, backup_files, send_broadcast_test
+from scheduler.wakeup import wakeup_arm
 
 log = logging.getLogger(__name__)
 
@@ -18,6 +20,13 @@ def broadcast_sender_wake(sender, *, broadcast_id: int, **kwargs) -> None:
         TASKS["send_broadcasts"].apply_async(kwargs={"trigger": "start"}, retry=False)
     except Exception:  # the broker is down: the periodic run picks it up
         log.warning("could not wake the broadcast sender for broadcast %s; beat will start it", broadcast_id, exc_info=True)
+
+
+def work_wake(sender, *, work: str, due_at, **kwargs) -> None:
+    """Wake the job that does `work` at `due_at` (scheduler/wakeup.py); never raises."""
+    for job in JOBS.values():
+        if job.wakes_on == work:
+            wakeup_arm(job=job.name, due=due_at)
 
 
 def broadcast_test_queue(sender, *, broadcast_id: int, **kwargs) -> None:

@@ -1,19 +1,24 @@
 """Celery tasks: one thin task per job (`scheduler.<job name>`), fired by beat from the schedules
-in the database, or by the admin's "Run now"."""
+in the database, by the admin's "Run now", or by a wake-up at a due row (scheduler/wakeup.py)."""
 
 from celery import shared_task
 
 from scheduler.jobs.registry import JOBS, job_run
+from scheduler.wakeup import wakeup_after_run, wakeup_current, wakeup_linger
 
 
 def _task_for(name: str):
     @shared_task(name=f"scheduler.{name}", acks_late=True, ignore_result=True)
-    def run(trigger: str = "beat") -> str:
+    def run(trigger: str = "beat", wakeup: str | None = None) -> str:
         if trigger == "admin":  # "Run now": the jobs page stops showing it as queued
             from scheduler.dashboard import job_queued_taken
 
             job_queued_taken(name=name)
-        return str(job_run(name, trigger=trigger))
+        if wakeup is not None and not wakeup_current(job=name, token=wakeup):
+            return "superseded by an earlier wake-up"  # which does this work
+        outcome = job_run(name, trigger=trigger, linger=wakeup_linger if wakeup is not None else None)
+        wakeup_after_run(JOBS[name], outcome, token=wakeup)  # not after a failed run: beat retries
+        return str(outcome)
 
     run.__doc__ = JOBS[name].summary
     return run

@@ -29,6 +29,7 @@ from botapp.models import BotSettings, ClaimStatus, PendingDeletion, TelegramUse
 from botapp.services.files import deep_link
 from botapp.services.texts import human_span
 from botapp.services.users import unreachable_state, users_mark_unreachable
+from botapp.signals import work_scheduled_announce
 from botapp.telegram.gateway import (
     DELETE_CHUNK,
     Button,
@@ -60,11 +61,14 @@ def deletion_warning(*, minutes: int) -> str:
 
 def deletion_schedule(*, chat_id: int, message_ids: Sequence[int], share_id: str, minutes: int, now: datetime) -> PendingDeletion:
     """Record that these messages are to be deleted `minutes` after `now`: one INSERT, its own
-    transaction, so the deletion survives any restart. `share_id` makes the notice's *Get files
+    transaction, so the deletion survives any restart (and the sweep is woken for it: no query).
+    `share_id` makes the notice's *Get files
     again* button (empty: no button)."""
-    return PendingDeletion.objects.create(
+    row = PendingDeletion.objects.create(
         chat_id=chat_id, message_ids=list(message_ids), delete_at=now + timedelta(minutes=minutes), share_id=share_id
     )
+    work_scheduled_announce(work="deletion", due_at=row.delete_at)
+    return row
 
 
 def deletions_due_count(*, now: datetime) -> int:

@@ -18,7 +18,7 @@ from botapp import clock
 from botapp.models import Broadcast, BroadcastDelivery, TelegramUser
 from botapp.services.broadcast_copy import MessageCopy, message_pin
 from botapp.services.outgoing import Outgoing
-from botapp.signals import broadcast_queued, broadcast_test_requested
+from botapp.signals import broadcast_queued, broadcast_test_requested, work_scheduled_announce
 from botapp.telegram.gateway import Gateway, Media, SendItem, Sent, TelegramError
 
 log = logging.getLogger(__name__)
@@ -194,6 +194,7 @@ def broadcast_start(*, broadcast: Broadcast) -> int:
             raise ValidationError("This broadcast was started already.")
         if locked.scheduled_at and locked.scheduled_at > clock.now():
             Broadcast.objects.filter(pk=broadcast.pk).update(status=Broadcast.Status.SCHEDULED)
+            work_scheduled_announce(work="broadcast", due_at=locked.scheduled_at)
             total = 0
         else:
             total = _queue(locked)
@@ -211,15 +212,15 @@ def broadcasts_start_due() -> int:
                 Broadcast.objects.select_for_update(skip_locked=True).filter(pk=pk, status=Broadcast.Status.SCHEDULED).first()
             )
             if locked is not None:
-                _queue(locked)
+                _queue(locked, wake=False)  # the sender calling this sends it next: no wake-up
                 started += 1
     return started
 
 
-def _queue(broadcast: Broadcast) -> int:
+def _queue(broadcast: Broadcast, *, wake: bool = True) -> int:
     """One delivery row per recipient (one INSERT ... SELECT; listed ids as one array on PostgreSQL,
-    10,000 per statement elsewhere); `broadcast_queued` is sent when the transaction commits (the scheduler
-    wakes the sender). Listed users are queued whatever their state: the sender records why a
+    10,000 per statement elsewhere); with `wake`, `broadcast_queued` is sent when the transaction
+    commits (the scheduler wakes the sender). Listed users are queued whatever their state: the sender records why a
     stopped or unreachable one got nothing; listed ids that are no user count as `not_users`. Call
     inside a transaction, row locked. Returns the number of recipients."""
     table, users = BroadcastDelivery._meta.db_table, TelegramUser._meta.db_table
@@ -251,7 +252,7 @@ def _queue(broadcast: Broadcast) -> int:
     Broadcast.objects.filter(pk=broadcast.pk).update(
         status=status, total=total, not_users=not_users, started_at=now, finished_at=None if queued else now
     )
-    if queued:
+    if queued and wake:
         pk = broadcast.pk
         transaction.on_commit(lambda: broadcast_queued.send_robust(sender=Broadcast, broadcast_id=pk))
     return total

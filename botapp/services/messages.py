@@ -26,6 +26,7 @@ from botapp import clock
 from botapp.models import Broadcast, BroadcastAttachment, BroadcastDelivery, TelegramUser
 from botapp.models.buttons import buttons_parse
 from botapp.services.composed import composed_text_problems
+from botapp.signals import work_scheduled_announce
 from botapp.telegram.limits import FILE_SIZE, PHOTO_SIZE, START_PAYLOAD_LENGTH
 from botapp.telegram.media import media_problem
 
@@ -99,6 +100,7 @@ def message_schedule(
             **fields,
         )
         _attach(message, attachments)
+        work_scheduled_announce(work="broadcast", due_at=message.scheduled_at)
     return message
 
 
@@ -140,6 +142,7 @@ def message_update(*, message: Broadcast, changes: dict) -> Broadcast:
         if changes.get("title"):
             locked.title = changes["title"][:255]
         locked.save()
+        work_scheduled_announce(work="broadcast", due_at=locked.scheduled_at)
         if attachments is not None:
             replaced = [old.upload for old in locked.attachments.all() if old.upload]
             locked.attachments.all().delete()

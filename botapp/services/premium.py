@@ -19,6 +19,7 @@ from django.utils import timezone
 from botapp import clock
 from botapp.models import BotSettings, PremiumPlan, TelegramUser
 from botapp.services.texts import human_span
+from botapp.signals import work_scheduled_announce
 from botapp.telegram.gateway import Button
 
 DURATION_RE = re.compile(r"^(?:\d{1,6}[mhdwy])+$")
@@ -72,6 +73,7 @@ def premium_grant(*, user: TelegramUser, duration: timedelta, granted_by: int | 
                 )
             plan = PremiumPlan.objects.create(user=user, starts_at=now, ends_at=now + duration, granted_by=granted_by)
         TelegramUser.objects.filter(pk=user.pk).update(premium_until=plan.ends_at)
+        work_scheduled_announce(work="premium", due_at=plan.ends_at)
     user.premium_until = plan.ends_at
     return plan
 

@@ -10,6 +10,7 @@ from datetime import timedelta
 from botapp import clock
 from botapp.cache import HotValue
 from botapp.models import SequenceMessage, SequenceStep, TelegramUser
+from botapp.signals import work_scheduled_announce
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +30,7 @@ def sequences_enroll(*, user: TelegramUser) -> int:
     ]
     if rows:
         SequenceMessage.objects.bulk_create(rows, ignore_conflicts=True)
+        work_scheduled_announce(work="sequence", due_at=min(r.due_at for r in rows))
     return len(rows)
 
 
@@ -45,6 +47,7 @@ def sequences_enroll_campaign(*, user: TelegramUser, payload: str) -> int:
     ]
     if rows:
         SequenceMessage.objects.bulk_create(rows, ignore_conflicts=True)
+        work_scheduled_announce(work="sequence", due_at=min(r.due_at for r in rows))
     return len(rows)
 
 

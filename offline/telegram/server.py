@@ -1000,6 +1000,12 @@ class TelegramServer:
                 if (method is None or call.method == method) and (chat_id is None or call.chat_id == chat_id)
             )
 
+    def call_times(self, since: int = 0) -> list[tuple[str, int | None, float]]:
+        """(method, chat id, time.monotonic() when it arrived) of every call from number `since` on:
+        on Linux that clock is the machine's, so another process's monotonic times compare."""
+        with self.lock:
+            return [(call.method, call.chat_id, call.at) for call in self.calls[since:]]
+
     def methods_called(self, since: int = 0) -> list[str]:
         with self.lock:
             return [call.method for call in self.calls[since:]]

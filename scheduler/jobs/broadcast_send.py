@@ -311,4 +311,21 @@ def send_broadcasts(*, gateway: Gateway, dry_run: bool = False, batch_size: int 
     return outcome
 
 
-job_register(Job("send_broadcasts", send_broadcasts, {"minute": "*"}, "Send queued broadcasts", needs_gateway=True))
+def scheduled_due_next():
+    """When the earliest scheduled broadcast or message is due (the partial index
+    `broadcast_scheduled`), for the wake-up."""
+    scheduled = Broadcast.objects.filter(status=Broadcast.Status.SCHEDULED)
+    return scheduled.order_by("scheduled_at").values_list("scheduled_at", flat=True).first()
+
+
+job_register(
+    Job(
+        "send_broadcasts",
+        send_broadcasts,
+        {"minute": "*"},
+        "Send queued broadcasts",
+        needs_gateway=True,
+        wakes_on="broadcast",
+        due_next=scheduled_due_next,
+    )
+)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from botapp import clock
 from botapp.metrics import sends_count
+from botapp.models import ClaimStatus, PendingDeletion
 from botapp.services.autodelete import DeletionSweep, Done, deletions_due_count
 from botapp.telegram.gateway import Gateway
 from scheduler.jobs.registry import Job, Outcome, job_register
@@ -27,6 +28,12 @@ def delete_due_messages(*, gateway: Gateway, dry_run: bool = False, batch_size: 
     return sweep_outcome(CountedDeletionSweep(gateway), batch_size=batch_size, time_budget=time_budget)
 
 
+def deletion_due_next():
+    """When the earliest pending deletion is due (the partial index `deletion_due`), for the wake-up."""
+    pending = PendingDeletion.objects.filter(status=ClaimStatus.PENDING)
+    return pending.order_by("delete_at").values_list("delete_at", flat=True).first()
+
+
 job_register(
     Job(
         "delete_due_messages",
@@ -34,5 +41,7 @@ job_register(
         {"minute": "*"},
         "Delete auto-delete messages that are due",
         needs_gateway=True,
+        wakes_on="deletion",
+        due_next=deletion_due_next,
     )
 )

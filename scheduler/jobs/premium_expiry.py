@@ -69,6 +69,12 @@ def end_premium_plans(*, gateway: Gateway | None = None, dry_run: bool = False, 
     return sweep_outcome(PremiumExpirySweep(gateway), batch_size=batch_size, time_budget=50.0, in_flight=4)
 
 
+def premium_due_next():
+    """When the earliest active plan ends (the partial index `premium_active_ends`), for the wake-up."""
+    active = PremiumPlan.objects.filter(status=PremiumPlan.Status.ACTIVE)
+    return active.order_by("ends_at").values_list("ends_at", flat=True).first()
+
+
 job_register(
     Job(
         "end_premium_plans",
@@ -76,5 +82,7 @@ job_register(
         {"minute": "*/10"},
         "End expired premium plans and tell their users",
         needs_gateway=True,
+        wakes_on="premium",
+        due_next=premium_due_next,
     )
 )

@@ -43,6 +43,11 @@ class Job:
     cron: dict[str, str]  # crontab fields, in TIME_ZONE: minute, hour, day_of_week, day_of_month, month_of_year
     summary: str
     needs_gateway: bool = False
+    # Due work on time (scheduler/wakeup.py): `wakes_on` names the work botapp announces when it
+    # writes a due row for this job (botapp.signals.work_scheduled); `due_next()` is the earliest due
+    # time of the job's pending rows (or None), one query on the partial index its claim uses.
+    wakes_on: str = ""
+    due_next: Callable[[], datetime | None] | None = None
 
     @property
     def task_name(self) -> str:
@@ -57,6 +62,7 @@ class Job:
 
 
 JOBS: dict[str, Job] = {}
+Lingering = Callable[[Job, Outcome, Callable[[], Outcome]], Outcome]
 
 
 def job_register(job: Job) -> Job:
@@ -64,10 +70,12 @@ def job_register(job: Job) -> Job:
     return job
 
 
-def job_run(name: str, *, trigger: str, gateway=None, dry_run: bool = False, **scope) -> Outcome:
+def job_run(name: str, *, trigger: str, gateway=None, dry_run: bool = False, linger: Lingering | None = None, **scope) -> Outcome:
     """Run a job now and record the run (dry runs are not recorded). Re-raises the job's error
     after recording it, so Celery and commands report failure. `scope`: arguments a job takes to
-    do part of its work (the admin's "Back up now" names its files)."""
+    do part of its work (the admin's "Back up now" names its files). `linger` (a wake-up's
+    `wakeup_linger`, scheduler/wakeup.py): `linger(job, outcome, run_again)` may run the job
+    again while its next due row is a moment away, in the same recorded run."""
     job = JOBS[name]
     if dry_run:
         return job.func(gateway=gateway, dry_run=True, **scope)  # dry runs only count rows: no Telegram needed
@@ -75,14 +83,14 @@ def job_run(name: str, *, trigger: str, gateway=None, dry_run: bool = False, **s
     with sentry_sdk.new_scope() as report:  # an error report names the job and its run (a no-op without SENTRY_DSN)
         report.set_tag("job", name)
         report.set_context("job run", {"job": name, "run": run.pk, "trigger": trigger})
-        return _job_run(job, run, gateway=gateway, scope=scope)
+        return _job_run(job, run, gateway=gateway, scope=scope, linger=linger)
 
 
-def _job_run(job: Job, run: JobRun, *, gateway, scope: dict) -> Outcome:
+def _job_run(job: Job, run: JobRun, *, gateway, scope: dict, linger: Lingering | None = None) -> Outcome:
     """The run, timed and counted for /metrics by its result."""
     started, result = time.monotonic(), "failed"
     try:
-        outcome = _job_work(job, run, gateway=gateway, scope=scope)
+        outcome = _job_work(job, run, gateway=gateway, scope=scope, linger=linger)
         result = "ok"
         return outcome
     finally:
@@ -90,7 +98,7 @@ def _job_run(job: Job, run: JobRun, *, gateway, scope: dict) -> Outcome:
         JOB_RUNS.labels(job.name, result).inc()
 
 
-def _job_work(job: Job, run: JobRun, *, gateway, scope: dict) -> Outcome:
+def _job_work(job: Job, run: JobRun, *, gateway, scope: dict, linger: Lingering | None = None) -> Outcome:
     name = job.name
     try:
         if job.needs_gateway and gateway is None:
@@ -98,6 +106,8 @@ def _job_work(job: Job, run: JobRun, *, gateway, scope: dict) -> Outcome:
 
             gateway = worker_gateway()
         outcome = job.func(gateway=gateway, dry_run=False, **scope)
+        if linger is not None and job.due_next is not None:
+            outcome = linger(job, outcome, lambda: job.func(gateway=gateway, dry_run=False, **scope))
     except Exception as exc:
         # Logged first: the bookkeeping needs the database, which may be what failed. With the
         # exception: an error report is made of it (once: the same exception reaching Celery's

@@ -169,6 +169,19 @@ def send_sequence_messages(
     return sends_outcome(SequenceSendSweep(gateway), batch_size=batch_size, time_budget=time_budget)
 
 
+def sequence_due_next():
+    """When the earliest pending step is due (the partial index `seqmsg_due`), for the wake-up."""
+    return SequenceMessage.objects.filter(status=Status.PENDING).order_by("due_at").values_list("due_at", flat=True).first()
+
+
 job_register(
-    Job("send_sequence_messages", send_sequence_messages, {"minute": "*"}, "Send due onboarding messages", needs_gateway=True)
+    Job(
+        "send_sequence_messages",
+        send_sequence_messages,
+        {"minute": "*"},
+        "Send due onboarding messages",
+        needs_gateway=True,
+        wakes_on="sequence",
+        due_next=sequence_due_next,
+    )
 )
