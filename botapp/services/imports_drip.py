@@ -123,6 +123,17 @@ def drip_tables_open(*, path: Path, need_tasks: bool = False) -> DripTables:
             f"{path}: --map-steps maps a drip bot's tasks, and this database has no tasks table "
             f"(tables: {', '.join(sorted(tables)) or 'none'})"
         )
+    # The reads the import will make, prepared now (a WITHOUT ROWID table fails here, not after
+    # the users are written).
+    for table, sql in (
+        ("button_clicks", found.clicks and _clicks_sql(found.clicks)),
+        ("tasks", found.tasks and _tasks_sql(found.tasks)),
+    ):
+        if sql:
+            try:
+                next(_rows(found, f"{sql} LIMIT 0"), None)
+            except sqlite3.DatabaseError as exc:
+                raise ImportFileError(f"{path}: cannot read the {table} table ({exc})") from exc
     return found
 
 
@@ -198,6 +209,19 @@ def _task_pending(value, column: str | None) -> bool:
     raise Invalid(f"unknown status {value!r} (pending; or done, sent, cancelled, failed)")
 
 
+def _clicks_sql(c: dict[str, str | None]) -> str:
+    """Clicks in user and key order (one user's clicks of a key together). Column names are
+    those found in the table, matched against the lists above: safe to quote."""
+    at = f'"{c["at"]}"' if c["at"] else "NULL"
+    return f'SELECT rowid, "{c["user"]}", "{c["button"]}", {at} FROM button_clicks ORDER BY 2, 3, rowid'
+
+
+def _tasks_sql(t: dict[str, str | None]) -> str:
+    """Tasks in user order (one user's tasks together), each in the order the bot wrote them."""
+    state = f'"{t["status"]}"' if t["status"] else "NULL"
+    return f'SELECT rowid, "{t["user"]}", "{t["step"]}", "{t["due"]}", {state} FROM tasks ORDER BY 2, rowid'
+
+
 def _rows(tables: DripTables, sql: str):
     conn = sqlite3.connect(f"file:{tables.path}?mode=ro", uri=True)
     try:
@@ -223,11 +247,8 @@ def drip_clicks_import(*, tables: DripTables, user_ids: set[int], dry_run: bool 
     in `user_ids` (the file's valid users) count as had, and nothing is written."""
     report = DripReport("button_clicks")
     now = clock.now()
-    c = tables.clicks
-    at = f'"{c["at"]}"' if c["at"] else "NULL"
-    sql = f'SELECT rowid, "{c["user"]}", "{c["button"]}", {at} FROM button_clicks ORDER BY 2, 3, rowid'
     groups: dict[tuple[int, str], _Clicks] = {}
-    for rowid, user, button, clicked in _rows(tables, sql):
+    for rowid, user, button, clicked in _rows(tables, _clicks_sql(tables.clicks)):
         report.read += 1
         where = f"button_clicks rowid {rowid}"
         try:
@@ -301,10 +322,8 @@ def drip_tasks_import(
     report = DripReport("tasks")
     now = clock.now()
     t = tables.tasks
-    state = f'"{t["status"]}"' if t["status"] else "NULL"
-    sql = f'SELECT rowid, "{t["user"]}", "{t["step"]}", "{t["due"]}", {state} FROM tasks ORDER BY 2, rowid'
     chunk: list[_Task] = []
-    for rowid, user, key, due, status in _rows(tables, sql):
+    for rowid, user, key, due, status in _rows(tables, _tasks_sql(t)):
         report.read += 1
         where = f"tasks rowid {rowid}"
         try:

@@ -323,6 +323,15 @@ def test_column_name_variants_and_a_file_known_by_its_header(tmp_path, onboardin
             "button key (one of button, button_key, key, button_id)",
         ),
         (SCHEMA.split("CREATE TABLE tasks")[0], ["--map-steps", "101=<step>"], "has no tasks table (tables: users)"),
+        (
+            SCHEMA.replace(
+                "id INTEGER PRIMARY KEY AUTOINCREMENT, user_id INTEGER NOT NULL, message_id", "user_id INTEGER, message_id"
+            ).replace(
+                "status TEXT NOT NULL DEFAULT 'pending'\n)", "status TEXT, PRIMARY KEY (user_id, message_id)) WITHOUT ROWID"
+            ),
+            [],
+            "cannot read the tasks table (no such column: rowid)",
+        ),
         (SCHEMA, ["--map-steps", "101=999999"], "--map-steps: no sequence step with id 999999"),
         (SCHEMA, ["--map-steps", "101:<step>"], "--map-steps: '101:<step>' is not OLD=STEP"),
         (SCHEMA, ["--map-steps", "101=<step>,101=999999"], "--map-steps: 101 is mapped to step <step> and to step 999999"),
