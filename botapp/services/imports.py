@@ -2,9 +2,12 @@
 
 `import_source_open` reads a CSV with a header, JSON (a list of ids or objects, JSON lines,
 `mongoexport` output of a CodeXBotz-style `users` collection, with or without `--jsonArray`), or a
-SQLite database with a `users` table, and yields one record per user with where it was found
-(`line 12`, `row 5`). `users_import` writes them in chunks of 5,000 users: one SELECT, one INSERT,
-and one UPDATE per 1,000 users it fills in (none on a second run).
+SQLite database with a `users` table (a drip bot's other tables: imports_drip.py), and yields one
+record per user with where it was found (`line 12`, `users rowid 5`). `users_import` writes them in
+chunks of 5,000 users: one SELECT, one INSERT, and one UPDATE per 1,000 users it fills in (none on a
+second run). A value that does not fit (a name longer than its column, a username longer than
+Telegram's, a payload no deep link carries, broken clicks JSON) makes its record invalid: nothing
+is cut to fit.
 
 What Courier already knows wins: a user who exists keeps their state (a user who sent /stop stays
 stopped, whatever the file says), their names and their payload; the file only fills what is
