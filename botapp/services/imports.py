@@ -2,9 +2,12 @@
 
 `import_source_open` reads a CSV with a header, JSON (a list of ids or objects, JSON lines,
 `mongoexport` output of a CodeXBotz-style `users` collection, with or without `--jsonArray`), or a
-SQLite database with a `users` table, and yields one record per user with where it was found
-(`line 12`, `row 5`). `users_import` writes them in chunks of 5,000 users: one SELECT, one INSERT,
-and one UPDATE per 1,000 users it fills in (none on a second run).
+SQLite database with a `users` table (a drip bot's other tables: imports_drip.py), and yields one
+record per user with where it was found (`line 12`, `users rowid 5`). `users_import` writes them in
+chunks of 5,000 users: one SELECT, one INSERT, and one UPDATE per 1,000 users it fills in (none on a
+second run). A value that does not fit (a name longer than its column, a username longer than
+Telegram's, a payload no deep link carries, broken clicks JSON) makes its record invalid: nothing
+is cut to fit.
 
 What Courier already knows wins: a user who exists keeps their state (a user who sent /stop stays
 stopped, whatever the file says), their names and their payload; the file only fills what is
@@ -22,12 +25,14 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import ClassVar
 
 from django.db import transaction
 
 from botapp import clock
 from botapp.models import ButtonClick, TelegramUser
-from botapp.telegram.limits import START_PAYLOAD_LENGTH, USERNAME_LENGTH
+from botapp.models.buttons import KEY_RE
+from botapp.models.sequences import START_PAYLOAD_RE
 
 FORMATS = ("csv", "json", "sqlite")
 EXTENSIONS = {
@@ -39,6 +44,7 @@ EXTENSIONS = {
     ".sqlite3": "sqlite",
     ".db": "sqlite",
 }
+SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite 3 database file
 CHUNK = 5000  # users per SELECT / INSERT / UPDATE
 MAX_USER_ID = 2**53  # Telegram: user ids fit in 52 bits
 
@@ -48,16 +54,17 @@ FIELD_KEYS = {
     "first_name": ("first_name", "firstname", "first"),
     "last_name": ("last_name", "lastname", "last"),
     "language_code": ("language_code", "lang", "language"),
-    "start_payload": ("start_payload", "payload"),
+    "start_payload": ("start_payload", "payload", "start_param"),
 }
+# Longer values are refused with the row, never cut: a cut name or payload is not the user's.
+# Telegram: usernames are 5 to 32 characters of a-z, 0-9 and _ (its username rules); the others are
+# Courier's columns (PostgreSQL counts characters, as len() does).
+USERNAME_MAX = 32
 FIELD_LENGTHS = {
-    "username": USERNAME_LENGTH,
-    "first_name": 128,
-    "last_name": 128,
-    "language_code": 16,
-    "start_payload": START_PAYLOAD_LENGTH,
+    "username": USERNAME_MAX,
+    **{name: TelegramUser._meta.get_field(name).max_length for name in ("first_name", "last_name", "language_code")},
 }
-JOINED_KEYS = ("joined_at", "joined", "join_date", "created_at", "date")
+JOINED_KEYS = ("joined_at", "joined", "join_date", "created_at", "timestamp_utc", "joined_utc", "date")
 STATE_WORDS = {
     "active": TelegramUser.State.ACTIVE,
     "stopped": TelegramUser.State.STOPPED,
@@ -76,7 +83,8 @@ UNNAMED_CLICKS = "imported"  # the key of a bare click count (`"button_clicks": 
 
 
 class ImportFileError(Exception):
-    """The file cannot be read as a whole (missing, wrong format, no id column): nothing was written."""
+    """The file cannot be read as a whole (missing, wrong format, no id column, tables that do not
+    match, a step mapping that names no step): nothing was written."""
 
 
 @dataclass
@@ -86,6 +94,7 @@ class Source:
     fmt: str
     records: Iterator[tuple[str, object]]
     total: int | None
+    path: Path | None = None
 
 
 @dataclass
@@ -107,12 +116,15 @@ class Row:
 
 @dataclass
 class ImportReport:
+    REPEATED: ClassVar[str] = "the same user as"  # how the command introduces a repeat's first place
+
     read: int = 0
     created: int = 0
     updated: int = 0
     skipped: int = 0
     invalid: list[tuple[str, str]] = field(default_factory=list)  # (where, why)
     repeated: list[tuple[str, str]] = field(default_factory=list)  # (where, where it first was)
+    ids: set[int] = field(default_factory=set)  # the Telegram ids of the valid records
 
     def summary(self) -> str:
         return (
@@ -125,14 +137,15 @@ class ImportReport:
 
 
 def import_source_open(*, path: str | Path, fmt: str | None = None) -> Source:
-    """Open an export for reading; `fmt` (csv, json, sqlite) is guessed from the extension when
-    omitted. A file that cannot be read as a whole raises ImportFileError with a one-line reason
-    before anything is yielded."""
+    """Open an export for reading; `fmt` (csv, json, sqlite) is guessed when omitted: SQLite by
+    the file's header, the others from the extension. A file that cannot be read as a whole raises
+    ImportFileError with a one-line reason before anything is yielded."""
     path = Path(path)
     if not path.is_file():
         raise ImportFileError(f"{path}: no such file")
     if fmt is None:
-        fmt = EXTENSIONS.get(path.suffix.lower())
+        with path.open("rb") as f:
+            fmt = "sqlite" if f.read(len(SQLITE_HEADER)) == SQLITE_HEADER else EXTENSIONS.get(path.suffix.lower())
         if fmt is None:
             raise ImportFileError(f"{path}: cannot tell the format from the extension; give --format csv, json or sqlite")
     if fmt not in FORMATS:
@@ -272,14 +285,18 @@ def _open_sqlite(path: Path) -> Source:
 
     def records():
         try:
-            cursor = conn.execute("SELECT * FROM users")
+            try:
+                cursor = conn.execute("SELECT rowid AS _rowid_courier, * FROM users ORDER BY rowid")
+            except sqlite3.OperationalError:  # a WITHOUT ROWID table: rows are counted instead
+                cursor = conn.execute("SELECT NULL AS _rowid_courier, * FROM users")
             names = [d[0].lower() for d in cursor.description]
-            for number, values in enumerate(cursor, 1):
-                yield f"row {number}", dict(zip(names, values, strict=True))
+            for number, (rowid, *values) in enumerate(cursor, 1):
+                where = f"users rowid {rowid}" if rowid is not None else f"users row {number}"
+                yield where, dict(zip(names[1:], values, strict=True))
         finally:
             conn.close()
 
-    return Source("sqlite", records(), total)
+    return Source("sqlite", records(), total, path)
 
 
 # --- understanding one record ------------------------------------------------------------------------
@@ -300,7 +317,9 @@ def _unwrap(value):
     return value
 
 
-def _user_id(value) -> int:
+def user_id_parse(*, value) -> int:
+    """A Telegram user id from an export's value (a number, digits, mongo's {"$numberLong": …});
+    a group, a channel or anything else raises Invalid saying so."""
     value = _unwrap(value)
     if isinstance(value, bool) or value is None:
         raise Invalid(f"{value!r} is not a Telegram user id")
@@ -320,7 +339,10 @@ def _user_id(value) -> int:
     return value
 
 
-def _moment(value, now: datetime) -> datetime:
+def moment_parse(*, value, now: datetime | None) -> datetime:
+    """A date in any of the forms exports use (ISO 8601, naive read as UTC; Unix seconds or
+    milliseconds; mongo's {"$date": …}) as an aware UTC datetime; one after `now` raises Invalid
+    (None: any date will do)."""
     value = _unwrap(value)
     if isinstance(value, tuple):  # {"$date": ...}: an ISO string, or milliseconds
         value = value[1]
@@ -344,7 +366,7 @@ def _moment(value, now: datetime) -> datetime:
         raise Invalid(f"{value!r} is not a date")
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    if moment > now:
+    if now is not None and moment > now:
         raise Invalid(f"{value!r} is in the future")
     return moment
 
@@ -373,7 +395,11 @@ def _clicks(value, now: datetime) -> dict[str, Click]:
     if isinstance(value, str):
         try:
             value = json.loads(value)  # a CSV or SQLite column holding JSON
-        except json.JSONDecodeError:
+        except RecursionError:
+            raise Invalid("button_clicks: nested too deeply to read as JSON") from None
+        except json.JSONDecodeError as exc:
+            if value.lstrip()[:1] in ("{", "[", '"'):  # JSON that is broken, not a list of keys
+                raise Invalid(f"button_clicks: not valid JSON ({exc.msg}): {_shown(value)}") from exc
             value = [k for k in (part.strip() for part in value.split(",")) if k]
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return {UNNAMED_CLICKS: Click(count=max(1, int(value)))} if value > 0 else {}
@@ -392,9 +418,7 @@ def _clicks(value, now: datetime) -> dict[str, Click]:
         raise Invalid("button_clicks must be a count, a list or an object")
     clicks: dict[str, Click] = {}
     for key, detail in entries:
-        if not isinstance(key, str) or not key.strip():
-            raise Invalid(f"button_clicks: {key!r} is not a button key")
-        key = key.strip()[:64]
+        key = click_key_parse(key=key)
         detail = _unwrap(detail)
         if isinstance(detail, dict):
             count = _unwrap(detail.get("count", 1))
@@ -402,8 +426,8 @@ def _clicks(value, now: datetime) -> dict[str, Click]:
             last = detail.get("last_clicked_at") or detail.get("last")
             click = Click(
                 count=int(count) if str(count).isdigit() else 1,
-                clicked_at=_moment(first, now) if first else None,
-                last_clicked_at=_moment(last, now) if last else None,
+                clicked_at=moment_parse(value=first, now=now) if first else None,
+                last_clicked_at=moment_parse(value=last, now=now) if last else None,
             )
         elif isinstance(detail, (int, str)) and str(detail).isdigit():
             click = Click(count=int(detail))
@@ -414,6 +438,24 @@ def _clicks(value, now: datetime) -> dict[str, Click]:
     return clicks
 
 
+def click_key_parse(*, key) -> str:
+    """A tracked button's key as buttons record it (a-z, 0-9, _ and -, at most 64): anything else
+    raises Invalid, as no step condition could ever name it."""
+    if isinstance(key, int) and not isinstance(key, bool):
+        key = str(key)
+    if not isinstance(key, str) or not key.strip():
+        raise Invalid(f"button_clicks: {key!r} is not a button key")
+    if not KEY_RE.match(key.strip()):
+        raise Invalid(f"button_clicks: {_shown(key)} is not a click key (a-z, 0-9, _ and -, at most 64 characters)")
+    return key.strip()
+
+
+def _shown(value, limit: int = 40) -> str:
+    """A value as a report line shows it: repr, and cut (saying so) when long."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(str(value))} characters)"
+
+
 def import_row_parse(*, where: str, value, now: datetime | None = None) -> Row:
     """One record of an export as a Row; raises Invalid (a ValueError) saying what is wrong.
     Dates after `now` (default: the clock's) are refused."""
@@ -421,13 +463,13 @@ def import_row_parse(*, where: str, value, now: datetime | None = None) -> Row:
     if isinstance(value, _Bad):
         raise Invalid(value.reason)
     if not isinstance(value, dict):
-        return Row(where=where, telegram_id=_user_id(value))
+        return Row(where=where, telegram_id=user_id_parse(value=value))
     record = {(k if isinstance(k, str) else str(k)).lower(): v for k, v in value.items()}
     telegram_id = None
     for key in ID_KEYS:
         found = record.get(key)
         if found is not None and found != "":
-            telegram_id = _user_id(found)
+            telegram_id = user_id_parse(value=found)
             break
     if telegram_id is None:
         raise Invalid(f"no user id (one of {', '.join(ID_KEYS)})")
@@ -440,12 +482,18 @@ def import_row_parse(*, where: str, value, now: datetime | None = None) -> Row:
             text = str(_unwrap(raw)).strip().replace("\x00", "")
             if name == "username":
                 text = text.lstrip("@")
-            if text:
-                row.fields[name] = text[: FIELD_LENGTHS[name]]
+            if not text:
+                break
+            if name == "start_payload":
+                if not START_PAYLOAD_RE.match(text):
+                    raise Invalid(f"start payload {_shown(text)} is not a deep-link payload (1-64 of A-Z, a-z, 0-9, _, -)")
+            elif len(text) > FIELD_LENGTHS[name]:
+                raise Invalid(f"{name} {_shown(text)} is longer than {FIELD_LENGTHS[name]} characters")
+            row.fields[name] = text
             break
     joined = next((record[k] for k in JOINED_KEYS if record.get(k) not in (None, "")), None)
     if joined is not None:
-        row.joined_at = _moment(joined, now)
+        row.joined_at = moment_parse(value=joined, now=now)
     word = record.get("state", record.get("status"))
     if isinstance(word, str) and word.strip():
         if word.strip().lower() not in STATE_WORDS:
@@ -485,6 +533,7 @@ def users_import(*, records: Iterable[tuple[str, object]], dry_run: bool = False
             report.repeated.append((where, first))
             continue
         seen[row.telegram_id] = where
+        report.ids.add(row.telegram_id)
         chunk.append(row)
         if len(chunk) >= CHUNK:
             _write(chunk, report, dry_run=dry_run)
@@ -494,7 +543,7 @@ def users_import(*, records: Iterable[tuple[str, object]], dry_run: bool = False
     return report
 
 
-UPDATABLE = ("username", "first_name", "last_name", "language_code", "start_payload", "joined_at")
+UPDATABLE = ("username", "first_name", "last_name", "language_code", "start_payload", "last_start_payload", "joined_at")
 
 
 def _write(rows: list[Row], report: ImportReport, *, dry_run: bool) -> None:
@@ -510,6 +559,8 @@ def _write(rows: list[Row], report: ImportReport, *, dry_run: bool) -> None:
         new, changed = [], []
         for row in rows:
             current = existing.get(row.telegram_id)
+            if "start_payload" in row.fields:  # until they come back through another campaign
+                row.fields["last_start_payload"] = row.fields["start_payload"]
             if current is None:
                 joined = row.joined_at or now
                 new.append(

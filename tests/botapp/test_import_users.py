@@ -132,7 +132,7 @@ def test_a_sqlite_database_with_a_users_table(tmp_path):
     first, second = twice(path)
 
     assert first.splitlines() == [
-        "invalid: row 1: -5 is a group or channel, not a user",
+        "invalid: users rowid -5: -5 is a group or channel, not a user",  # the rowid is user_id here
         "import_users: 3 read: 2 created, 0 updated, 0 skipped, 1 invalid",
     ]
     dan = TelegramUser.objects.get(telegram_id=401)
@@ -241,3 +241,27 @@ def test_a_deeply_nested_file_or_line_and_a_timestamp_beyond_the_calendar_are_re
     out = run(lines)
     assert "line 2: nested too deeply to read as JSON" in out and "is not a date" in out
     assert list(TelegramUser.objects.values_list("telegram_id", flat=True)) == [1001]
+
+
+def test_broken_clicks_json_and_overlong_fields_are_reported_not_cut_or_turned_into_keys(tmp_path):
+    path = tmp_path / "users.csv"
+    path.write_text(
+        "id,username,first_name,button_clicks\n"
+        '1101,ann,Ann,"{""join_channel"": 1"\n'
+        f"1102,{'b' * 33},Bob,\n"
+        f"1103,carl,{'C' * 129},\n"
+        '1104,dee,Dee,"[""Join Channel""]"\n'
+        "1105,eve,Eve,join_channel\n"
+    )
+    out = run(path)
+    assert out.splitlines() == [
+        "invalid: line 2: button_clicks: not valid JSON (Expecting ',' delimiter): '{\"join_channel\": 1'",
+        f"invalid: line 3: username '{'b' * 33}' is longer than 32 characters",
+        f"invalid: line 4: first_name '{'C' * 39}… (129 characters) is longer than 128 characters",
+        "invalid: line 5: button_clicks: 'Join Channel' is not a click key (a-z, 0-9, _ and -, at most 64 characters)",
+        "import_users: 5 read: 1 created, 0 updated, 0 skipped, 4 invalid",
+    ]
+    assert snapshot() == (
+        [(1105, "eve", "Eve", "", "", "", State.ACTIVE, TelegramUser.objects.get().joined_at)],
+        [(1105, "join_channel", 1)],
+    )
