@@ -13,7 +13,7 @@ The worker is configured by environment, as in production:
   default     TELEGRAM_PAID_BROADCASTS=1: the limiter at 950/s, 238 sends in flight (the setting a
               million-user broadcast needs; at 870fc7b more than the limiter's Redis pool of 100
               connections, so rows are handed back: docs/benchmarks.md);
-  --rate R    the free lane at TELEGRAM_RATE=R (limiter at R x 0.95/s, in flight R x 0.95 x 0.25).
+  --rate R    the free lane at TELEGRAM_RATE=R (limiter at R x TELEGRAM_RATE_HEADROOM/s, in flight that x 0.25).
 
 Before the run: `--users` users write to the bot (telegram_server knows them), their access
 hashes are read back (users.getUsers, 200 at a time) and stored in TelegramUser as runbot would,

@@ -30,6 +30,7 @@ from django.db import transaction
 from botapp import clock
 from botapp.models import ButtonClick, SequenceMessage, SequenceStep, TelegramUser
 from botapp.services.imports import CHUNK, ImportFileError, Invalid, click_key_parse, moment_parse, user_id_parse
+from botapp.signals import work_scheduled_announce
 
 # The columns each table may name a role with, in order of preference (case-insensitive).
 USER_COLUMNS = ("user_id", "telegram_id", "chat_id", "uid")
@@ -384,3 +385,5 @@ def _tasks_write(tasks: list[_Task], report: DripReport, *, user_ids: set[int], 
                 )
         if not dry_run:
             SequenceMessage.objects.bulk_create(fresh, batch_size=CHUNK, ignore_conflicts=True)
+            if fresh:  # the sequence sender wakes at the earliest, not at beat's next minute
+                work_scheduled_announce(work="sequence", due_at=min(m.due_at for m in fresh))
