@@ -18,6 +18,10 @@ What is used, and where kurigram keeps it (pyrogram/session/session.py unless sa
 - `TCP.crypto_executor` (connection/transport/tcp/tcp.py): where packets are ciphered.
 - `types.Photo._parse` (types/messages_and_media/photo.py): a photo's file id from raw TL.
 - `Client.loop`: the loop kurigram schedules its own tasks on.
+- For the in-memory Telegram's side of MTProto (offline/telegram/wire.py, tooling), the same
+  framing kurigram's `mtproto.pack/unpack` use: `pyrogram.crypto.aes` (IGE), `mtproto.kdf`, and
+  `raw.core.Message` / `MsgContainer`; re-exported here (`aes`, `kdf`, `Message`, `MsgContainer`)
+  so that they too are checked against KURIGRAM_CHECKED.
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ from importlib import metadata
 
 from pyrogram import Client, errors, raw, types
 from pyrogram.connection.transport import TCPAbridged
-from pyrogram.crypto import mtproto
+from pyrogram.crypto import aes, mtproto  # noqa: F401 - aes: re-exported for the in-memory Telegram
+from pyrogram.crypto.mtproto import kdf  # noqa: F401 - re-exported for the in-memory Telegram
 from pyrogram.raw.core import Message, MsgContainer
 
 from botapp.runtime import gc_tune
@@ -40,7 +45,7 @@ RECHECK = (
     "pyrogram/session/session.py: Session.handle_packet (results, stored_msg_ids, seq_no == 0 time sync), "
     "Session.send (salt, BadServerSalt), Session.invoke (retries), Session.start (a new connection object)",
     "pyrogram/session/internals/msg_factory.py: MsgFactory.create / allocate_* / _last_msg_id",
-    "pyrogram/crypto/mtproto.py: pack(message, salt, session_id, auth_key, auth_key_id)",
+    "pyrogram/crypto/mtproto.py: pack(message, salt, session_id, auth_key, auth_key_id), kdf; pyrogram/crypto/aes.py",
     "pyrogram/client.py: Client._set_server_time, Client.server_time, Client.loop",
     "pyrogram/connection/transport/tcp/tcp.py: TCP.crypto_executor",
     "pyrogram/types/messages_and_media/photo.py: Photo._parse",

@@ -126,3 +126,20 @@ def test_no_module_but_the_adapter_uses_kurigrams_private_parts():
                 continue
             found += private_uses(path.read_text(), str(path.relative_to(root)))
     assert found == [], "kurigram's private parts outside botapp/telegram/kurigram.py:\n" + "\n".join(found)
+
+
+def test_the_in_memory_telegram_reaches_kurigrams_internals_only_through_the_adapter():
+    """offline/ is tooling, but what it takes of kurigram's internals (MTProto framing) comes
+    through botapp/telegram/kurigram.py too, so the version pin covers it."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    internals = ("pyrogram.crypto", "pyrogram.session", "import Message", "MsgContainer,", "import MsgContainer")
+    found = [
+        f"{path.relative_to(root)}:{n}: {line.strip()}"
+        for path in sorted((root / "offline").rglob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), start=1)
+        if line.lstrip().startswith(("from ", "import ")) and "botapp.telegram.kurigram" not in line
+        and any(i in line for i in internals)
+    ]  # fmt: skip
+    assert found == [], "\n".join(found)
