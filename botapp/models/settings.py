@@ -282,10 +282,8 @@ class BotSettings(models.Model):
         transaction.on_commit(_cache_forget)
 
     def clean(self):
-        if (self.send_window_start is None) != (self.send_window_end is None):
-            raise ValidationError(
-                {"send_window_end": "Give both times of the send window (when it opens and when it closes), or neither."}
-            )
+        # One time without the other is no window (always open): the settings page asks for both
+        # (BotSettingsForm), the sandbox's `set` takes one at a time.
         if self.send_window_start is not None and self.send_window_start == self.send_window_end:
             raise ValidationError(
                 {"send_window_end": "The window opens and closes at the same time: leave both empty to send at any time."}
