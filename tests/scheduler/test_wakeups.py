@@ -249,7 +249,8 @@ def test_a_broadcast_held_by_the_send_window_arms_the_sender_for_its_opening(bro
     from tests.factories import BroadcastFactory
 
     send_window(time(10, 10), time(22))
-    broadcast_start(broadcast=BroadcastFactory(text="Soon"))
+    met_user(telegram, telegram_id=3001)
+    assert broadcast_start(broadcast=BroadcastFactory(text="Soon")) == 1
     job_run("send_broadcasts", trigger="start", gateway=gateway)
 
     opening = clock.today_start() + timedelta(hours=10, minutes=10)
