@@ -1,7 +1,10 @@
 """Onboarding sequences, their steps, and each user's scheduled step messages."""
 
+import json
+
 from django.contrib import admin
 from django.db.models import Count
+from django.template.loader import render_to_string
 
 from botapp.admin.base import InternalAdmin, ModelAdmin, StackedInline
 from botapp.admin.compose import ComposedMessageForm, post_preview_html
@@ -10,6 +13,18 @@ from botapp.models import (
     SequenceMessage,
     SequenceStep,
 )
+from botapp.services.campaign_stats import campaign_stats
+
+# The bars of a sequence's statistics, one series per outcome (unfold's chart component, Chart.js).
+STATS_SERIES = (("sent", "#16a34a"), ("skipped", "#a3a3a3"), ("failed", "#dc2626"), ("pending", "#0ea5e9"))
+STATS_CHART_OPTIONS = {
+    "maintainAspectRatio": False,
+    "plugins": {"legend": {"display": True, "position": "top", "align": "end"}},
+    "scales": {
+        "x": {"stacked": True, "grid": {"display": False}},
+        "y": {"stacked": True, "beginAtZero": True, "ticks": {"precision": 0}},
+    },
+}
 
 
 class SequenceStepForm(ComposedMessageForm):
@@ -44,8 +59,29 @@ class SequenceAdmin(ModelAdmin):
     list_display = ("name", "enabled", "start_payload", "step_count", "created_at")
     list_filter = ("enabled",)
     search_fields = ("name", "start_payload")
-    readonly_fields = ("created_at",)  # when the operator made it: not theirs to type
+    readonly_fields = ("created_at", "statistics")  # when the operator made it: not theirs to type
     inlines = [SequenceStepInline]
+
+    def get_fields(self, request, obj=None):
+        fields = [f for f in super().get_fields(request, obj) if f != "statistics"]
+        return [*fields, "statistics"] if obj is not None else fields
+
+    @admin.display(description="statistics")
+    def statistics(self, obj):
+        """Per step sent / skipped / failed / pending (a table and stacked bars), per button the
+        users who clicked it, per campaign payload the users and how many finished."""
+        [stats] = campaign_stats(sequence_ids=[obj.pk])
+        chart = {
+            "labels": [f"after {st.step.delay_text}" for st in stats.steps],
+            "datasets": [
+                {"label": name, "data": [getattr(st, name) for st in stats.steps], "backgroundColor": color}
+                for name, color in STATS_SERIES
+            ],
+        }
+        return render_to_string(
+            "admin/botapp/sequence_stats.html",
+            {"stats": stats, "chart": json.dumps(chart), "chart_options": json.dumps(STATS_CHART_OPTIONS)},
+        )
 
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(n_steps=Count("steps"))

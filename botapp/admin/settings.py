@@ -63,6 +63,10 @@ class BotSettingsAdmin(ModelAdmin):
             "Premium users",
             {"fields": ("premium_skips_force_subscribe", "premium_text", "premium_button_text", "premium_button_url")},
         ),
+        (
+            "Send window and opt-out (sequence steps and broadcasts)",
+            {"fields": ("send_window_start", "send_window_end", "send_window_tz", "optout_enabled", "optout_label")},
+        ),
         ("Channel-post broadcasts (BROADCAST_CHANNEL_ID)", {"fields": ("channel_post_marker", "channel_post_button")}),
     )
     readonly_fields = ("bot_username",)

@@ -107,6 +107,12 @@ class BotSettingsForm(forms.ModelForm):
             for problem in problems:
                 self.add_error(name, problem)
         self._clean_welcome_post(data)
+        window = ("send_window_start", "send_window_end")
+        if all(name in self.fields for name in window) and (data.get(window[0]) is None) != (data.get(window[1]) is None):
+            if not any(name in self.errors for name in window):
+                self.add_error(
+                    "send_window_end", "Give both times of the send window (when it opens and when it closes), or neither."
+                )
         return data
 
     def _post_clean(self):

@@ -13,8 +13,10 @@ from botapp.bot.admin_commands import AdminCommands
 from botapp.models import BotSettings, TelegramUser
 from botapp.services import batches, users
 from botapp.services.broadcast_bot import channel_post_broadcast
+from botapp.services.campaign_stats import campaign_stats, campaign_stats_text
 from botapp.services.channel_posts import post_link_attach
 from botapp.services.delivery import Delivery, channels_missing
+from botapp.services.optout import optout_data, optout_handle
 from botapp.services.outgoing import TAP_CALLBACK
 from botapp.services.posts import welcome_send
 from botapp.services.sequences import sequence_payloads, sequences_enroll, sequences_enroll_campaign
@@ -34,6 +36,7 @@ from botapp.telegram.gateway import (
     UserBlocked,
     UserDeactivated,
 )
+from botapp.telegram.limits import TEXT_LENGTH, utf16_length
 
 log = logging.getLogger(__name__)
 
@@ -225,14 +228,8 @@ class Router:
 
     def cmd_stop(self, msg: IncomingMessage, arg: str) -> None:
         user, _ = users.user_seen(tg=msg.user)
-        if users.user_stop(user=user):
-            reply = (
-                "You will get no more messages from me, and the onboarding messages still to come are "
-                "cancelled for good. Send /start any time to get news again."
-            )
-        else:
-            reply = "You had already stopped messages. Send /start to get them again."
-        self.gateway.send_text(msg.chat_id, reply)
+        stopped = users.user_stop(user=user)
+        self.gateway.send_text(msg.chat_id, users.STOPPED_TEXT if stopped else users.STOPPED_ALREADY_TEXT)
 
     def cmd_stats(self, msg: IncomingMessage, arg: str) -> None:
         users.user_seen(tg=msg.user)
@@ -246,7 +243,12 @@ class Router:
         lines.append(
             f"<b>Today</b>: {today['deliveries']} deliveries, {today['verifications']} verifications, {today['bypasses']} bypasses"
         )
-        self.gateway.send_text(msg.chat_id, "\n".join(lines))
+        text = "\n".join(lines)
+        sequences = campaign_stats()
+        if sequences:  # a block per sequence, cut to what one message holds
+            head = f"{text}\n\n<b>Sequences</b>\n"
+            text = head + campaign_stats_text(stats=sequences, room=TEXT_LENGTH - utf16_length(head))
+        self.gateway.send_text(msg.chat_id, text)
 
     # --- admins: storing files ----------------------------------------------------------------------
 
@@ -286,8 +288,12 @@ class Router:
         self.gateway.answer_callback(cq.id)
 
     def cb_tap(self, cq: CallbackQuery, arg: str) -> None:
-        """A callback button an operator wrote (`Text | tap:key`): recorded, answered, turned."""
+        """A callback button an operator wrote (`Text | tap:key`): recorded, answered, turned. The
+        opt-out button and its confirmation are signed taps too (services/optout.py)."""
         user, _ = users.user_seen(tg=cq.user)
+        if optout_data(arg=arg):
+            optout_handle(gateway=self.gateway, cq=cq, user=user, arg=arg)
+            return
         tap_handle(gateway=self.gateway, cq=cq, user=user, arg=arg)
 
     def cb_retry(self, cq: CallbackQuery, share_id: str) -> None:

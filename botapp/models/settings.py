@@ -2,13 +2,14 @@
 
 import logging
 import re
+import zoneinfo
 
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models, transaction
 
 from botapp.cache import HotValue
-from botapp.models.buttons import buttons_parse
+from botapp.models.buttons import button_text_problem, buttons_parse
 from botapp.models.files import TELEGRAM_DELETE_WINDOW_MINUTES
 from botapp.models.ranges import (
     BYPASS_SECONDS_MAX,
@@ -65,6 +66,26 @@ def retired_commands_validate(value: str) -> None:
         retired_commands_parse(text=value)
     except ValueError as exc:
         raise ValidationError(str(exc)) from None
+
+
+def time_zone_validate(value: str) -> None:
+    """An IANA time zone name (Europe/Berlin, America/New_York, UTC), as zoneinfo knows it."""
+    if not value:
+        return
+    try:
+        zoneinfo.ZoneInfo(value)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise ValidationError(
+            f"{value} is not a time zone name: write one like Europe/Berlin, America/New_York or UTC."
+        ) from None
+
+
+def button_label_validate(value: str) -> None:
+    """A button's text: not empty, and within Telegram's length (UTF-16)."""
+    if not value.strip():
+        raise ValidationError("Give the button a text.")
+    if problem := button_text_problem(text=value):
+        raise ValidationError(problem[0].upper() + problem[1:])
 
 
 class BotSettings(models.Model):
@@ -214,6 +235,37 @@ class BotSettings(models.Model):
         "Empty: such links are answered as not valid.",
     )
 
+    send_window_start = models.TimeField(
+        "send window opens",
+        null=True,
+        blank=True,
+        help_text="Sequence steps and broadcasts go out only from this time (e.g. 08:00) to the closing time. "
+        "Both empty: at any time.",
+    )
+    send_window_end = models.TimeField(
+        "send window closes",
+        null=True,
+        blank=True,
+        help_text="e.g. 22:00. Earlier than the opening crosses midnight (22:00 to 06:00). A step or broadcast due outside "
+        "the window waits for its opening; replies to users are never held.",
+    )
+    send_window_tz = models.CharField(
+        "send window time zone",
+        max_length=64,
+        blank=True,
+        validators=[time_zone_validate],
+        help_text="The zone of those times, e.g. Europe/Berlin. Empty: the project's TIME_ZONE. Telegram does not tell "
+        "the bot a user's own time zone.",
+    )
+    optout_enabled = models.BooleanField(
+        "opt-out button",
+        default=False,
+        help_text="A button under every broadcast and sequence step: tapping it and confirming does what /stop does.",
+    )
+    optout_label = models.CharField(
+        "opt-out button text", max_length=64, default="Unsubscribe", validators=[button_label_validate]
+    )
+
     class Meta:
         verbose_name = "bot settings"
         verbose_name_plural = "bot settings"
@@ -228,6 +280,14 @@ class BotSettings(models.Model):
         # read the old row in between cannot leave it cached.
         _cache_forget()
         transaction.on_commit(_cache_forget)
+
+    def clean(self):
+        # One time without the other is no window (always open): the settings page asks for both
+        # (BotSettingsForm), the sandbox's `set` takes one at a time.
+        if self.send_window_start is not None and self.send_window_start == self.send_window_end:
+            raise ValidationError(
+                {"send_window_end": "The window opens and closes at the same time: leave both empty to send at any time."}
+            )
 
     def retired_command_note(self, command: str) -> str | None:
         """The note a retired command answers with (`command` without its slash), or None."""

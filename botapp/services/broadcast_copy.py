@@ -22,23 +22,27 @@ class MessageCopy:
     chat_id: int
     message_ids: tuple[int, ...]
     rows: tuple = ()  # the broadcast's buttons (ButtonSpec rows), under a copy of one message
+    optout: str = ""  # the opt-out button's text, under a copy of one message ("": none)
 
     @classmethod
-    def of(cls, broadcast: Broadcast) -> MessageCopy | None:
+    def of(cls, broadcast: Broadcast, *, optout: str = "") -> MessageCopy | None:
         """The copy a broadcast sends: when it has copied messages and no composed content of its
         own (a channel post is sent composed, its marker taken out). A copy of one message (a
         post of the posts channel) carries the broadcast's buttons."""
         if not broadcast.copy_message_ids or broadcast.text or broadcast.media_kind:
             return None
-        rows = buttons_parse(text=broadcast.buttons, check_links=False) if len(broadcast.copy_message_ids) == 1 else []
-        return cls(broadcast.copy_chat_id, tuple(broadcast.copy_message_ids), tuple(tuple(r) for r in rows))
+        one = len(broadcast.copy_message_ids) == 1
+        rows = buttons_parse(text=broadcast.buttons, check_links=False) if one else []
+        return cls(
+            broadcast.copy_chat_id, tuple(broadcast.copy_message_ids), tuple(tuple(r) for r in rows), optout if one else ""
+        )
 
     def send(
         self, gateway: Gateway, chat_id: int, *, protect: bool = False, user_id: int | None = None, source: str = ""
     ) -> Sent:
         """Copy to `chat_id`, with the buttons rendered for that user (`source`: where they are
         written, for taps); returns the first message sent. Telegram's refusal is raised."""
-        buttons = keyboard_render(rows=self.rows, user_id=user_id, chat_id=chat_id, source=source)
+        buttons = keyboard_render(rows=self.rows, user_id=user_id, chat_id=chat_id, source=source, optout=self.optout)
         return gateway.copy_messages(chat_id, self.chat_id, list(self.message_ids), protect=protect, buttons=buttons)[0]
 
 

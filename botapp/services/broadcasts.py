@@ -15,7 +15,7 @@ from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 
 from botapp import clock
-from botapp.models import Broadcast, BroadcastDelivery, TelegramUser
+from botapp.models import BotSettings, Broadcast, BroadcastDelivery, TelegramUser
 from botapp.services.broadcast_copy import MessageCopy, message_pin
 from botapp.services.outgoing import Outgoing
 from botapp.signals import broadcast_queued, broadcast_test_requested, work_scheduled_announce
@@ -35,7 +35,9 @@ class BroadcastMessage:
     reported: bool = False  # has a progress message in an admin's chat (/broadcast)
 
     @classmethod
-    def of(cls, broadcast: Broadcast) -> BroadcastMessage:
+    def of(cls, broadcast: Broadcast, *, optout: str = "") -> BroadcastMessage:
+        """`optout`: the opt-out button's text, under the message's buttons ("": none). A copy of
+        several messages (an album) carries no buttons, so no opt-out button either."""
         return cls(
             outgoing=Outgoing.compose(
                 text=broadcast.text,
@@ -46,9 +48,10 @@ class BroadcastMessage:
                 # Prefetched by the sender; every one has its file id by then (uploaded first).
                 attachments=[Media(a.kind, a.file_id) for a in broadcast.attachments.all()],
                 source=f"b{broadcast.pk}",
+                optout=optout,
             ),
             delete_after=timedelta(minutes=broadcast.delete_after_minutes) if broadcast.delete_after_minutes else None,
-            copy=MessageCopy.of(broadcast),
+            copy=MessageCopy.of(broadcast, optout=optout),
             pin=broadcast.pin,
             reported=broadcast.report_message_id is not None,
         )
@@ -74,7 +77,8 @@ def broadcast_test_send(*, gateway: Gateway, broadcast: Broadcast, chat_ids: fro
     """Send the broadcast to the admins only, as users would see it (tracked buttons untracked).
     Every admin is tried, whatever the others gave; each one's result (chat_id, ok, error, at) is
     recorded on the broadcast for the console, and returned."""
-    message = BroadcastMessage.of(broadcast)
+    conf = BotSettings.load()
+    message = BroadcastMessage.of(broadcast, optout=conf.optout_label if conf.optout_enabled else "")
     results = []
     for chat_id in sorted(chat_ids):
         try:

@@ -44,6 +44,10 @@ CLICK_SALT = "courier.click"
 TAP_SALT = "courier.tap"
 TAP_CALLBACK = "tap"  # the router's name for these callbacks
 TAP_SIGNATURE_BYTES = 12  # 96 bits, 16 characters: the data stays far below 64 bytes
+# The opt-out button (Bot settings) under broadcasts and steps: a callback button signed as a tap
+# is, at the place "x" (its confirmation "x.y", "x.n"), with this key (services/optout.py).
+OPTOUT_REF = "x"
+OPTOUT_KEY = "optout"
 
 
 class ClickLinkExpired(Exception):
@@ -63,14 +67,24 @@ def button_render(*, spec: ButtonSpec, user_id: int | None, chat_id: int | None 
 
 
 def keyboard_render(
-    *, rows: Sequence[Sequence[ButtonSpec]], user_id: int | None, chat_id: int, source: str
+    *, rows: Sequence[Sequence[ButtonSpec]], user_id: int | None, chat_id: int, source: str, optout: str = ""
 ) -> list[list[Button]] | None:
     """The buttons one chat gets for these rows (None: no buttons). `source` names where the rows
-    are written ("s<step id>", "b<broadcast id>", "w" for the welcome), so a tap finds its button."""
-    return [
+    are written ("s<step id>", "b<broadcast id>", "w" for the welcome), so a tap finds its button.
+    `optout`: the text of the opt-out button, added as a row of its own under them ("": none)."""
+    keyboard = [
         [button_render(spec=spec, user_id=user_id, chat_id=chat_id, ref=f"{source}.{r}.{c}") for c, spec in enumerate(row)]
         for r, row in enumerate(rows)
-    ] or None
+    ]
+    if optout:
+        keyboard.append([optout_button(chat_id=chat_id, text=optout, ref=OPTOUT_REF)])
+    return keyboard or None
+
+
+def optout_button(*, chat_id: int, text: str, ref: str) -> Button:
+    """The opt-out button (`ref` OPTOUT_REF) or one of its confirmation's (OPTOUT_REF + ".y" / ".n"),
+    signed for `chat_id` as a tap button is (`tap_data`), so another chat cannot forge it."""
+    return Button(text, callback_data=tap_data(chat_id=chat_id, ref=ref, key=OPTOUT_KEY))
 
 
 def tap_data(*, chat_id: int, ref: str, key: str) -> str:
@@ -171,6 +185,7 @@ class Outgoing:
     protect: bool
     attachments: tuple[Media, ...] = ()  # a scheduled message's files, by Telegram file id
     source: str = ""  # where its buttons are written, for taps: "s<step id>", "b<broadcast id>", "w"
+    optout: str = ""  # the opt-out button's text, under the buttons ("": none)
 
     @classmethod
     def compose(
@@ -183,6 +198,7 @@ class Outgoing:
         protect: bool,
         attachments: Sequence[Media] = (),
         source: str = "",
+        optout: str = "",
     ) -> Outgoing:
         return cls(
             text=text,
@@ -191,12 +207,13 @@ class Outgoing:
             protect=protect,
             attachments=tuple(attachments),
             source=source,
+            optout=optout,
         )
 
     def send(self, gateway: Gateway, chat_id: int, *, user_id: int | None = None) -> Sent:
         """`user_id` is the TelegramUser pk that tracked buttons record clicks for. Returns the first
         message sent; several attachments that stop partway raise CopyIncomplete (what arrived)."""
-        buttons = keyboard_render(rows=self.rows, user_id=user_id, chat_id=chat_id, source=self.source)
+        buttons = keyboard_render(rows=self.rows, user_id=user_id, chat_id=chat_id, source=self.source, optout=self.optout)
         if self.attachments:
             return self._send_attachments(gateway, chat_id, buttons)
         if self.media is not None:
@@ -208,7 +225,7 @@ class Outgoing:
         send it; None when it takes several messages (attachments): then `send` it."""
         if self.attachments:
             return None
-        buttons = keyboard_render(rows=self.rows, user_id=user_id, chat_id=chat_id, source=self.source)
+        buttons = keyboard_render(rows=self.rows, user_id=user_id, chat_id=chat_id, source=self.source, optout=self.optout)
         return SendItem(chat_id, self.text, media=self.media, buttons=buttons, protect=self.protect)
 
     def _send_attachments(self, gateway: Gateway, chat_id: int, buttons) -> Sent:

@@ -45,11 +45,12 @@ class PostCopy:
     rows: Sequence[Sequence[ButtonSpec]] = ()
     protect: bool = False
     source: str = ""  # where the buttons are written, for taps
+    optout: str = ""  # the opt-out button's text, under the buttons ("": none)
 
     def send(self, gateway: Gateway, chat_id: int, *, user_id: int | None = None) -> Sent:
         """Copy the post to `chat_id` with the buttons rendered for that user. A post that is gone
         raises MessageNotFound (Telegram's answer: the send's own result)."""
-        buttons = keyboard_render(rows=self.rows, user_id=user_id, chat_id=chat_id, source=self.source)
+        buttons = keyboard_render(rows=self.rows, user_id=user_id, chat_id=chat_id, source=self.source, optout=self.optout)
         return gateway.copy_messages(chat_id, self.chat_id, [self.message_id], buttons=buttons, protect=self.protect)[0]
 
     def item(self, chat_id: int, *, user_id: int | None = None) -> None:

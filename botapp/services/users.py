@@ -106,6 +106,12 @@ def user_resume(*, user: TelegramUser) -> bool:
 
 
 STOP_CANCELLED = "cancelled by /stop"
+# What /stop (and a confirmed opt-out button, services/optout.py) answers.
+STOPPED_TEXT = (
+    "You will get no more messages from me, and the onboarding messages still to come are "
+    "cancelled for good. Send /start any time to get news again."
+)
+STOPPED_ALREADY_TEXT = "You had already stopped messages. Send /start to get them again."
 
 
 def user_stop(*, user: TelegramUser) -> bool:

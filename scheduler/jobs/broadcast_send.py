@@ -11,6 +11,7 @@ rest `failed`); a worker that dies mid-send leaves `sending`, which the reaper t
 from __future__ import annotations
 
 import collections
+import functools
 import logging
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -22,7 +23,7 @@ from django.db.models import Exists, F, OuterRef
 
 from botapp import clock
 from botapp.metrics import sends_count
-from botapp.models import Broadcast, BroadcastAttachment, BroadcastDelivery, TelegramUser
+from botapp.models import BotSettings, Broadcast, BroadcastAttachment, BroadcastDelivery, TelegramUser
 from botapp.services.attachments import attachments_upload
 from botapp.services.broadcast_bot import broadcasts_report
 from botapp.services.broadcasts import (
@@ -32,7 +33,9 @@ from botapp.services.broadcasts import (
     broadcasts_start_due,
 )
 from botapp.services.outgoing import send_failure
+from botapp.services.send_window import SendWindow, send_window_current, send_window_of
 from botapp.services.users import users_mark_unreachable
+from botapp.signals import work_scheduled_announce
 from botapp.telegram.gateway import CopyIncomplete, Gateway, PeerUnknown, SendItem, Sent, TelegramError
 from scheduler.jobs.bulk import rows_update
 from scheduler.jobs.registry import Job, Outcome, job_register
@@ -115,6 +118,8 @@ class BroadcastSendSweep:
     unrecorded: collections.Counter = field(default_factory=collections.Counter)  # leased, not yet recorded
     handbacks_noted: set[int] = field(default_factory=set)  # broadcasts whose handback this run noted
     streaking: set[int] = field(default_factory=set)  # active broadcasts with an error streak
+    window: SendWindow = field(default_factory=SendWindow)  # Bot settings' send window (default: always open)
+    optout: str = ""  # the opt-out button's text under every broadcast ("": none)
     _active_ids: list[int] = field(default_factory=list)
     _active_at: float | None = None
 
@@ -123,6 +128,8 @@ class BroadcastSendSweep:
         query is an ordered scan of the partial index `delivery_pending` (broadcast, id): cheap from
         the first second of a new broadcast, before PostgreSQL has statistics for its rows."""
         now = clock.now()
+        if not self.window.is_open(now):  # quiet hours: held until the window opens (no query)
+            return []
         rows: list[Leased] = []
         with transaction.atomic():
             for broadcast_id in self._active():
@@ -146,7 +153,8 @@ class BroadcastSendSweep:
         missing = ids - set(self.messages)
         if missing:  # broadcast bodies are loaded once per run, not once per batch
             bodies = Broadcast.objects.filter(id__in=missing).prefetch_related("attachments")
-            self.messages.update({b.pk: message_or_error(b, BroadcastMessage.of) for b in bodies})
+            build = functools.partial(BroadcastMessage.of, optout=self.optout)
+            self.messages.update({b.pk: message_or_error(b, build) for b in bodies})
         # A user who sent /stop (or became unreachable) after the broadcast was queued gets nothing.
         active = TelegramUser.State.ACTIVE
         return [
@@ -303,7 +311,17 @@ def send_broadcasts(*, gateway: Gateway, dry_run: bool = False, batch_size: int 
         return Outcome(due, detail="broadcast messages waiting to be sent")
     started = broadcasts_start_due()
     uploads = attachments_upload(gateway=gateway)
-    outcome = sends_outcome(BroadcastSendSweep(gateway), batch_size=batch_size, time_budget=time_budget)
+    conf = BotSettings.load()
+    window, now = send_window_of(conf=conf), clock.now()
+    if window.is_open(now):
+        optout = conf.optout_label if conf.optout_enabled else ""
+        sweep = BroadcastSendSweep(gateway, window=window, optout=optout)
+        outcome = sends_outcome(sweep, batch_size=batch_size, time_budget=time_budget)
+    else:  # one check per run: deliveries wait for the window's opening, and the sender wakes then
+        opening = window.opens_at(now)
+        outcome = Outcome(0, detail=f"held: outside the send window until {window.describe(opening)}")
+        if Broadcast.objects.filter(status__in=ACTIVE).exists():
+            work_scheduled_announce(work="broadcast", due_at=opening)
     if started:
         outcome.detail += f", {started} scheduled broadcast(s) started"
     if uploads.uploaded or uploads.failed or uploads.refused:
@@ -312,10 +330,16 @@ def send_broadcasts(*, gateway: Gateway, dry_run: bool = False, batch_size: int 
 
 
 def scheduled_due_next():
-    """When the earliest scheduled broadcast or message is due (the partial index
-    `broadcast_scheduled`), for the wake-up."""
+    """When the sender has work next, for the wake-up: the earliest scheduled broadcast or message
+    (the partial index `broadcast_scheduled`; starting one is not a send, so the send window does
+    not hold it), or, outside the send window, its opening when a broadcast is waiting for it."""
     scheduled = Broadcast.objects.filter(status=Broadcast.Status.SCHEDULED)
-    return scheduled.order_by("scheduled_at").values_list("scheduled_at", flat=True).first()
+    due = scheduled.order_by("scheduled_at").values_list("scheduled_at", flat=True).first()
+    window, now = send_window_current(), clock.now()
+    if not window.is_open(now) and Broadcast.objects.filter(status__in=ACTIVE).exists():
+        opening = window.opens_at(now)
+        due = opening if due is None else min(due, opening)
+    return due
 
 
 job_register(

@@ -14,10 +14,11 @@ from django.db.models import Exists, OuterRef, Q
 
 from botapp import clock
 from botapp.metrics import sends_count
-from botapp.models import ButtonClick, SequenceMessage, SequenceStep, TelegramUser
+from botapp.models import BotSettings, ButtonClick, SequenceMessage, SequenceStep, TelegramUser
 from botapp.models.buttons import buttons_parse
 from botapp.services.outgoing import Outgoing, send_failure
 from botapp.services.posts import PostCopy
+from botapp.services.send_window import SendWindow, send_window_due, send_window_of
 from botapp.services.users import users_mark_unreachable
 from botapp.telegram.gateway import Gateway, TelegramError
 from scheduler.jobs.bulk import rows_update
@@ -54,6 +55,8 @@ class Result:
 class SequenceSendSweep:
     gateway: Gateway
     messages: dict[int, Outgoing | PostCopy | Exception] = field(default_factory=dict)  # per step; or why it cannot be built
+    window: SendWindow = field(default_factory=SendWindow)  # Bot settings' send window (default: always open)
+    optout: str = ""  # the opt-out button's text under every step ("": none)
 
     def claim(self, n: int) -> list[Due]:
         """Due rows, each the user's earliest not yet settled: a user whose steps fell due together
@@ -61,6 +64,8 @@ class SequenceSendSweep:
         at once racing in the sending threads. A row another worker holds (sending) or handed
         back (pending) keeps the user's later steps waiting too."""
         now = clock.now()
+        if not self.window.is_open(now):  # quiet hours: held until the window opens (no query)
+            return []
         earlier = SequenceMessage.objects.filter(
             Q(due_at__lt=OuterRef("due_at")) | Q(due_at=OuterRef("due_at"), id__lt=OuterRef("id")),
             user_id=OuterRef("user_id"),
@@ -99,7 +104,9 @@ class SequenceSendSweep:
                 row.skip = f"clicked {step.condition_button}"
             elif step.condition == Condition.CLICKED and (row.user_id, step.condition_button) not in clicked:
                 row.skip = f"did not click {step.condition_button}"
-        self.messages = {step.pk: message_or_error(step, step_message) for step in steps.values()}
+        self.messages = {
+            step.pk: message_or_error(step, lambda s: step_message(s, optout=self.optout)) for step in steps.values()
+        }
         return rows
 
     def work(self, due: Due) -> Result:
@@ -145,11 +152,12 @@ class SequenceSendSweep:
             )
 
 
-def step_message(step: SequenceStep) -> Outgoing | PostCopy:
-    """The step as users get it: a copy of its post with its buttons, or the message it composes."""
+def step_message(step: SequenceStep, *, optout: str = "") -> Outgoing | PostCopy:
+    """The step as users get it: a copy of its post with its buttons, or the message it composes;
+    with the opt-out button (`optout`, its text) under them when Bot settings ask for it."""
     if step.post_id:
         rows = buttons_parse(text=step.buttons, check_links=False)
-        return PostCopy(step.post_chat_id, step.post_id, rows, protect=step.protect_content, source=f"s{step.pk}")
+        return PostCopy(step.post_chat_id, step.post_id, rows, protect=step.protect_content, source=f"s{step.pk}", optout=optout)
     return Outgoing.compose(
         text=step.text,
         media_kind=step.media_kind,
@@ -157,6 +165,7 @@ def step_message(step: SequenceStep) -> Outgoing | PostCopy:
         buttons=step.buttons,
         protect=step.protect_content,
         source=f"s{step.pk}",
+        optout=optout,
     )
 
 
@@ -166,12 +175,20 @@ def send_sequence_messages(
     if dry_run:
         due = SequenceMessage.objects.filter(status=Status.PENDING, due_at__lte=clock.now()).count()
         return Outcome(due, detail="sequence messages due")
-    return sends_outcome(SequenceSendSweep(gateway), batch_size=batch_size, time_budget=time_budget)
+    conf = BotSettings.load()
+    window, now = send_window_of(conf=conf), clock.now()
+    if not window.is_open(now):  # one check per run: due steps wait for the window's opening
+        return Outcome(0, detail=f"held: outside the send window until {window.describe(window.opens_at(now))}")
+    optout = conf.optout_label if conf.optout_enabled else ""
+    sweep = SequenceSendSweep(gateway, window=window, optout=optout)
+    return sends_outcome(sweep, batch_size=batch_size, time_budget=time_budget)
 
 
 def sequence_due_next():
-    """When the earliest pending step is due (the partial index `seqmsg_due`), for the wake-up."""
-    return SequenceMessage.objects.filter(status=Status.PENDING).order_by("due_at").values_list("due_at", flat=True).first()
+    """When the earliest pending step may go (the partial index `seqmsg_due`), for the wake-up:
+    its due time, or the send window's opening when it falls due outside the window."""
+    due = SequenceMessage.objects.filter(status=Status.PENDING).order_by("due_at").values_list("due_at", flat=True).first()
+    return None if due is None else send_window_due(due=due)
 
 
 job_register(

@@ -97,3 +97,28 @@ def test_the_shortener_key_is_never_shown_and_kept_unless_replaced(operator):
     assert BotSettings.load().shortener_api_key == "sekret-key-123"
     operator.post(url, form_data(operator, url) | {"shortener_api_key": "-"})
     assert BotSettings.load().shortener_api_key == ""
+
+
+def test_the_send_window_and_the_opt_out_button_are_checked_on_the_settings_page(operator):
+    url = reverse("admin:botapp_botsettings_change", args=[BotSettings.load().pk])
+    errors = (
+        operator.post(url, form_data(operator, url) | {"send_window_start": "08:00", "send_window_tz": "Mars/Olympus"})
+        .context["adminform"]
+        .form.errors
+    )
+    assert errors["send_window_tz"] == [
+        "Mars/Olympus is not a time zone name: write one like Europe/Berlin, America/New_York or UTC."
+    ]
+    assert errors["send_window_end"] == ["Give both times of the send window (when it opens and when it closes), or neither."]
+    errors = operator.post(url, form_data(operator, url) | {"optout_label": "x" * 65}).context["adminform"].form.errors
+    assert "optout_label" in errors
+
+    window = {"send_window_start": "22:00", "send_window_end": "06:00", "send_window_tz": "Europe/Berlin"}
+    assert operator.post(url, form_data(operator, url) | window | {"optout_enabled": "on"}).status_code == 302
+    conf = BotSettings.load()
+    assert (str(conf.send_window_start), str(conf.send_window_end), conf.send_window_tz, conf.optout_enabled) == (
+        "22:00:00",
+        "06:00:00",
+        "Europe/Berlin",
+        True,
+    )

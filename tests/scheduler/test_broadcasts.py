@@ -435,12 +435,14 @@ def test_a_paid_broadcast_goes_in_containers_and_its_queries_do_not_grow_with_th
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
+    from botapp.models import BotSettings
     from botapp.services.users import user_access_hash
     from botapp.telegram.limiter import send_batch_size
     from offline.telegram.clients import offline_gateway
     from scheduler.jobs.broadcast_send import send_broadcasts
 
     settings.TELEGRAM_PAID_BROADCASTS = True  # 960/s: batches of 19 sends
+    BotSettings.load()  # read once per run (send window, opt-out), cached as in a worker that has run before
     worker = offline_gateway(telegram, peers=user_access_hash)
     people, queries = [], []
     try:

@@ -212,3 +212,48 @@ def test_with_the_broker_down_a_write_still_commits_and_the_key_is_left_free(bro
     assert SequenceMessage.objects.count() == 2
     client = redis.Redis.from_url(settings.REDIS_URL)
     assert client.get(wakeup._key("send_sequence_messages", "armed")) is None  # the next write may arm
+
+
+def send_window(start, end):
+    from botapp.models import BotSettings
+
+    conf = BotSettings.load()
+    conf.send_window_start, conf.send_window_end = start, end
+    conf.save()
+
+
+def test_a_step_held_by_the_send_window_arms_the_wake_up_for_its_opening(broker, steps, telegram, woken_here):
+    from datetime import time
+
+    send_window(time(10, 10), time(22))  # opens in 10 minutes
+    sequences_enroll(user=met_user(telegram, telegram_id=3001, joined_at=clock.now()))
+    [(kwargs, _)] = wake_ups(broker)
+    redis.Redis.from_url(settings.CELERY_BROKER_URL).delete("celery")  # a worker took it
+
+    clock.clock_advance(timedelta(seconds=2))
+    TASKS["send_sequence_messages"].apply(kwargs=kwargs).get()
+
+    assert JobRun.objects.get().detail.startswith("held: outside the send window")
+    opening = clock.today_start() + timedelta(hours=10, minutes=10)
+    [(again, ahead)] = wake_ups(broker)  # not at the held step's due time again: at 10:10
+    assert abs(ahead - (opening - clock.now()).total_seconds()) < 1
+    clock.clock_advance(opening - clock.now())
+    TASKS["send_sequence_messages"].apply(kwargs=again).get()
+    assert "Two seconds in" in [m.text for m in telegram.bot_messages(3001)]
+
+
+def test_a_broadcast_held_by_the_send_window_arms_the_sender_for_its_opening(broker, telegram, gateway, sender_wakeups):
+    from datetime import time
+
+    from botapp.services.broadcasts import broadcast_start
+    from tests.factories import BroadcastFactory
+
+    send_window(time(10, 10), time(22))
+    met_user(telegram, telegram_id=3001)
+    assert broadcast_start(broadcast=BroadcastFactory(text="Soon")) == 1
+    job_run("send_broadcasts", trigger="start", gateway=gateway)
+
+    opening = clock.today_start() + timedelta(hours=10, minutes=10)
+    [(kwargs, ahead)] = wake_ups(broker, "send_broadcasts")
+    assert kwargs["trigger"] == "wakeup" and abs(ahead - (opening - clock.now()).total_seconds()) < 1
+    assert JOBS["send_broadcasts"].due_next() == opening
