@@ -25,6 +25,7 @@ from botapp.services.stats import stat_today
 from botapp.services.taps import tap_handle
 from botapp.services.texts import text_render
 from botapp.telegram.gateway import (
+    AlreadySent,
     BotUnauthorized,
     Button,
     CallbackQuery,
@@ -119,6 +120,9 @@ class Router:
             # Telegram lost the answer to a reply (500 INTERNAL, -503, a dropped connection): it may
             # well have arrived, so no "Sorry" after it, and it is not sent again.
             log.warning("a reply to user=%s may or may not have arrived: %s", user_id, exc)
+        except AlreadySent as exc:
+            # Asked again with the same random_id, Telegram refused the repeat: it had arrived.
+            log.warning("a reply to user=%s arrived, its answer lost (message id unknown): %s", user_id, exc)
         except Exception:
             log.exception("update failed user=%s", user_id)
             try:

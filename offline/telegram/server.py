@@ -60,6 +60,11 @@ def error_code(message: str) -> int:
 
 # fail_next(LOSE_ANSWER): the call takes effect but its answer is lost on the way back.
 LOSE_ANSWER = "LOSE_ANSWER"
+# How long Telegram remembers a send's random_id (a repeat within it is refused with
+# RANDOM_ID_DUPLICATE). Inferred: Telegram documents no duration. This model assumes ten minutes,
+# the shortest a client is known to rely on (Courier's TELEGRAM_RANDOM_ID_WINDOW infers the same),
+# and delivers a repeat made later as a new message: a client that repeats later sends twice here.
+RANDOM_ID_MEMORY = 600.0
 
 # What delivers a message to a chat (a hostile mode's unknown 420s strike these).
 SEND_METHODS = frozenset({"messages.SendMessage", "messages.SendMedia", "messages.SendMultiMedia", "messages.ForwardMessages"})
@@ -397,7 +402,8 @@ class TelegramServer:
         self.callbacks: dict[int, tuple[int, float]] = {}  # query id -> (user id, monotonic time)
         self._query_ids = itertools.count(900_000_000_001)
         self.faults: list[Fault] = []
-        self.random_ids: set[int] = set()
+        self.random_ids: dict[int, float] = {}  # random_id -> when it was claimed (time.monotonic())
+        self._random_id_order: collections.deque = collections.deque()
         self.calls: list[Call] = []
         self.containers = 0  # MTProto containers received (several requests in one packet)
         self.flood_waits = 0
@@ -569,10 +575,18 @@ class TelegramServer:
 
     def claim_random_ids(self, random_ids) -> None:
         """Telegram remembers each send's random_id: a repeat (a client retrying a request whose
-        answer it lost) is refused rather than delivered twice."""
+        answer it lost) is refused rather than delivered twice, for RANDOM_ID_MEMORY seconds;
+        later the same random_id delivers the message again."""
+        now = time.monotonic()
+        while self._random_id_order and self._random_id_order[0][0] < now - RANDOM_ID_MEMORY:
+            _, old = self._random_id_order.popleft()
+            if self.random_ids.get(old, now) < now - RANDOM_ID_MEMORY:
+                del self.random_ids[old]
         if any(r in self.random_ids for r in random_ids):
             raise RpcFault("RANDOM_ID_DUPLICATE")
-        self.random_ids.update(random_ids)
+        for r in random_ids:
+            self.random_ids[r] = now
+            self._random_id_order.append((now, r))
 
     def _raise_fault(self, name: str, chat_id: int | None) -> None:
         for fault in self.faults:

@@ -237,10 +237,10 @@ def test_batch_sizes_follow_the_rate():
     assert send_batch_size(100_000) == 50
 
 
-def test_a_lost_answer_in_a_container_is_that_items_outcome_unknown_and_sent_once(telegram, users, worker, monkeypatch):
+def test_a_lost_answer_in_a_container_is_that_items_already_sent_and_sent_once(telegram, users, worker, monkeypatch):
     from pyrogram.session import Session
 
-    from botapp.telegram.gateway import OutcomeUnknown
+    from botapp.telegram.gateway import AlreadySent
     from offline.telegram.server import LOSE_ANSWER
 
     monkeypatch.setattr(Session, "WAIT_TIMEOUT", 0.3)
@@ -249,7 +249,7 @@ def test_a_lost_answer_in_a_container_is_that_items_outcome_unknown_and_sent_onc
 
     results = worker.send_many([SendItem(u.id, "once") for u in users[:5]])
 
-    assert isinstance(results[2], OutcomeUnknown)  # asked again with the same random_id: Telegram refused the copy
+    assert isinstance(results[2], AlreadySent)  # asked again with the same random_id: Telegram refused the copy
     assert all(isinstance(r, Sent) for n, r in enumerate(results) if n != 2)
     assert [[m.text for m in telegram.bot_messages(u.id)[1:]] for u in users[:5]] == [["once"]] * 5
 
