@@ -154,7 +154,9 @@ def client_build(
         bot_token=bot_token,
         workdir=str(workdir),
         no_updates=no_updates,
-        skip_updates=False,  # messages users sent while runbot was down are fetched at start
+        # What users sent while runbot was down is fetched by its UpdatePump from the position it
+        # stored (botapp/telegram/updates.py), not by kurigram from its session file.
+        skip_updates=True,
         parse_mode=enums.ParseMode.HTML,
         sleep_threshold=0,  # FloodWait reaches us; the global limiter decides who waits
         protocol_factory=Abridged,  # kurigram's transport, small packets ciphered on the loop (kurigram.py)
@@ -437,8 +439,9 @@ class PyrogramGateway(Gateway):
         gateway.start()
         return gateway
 
-    def start(self, *, before_start=None) -> None:
-        """Sign in; `before_start(client)` runs on the loop first (to add update handlers)."""
+    def start(self, *, before_start=None, after_start=None) -> None:
+        """Sign in; `before_start(client)` runs on the loop first (to add update handlers),
+        `await after_start(client)` once signed in (an UpdatePump's `resume`)."""
         if before_start is not None:
 
             async def prepare():
@@ -447,12 +450,18 @@ class PyrogramGateway(Gateway):
             self._run(prepare())
         self._run(_on_loop(self.client.start))
         session_tune(self.client)
+        if after_start is not None:
+            self._run(after_start(self.client))
 
-    def stop(self) -> None:
+    def stop(self, *, after_stop=None) -> None:
+        """Stop the client; `await after_stop()` on the loop once it has stopped (an UpdatePump's `close`)."""
         if self._thread is None:
             return
         with contextlib.suppress(Exception):
             self._run(_on_loop(self.client.stop))
+        if after_stop is not None:
+            with contextlib.suppress(Exception):
+                self._run(after_stop())
 
         async def cancel_the_rest():  # a stop that failed halfway leaves kurigram's tasks behind
             tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]

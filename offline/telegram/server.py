@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from pyrogram import raw
 from pyrogram.file_id import FileId, FileType, ThumbnailSource
@@ -398,7 +399,10 @@ class TelegramServer:
         self._group_ids = itertools.count(13_000_000_000_000_001)  # albums' grouped_id (64-bit)
         self.pts = 1
         self.qts = 1
-        self.update_log: list[tuple[str, int, object]] = []  # ("pts"|"qts", value, record or TL update)
+        # What getDifference hands back: ("pts"|"qts", value, record or TL update, when), oldest first;
+        # `forgotten`: the highest value of each kind dropped after UPDATES_KEPT (methods.py).
+        self.update_log: collections.deque[tuple[str, int, object, datetime]] = collections.deque()
+        self.forgotten = {"pts": 0, "qts": 0}
         self.callbacks: dict[int, tuple[int, float]] = {}  # query id -> (user id, monotonic time)
         self._query_ids = itertools.count(900_000_000_001)
         self.faults: list[Fault] = []
@@ -648,7 +652,7 @@ class TelegramServer:
             self.box[msg.id] = msg
             self.pts += 1
             if not msg.out:
-                self.update_log.append(("pts", self.pts, msg))
+                self.update_log.append(("pts", self.pts, msg, msg.date))
         else:
             channel = self.channels[channel_raw_id(chat_id)]
             msg = Message(chat_id=chat_id, id=channel.next_id, date=clock.now(), **fields)
@@ -733,7 +737,7 @@ class TelegramServer:
                 invite=invite,
                 qts=self.qts,
             )
-            self.update_log.append(("qts", self.qts, update))
+            self.update_log.append(("qts", self.qts, update, clock.now()))
             self.push(self.updates_tl([update], users=[record], channels=[channel]))
 
     def post(
@@ -889,7 +893,7 @@ class TelegramServer:
     def _bot_stopped(self, user_id: int, *, stopped: bool):
         self.qts += 1
         update = raw.types.UpdateBotStopped(user_id=user_id, date=int(clock.now().timestamp()), stopped=stopped, qts=self.qts)
-        self.update_log.append(("qts", self.qts, update))
+        self.update_log.append(("qts", self.qts, update, clock.now()))
         return update
 
     def block(self, user_id: int) -> None:
@@ -999,6 +1003,11 @@ class TelegramServer:
                     if e.action in ("send", "copy") and e.chat_id > 0 and (text is None or e.text.startswith(text))
                 )
             )
+
+    def update_state(self) -> dict[str, int]:
+        """The bot's update sequences now: where a client that has every update stands."""
+        with self.lock:
+            return {"pts": self.pts, "qts": self.qts}
 
     def live(self, message_ids: Iterable[int]) -> list[int]:
         """Those of the bot's private-chat messages `message_ids` that are still there (not deleted)."""

@@ -316,6 +316,7 @@ def test_job_names_never_change_whatever_their_modules_are_called():
         ("flush_counters", "scheduler.jobs.counters"),
         ("delete_due_messages", "scheduler.jobs.deletions"),
         ("prune_job_runs", "scheduler.jobs.housekeeping"),
+        ("prune_handled_updates", "scheduler.jobs.housekeeping"),
         ("end_premium_plans", "scheduler.jobs.premium_expiry"),
         ("prune_deliveries", "scheduler.jobs.retention"),
         ("send_sequence_messages", "scheduler.jobs.sequence_send"),

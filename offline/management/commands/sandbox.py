@@ -63,6 +63,11 @@ class Command(BaseCommand):
             logging.getLogger().setLevel(logging.WARNING)
 
         call_command("migrate", verbosity=0, interactive=False)
+        # A new in-memory Telegram numbers messages from 1 again: claims on another one's updates
+        # (services/updates.py) would take its new messages for repeats.
+        from botapp.models import HandledUpdate
+
+        HandledUpdate.objects.all().delete()
         # The sandbox runs background work itself (a queued broadcast is sent at once, jobs on
         # `wait`): Celery's wake-ups go to an in-memory broker, never to a real one.
         from celery import current_app

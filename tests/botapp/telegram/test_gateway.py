@@ -306,7 +306,9 @@ def test_a_send_whose_answer_is_lost_is_delivered_once_and_reported_already_sent
 
 def test_runbot_answers_messages_sent_while_it_was_down(telegram, db, tmp_path, shortener):
     from botapp.bot.router import Router
-    from offline.telegram.clients import OfflineBot
+    from offline.telegram.clients import MemoryPositions, OfflineBot
+
+    positions = MemoryPositions()  # runbot's stored position, from one run to the next
 
     def start():
         return OfflineBot(
@@ -314,6 +316,7 @@ def test_runbot_answers_messages_sent_while_it_was_down(telegram, db, tmp_path, 
             lambda gw: Router(gw, admin_ids=frozenset(), storage_channel_id=STORAGE, shortener=shortener),
             peers=user_access_hash,
             workdir=tmp_path,
+            positions=positions,
         )
 
     first = start()
