@@ -265,7 +265,9 @@ class Router:
         else:
             users.user_resume(user=user)
         conf = BotSettings.load()
-        if payload and self.delivery(user, msg.chat_id, conf, new_user=created).request(payload, campaigns=sequence_payloads()):
+        update_key = f"m{msg.chat_id}.{msg.message_id}"  # a replay of this update delivers with the same random_ids
+        delivery = self.delivery(user, msg.chat_id, conf, new_user=created, update_key=update_key)
+        if payload and delivery.request(payload, campaigns=sequence_payloads()):
             return
         if not created and payload:  # a campaign tag: it becomes their latest, and its sequences start if new to them
             users.user_payload_record(user=user, payload=payload)
@@ -275,9 +277,12 @@ class Router:
             return
         self.gateway.send_text(msg.chat_id, text_render(template=conf.welcome_back_text, tg=msg.user))
 
-    def delivery(self, user: TelegramUser, chat_id: int, conf: BotSettings, *, new_user: bool = False) -> Delivery:
+    def delivery(
+        self, user: TelegramUser, chat_id: int, conf: BotSettings, *, new_user: bool = False, update_key: str = ""
+    ) -> Delivery:
         return Delivery(
             new_user=new_user,
+            update_key=update_key,
             gateway=self.gateway,
             user=user,
             chat_id=chat_id,
@@ -381,4 +386,4 @@ class Router:
             return
         self.gateway.answer_callback(cq.id)
         self.gateway.delete_messages(cq.chat_id, [cq.message_id])
-        self.delivery(user, cq.chat_id, BotSettings.load()).request(share_id)
+        self.delivery(user, cq.chat_id, BotSettings.load(), update_key=f"c{cq.id}").request(share_id)

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('botapp', '0008_send_window_and_optout'),
+        ('botapp', '0010_handled_updates'),
     ]
 
     operations = [

@@ -104,8 +104,13 @@ class Delivery:
         shortener,
         is_admin: bool,
         new_user: bool = False,
+        update_key: str = "",
     ):
         self.gateway = gateway
+        # Names the update being answered ("m<chat>.<message id>", "c<callback id>"): a file it
+        # delivers carries random_ids derived from it, so handling the update again after a crash
+        # (its claim left unfinished) is refused by Telegram as a repeat, never a second copy.
+        self.update_key = update_key
         self.user = user
         self.new_user = new_user  # created by this very update: it has no token yet
         self.chat_id = chat_id
@@ -184,7 +189,10 @@ class Delivery:
             if verifying and not user_is_verified(user=self.user):
                 self.verify_prompt(share_id)
                 return
-        file_deliver(gateway=self.gateway, chat_id=self.chat_id, stored=stored, conf=self.conf, user=self.user)
+        file_deliver(
+            gateway=self.gateway, chat_id=self.chat_id, stored=stored, conf=self.conf, user=self.user,
+            key=f"{self.update_key}.{stored.pk}" if self.update_key else "",
+        )  # fmt: skip
 
     # --- gates -----------------------------------------------------------------------------------
 
@@ -266,7 +274,7 @@ def channels_missing(*, gateway: Gateway, user_id: int) -> list[ForceSubChannel]
 
 
 def file_deliver(
-    *, gateway: Gateway, chat_id: int, stored: StoredFile, conf: BotSettings, user: TelegramUser | None = None
+    *, gateway: Gateway, chat_id: int, stored: StoredFile, conf: BotSettings, user: TelegramUser | None = None, key: str = ""
 ) -> list[Sent]:
     """Copy the file's messages to the chat (with the caption template of Bot settings filled in
     for each message and for `user`); with auto-delete on, tell the user and record the deletion
@@ -274,9 +282,13 @@ def file_deliver(
     win over Bot settings. When the storage channel's messages are gone (deleted, or the channel
     lost), the backup channel's copy is delivered instead.
 
-    Intent before effect: with auto-delete on, the pending deletion is written before the copy
-    (its id is the copy's random_id key, `send_key`), so no copy is ever in a chat without a row
-    that deletes it; its message ids are written once Telegram has answered. When that write fails
+    `key`: the random_id key of the update being answered (`Delivery.update_key` and the file):
+    the same update handled again sends the same random_ids, refused by Telegram as a repeat.
+    Without one, the pending deletion's row is the key.
+
+    Intent before effect: with auto-delete on, the pending deletion is written before the copy,
+    so no copy is ever in a chat without a row that deletes it; its message ids are written once
+    Telegram has answered. When that write fails
     (the database gone), the copies are deleted at once and the error is raised (the user is told
     to try again). A row whose copy was cut off before its ids were written (runbot killed in
     between) cannot delete them: the deletion sweep logs it (docs/reliability.md).
@@ -291,7 +303,8 @@ def file_deliver(
         if minutes
         else None
     )
-    key = send_key(kind="d", row_id=intent.pk, made_at=intent.created_at) if intent is not None else ""
+    if not key and intent is not None:
+        key = send_key(kind="d", row_id=intent.pk, made_at=intent.created_at)
     incomplete = None
     sources = file_sources(stored=stored)
     try:
