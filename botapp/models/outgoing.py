@@ -4,7 +4,8 @@ sweep (a broadcast delivery, a sequence message).
 The life of a send: `pending` (due) → `sending` (claimed with a lease, the call may be in flight) →
 a final status. A send is never repeated: a FloodWait, or a row handed back untouched, goes back to
 `pending` (Telegram did not send it); a worker that dies mid-call leaves `sending`, which the reaper
-turns into `interrupted`.
+turns into `interrupted`. A sent broadcast message with a lifetime then ends `deleted`, or
+`expired` when Telegram's 48 h window closed before a deletion could be made (it stays in the chat).
 """
 
 from django.db import models
@@ -22,6 +23,7 @@ class SendStatus(models.TextChoices):
     BLOCKED = "blocked", "User blocked the bot"
     INTERRUPTED = "interrupted", "Interrupted (not re-sent)"
     DELETED = "deleted", "Deleted after its lifetime"
+    EXPIRED = "expired", "Expired: not deleted within Telegram's 48 h"
     NOT_USER = "not_user", "Not a user of the bot"
 
 
