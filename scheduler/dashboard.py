@@ -256,7 +256,7 @@ def dashboard_callback(request, context: dict) -> dict:
     from botapp.services.stats import counters_flush
     from botapp.services.users import user_counts
 
-    counters_flush()  # today's deliveries are in Redis until the next flush
+    counters_flush()  # today's deliveries wait as counter entries until the next flush
     counts = user_counts()
     charts = dashboard_charts()
     sending = list(

@@ -14,7 +14,7 @@ from botapp.services.stats import counters_flush
 
 
 class FlushCountersFirst:
-    """Live counts wait in Redis for the next flush (services/stats.py): flush them before showing them."""
+    """Live counts wait as counter entries for the next flush (services/stats.py): flush them before showing them."""
 
     def changelist_view(self, request, extra_context=None):
         counters_flush()

@@ -268,9 +268,10 @@ def file_deliver(
     win over Bot settings. When the storage channel's messages are gone (deleted, or the channel
     lost), the backup channel's copy is delivered instead.
 
-    The database sees one statement, whatever the number of files: the pending deletion's INSERT
-    (none with auto-delete off). The counters (the file's deliveries, today's) go to Redis
-    (services/stats.py), so deliveries never wait for each other on a shared row."""
+    The database sees two INSERTs, whatever the number of files, each its own transaction: the
+    pending deletion (none with auto-delete off), then the count (the file's deliveries, today's:
+    an entry services/stats.py adds up later, so deliveries never wait for each other on a shared
+    row)."""
     incomplete = None
     sources = file_sources(stored=stored)
     for n, (source_chat_id, message_ids) in enumerate(sources, start=1):
@@ -312,7 +313,7 @@ def file_deliver(
             log.warning("delivery notice not sent share=%s chat=%s: %s", stored.share_id, chat_id, exc)
     if minutes:
         deletion_schedule(chat_id=chat_id, message_ids=ids, share_id=stored.share_id, minutes=minutes, now=now)
-    delivery_count(stored_id=stored.pk, at=now)
+    delivery_count(stored_id=stored.pk, at=now)  # after the promise to delete: never at its expense
     return sent
 
 

@@ -38,7 +38,7 @@ def test_single_file_is_copied_with_a_deletion_warning_and_a_durable_deletion(ch
     assert row.message_ids == [events[0].message_ids[0], events[1].message_ids[0]]
     assert row.share_id == single.share_id
     assert abs((row.delete_at - clock.now()) - timedelta(minutes=30)) < timedelta(seconds=5)
-    counters_flush()  # the counts wait in Redis until the next flush
+    counters_flush()  # the counts wait as counter entries until the next flush
     single.refresh_from_db()
     assert single.delivery_count == 1 and single.last_delivered_at is not None
     assert DailyStat.objects.get().deliveries == 1

@@ -122,8 +122,9 @@ def test_new_user_from_a_file_link(chat, settings_cached, links, n):
     events, queries = counted(chat, TgUser(id=6000 + n, first_name="New"), f"/start {links[n].share_id}")
 
     assert actions(events) == ["copy"] * n + ["send"]
-    # the user looked up, inserted; the file; the pending deletion (force-subscribe channels: cached)
-    assert len(queries) == 4, listing(queries)
+    # the user looked up, inserted; the file; the pending deletion; the count (force-subscribe
+    # channels: cached)
+    assert len(queries) == 5, listing(queries)
 
 
 @pytest.mark.parametrize("n", SIZES)
@@ -148,8 +149,8 @@ def test_verified_user_gets_the_files(chat, verification_on, links, n):
     events, queries = counted(chat, user, f"/start {links[n].share_id}")
 
     assert actions(events) == ["copy"] * n + ["send"]
-    # the user; the file; the pending deletion
-    assert len(queries) == 3, listing(queries)
+    # the user; the file; the pending deletion; the count
+    assert len(queries) == 4, listing(queries)
 
 
 @pytest.mark.parametrize("n", SIZES)
@@ -179,8 +180,8 @@ def test_outside_a_test_transaction_the_counts_are_the_same(chat, links):
     BotSettings.load()
     assert len(counted(chat, TgUser(id=5301, first_name="New"), "/start")[1]) == 3  # the steps read, then cached
     # the force-subscribe channels read, then cached
-    assert len(counted(chat, TgUser(id=5302, first_name="New"), f"/start {links[50].share_id}")[1]) == 5
-    assert len(counted(chat, TgUser(id=5304, first_name="New"), f"/start {links[50].share_id}")[1]) == 4
+    assert len(counted(chat, TgUser(id=5302, first_name="New"), f"/start {links[50].share_id}")[1]) == 6
+    assert len(counted(chat, TgUser(id=5304, first_name="New"), f"/start {links[50].share_id}")[1]) == 5
     conf.verification_enabled = True
     conf.save()
     BotSettings.load()
