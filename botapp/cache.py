@@ -44,8 +44,8 @@ class SharedClientRedisCache(RedisCache):
 
 # A Redis that accepts connections and never answers costs each cache call its socket timeout
 # (1.5 s, config/settings.py), and runbot makes several per update: after one failure this process
-# leaves the cache alone for CACHE_RETRY_AFTER seconds (hot values come from the database,
-# counters go to it), then asks again. The limiter does the same with its own Redis client.
+# leaves the cache alone for CACHE_RETRY_AFTER seconds (hot values come from the database), then
+# asks again. The limiter does the same with its own Redis client.
 CACHE_RETRY_AFTER = 10.0
 PROBE_SECONDS = 2.0  # the cache's socket timeout (1.5 s) and some: how long one probe may take
 _down_until = 0.0

@@ -113,11 +113,9 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 REDIS_URL = env("REDIS_URL", default="redis://127.0.0.1:6379/0")
 
 # --- Cache: Django's RedisCache on REDIS_URL, shared by every process. runbot reads Bot settings
-# from it on every /start (BotSettings.save() invalidates it), and the live counters (deliveries,
-# verifications, bypasses; botapp/services/stats.py) wait in it for the next flush. Keys start with
-# CACHE_KEY_PREFIX, so several deployments can share one Redis. CACHE_URL=locmemcache:// keeps the
-# cache inside the process (the one-process sandbox, which needs no Redis); counters then go
-# straight to the database.
+# from it on every /start (BotSettings.save() invalidates it). Keys start with CACHE_KEY_PREFIX,
+# so several deployments can share one Redis. CACHE_URL=locmemcache:// keeps the cache inside the
+# process (the one-process sandbox, which needs no Redis).
 CACHE_URL = env("CACHE_URL", default="") or REDIS_URL
 CACHE_KEY_PREFIX = env("CACHE_KEY_PREFIX", default="") or "courier"
 if CACHE_URL.startswith(("redis://", "rediss://", "unix://")):

@@ -245,16 +245,18 @@ def dashboard_health() -> list[dict]:
 
 def dashboard_callback(request, context: dict) -> dict:
     """The console's home page (django-unfold's DASHBOARD_CALLBACK): users, 30-day charts,
-    broadcasts being sent, jobs that failed or missed their run, and the health of every process."""
+    broadcasts being sent, jobs that failed or missed their run, the health of every process, and
+    deletions Telegram's 48 h window closed on (their messages are still in the chats)."""
     import json
 
     from django.urls import reverse
 
     from botapp.models import Broadcast
+    from botapp.services.autodelete import deletions_expired_count
     from botapp.services.stats import counters_flush
     from botapp.services.users import user_counts
 
-    counters_flush()  # today's deliveries are in Redis until the next flush
+    counters_flush()  # today's deliveries wait as counter entries until the next flush
     counts = user_counts()
     charts = dashboard_charts()
     sending = list(
@@ -284,6 +286,7 @@ def dashboard_callback(request, context: dict) -> dict:
             "jobs_never_run": [r.job.name for r in rows if r.last is None],
             "jobs_count": len(rows),
             "health": dashboard_health(),
+            "expired": deletions_expired_count(),
         }
     )
     return context

@@ -5,6 +5,7 @@ from django.contrib import admin
 from botapp.admin.base import InternalAdmin, ModelAdmin
 from botapp.models import (
     ChannelJoinRequest,
+    CounterEntry,
     DailyStat,
     DailyTokenCount,
     ForceSubChannel,
@@ -14,7 +15,7 @@ from botapp.services.stats import counters_flush
 
 
 class FlushCountersFirst:
-    """Live counts wait in Redis for the next flush (services/stats.py): flush them before showing them."""
+    """Live counts wait as counter entries for the next flush (services/stats.py): flush them before showing them."""
 
     def changelist_view(self, request, extra_context=None):
         counters_flush()
@@ -79,3 +80,13 @@ class DailyStatAdmin(FlushCountersFirst, InternalAdmin):
     list_filter = ("date",)
     search_fields = ("date",)
     date_hierarchy = "date"
+
+
+@admin.register(CounterEntry)
+class CounterEntryAdmin(InternalAdmin):
+    """Counts not yet added to Daily stats and Stored files (flush_counters adds and removes them
+    every minute): read only; a long list here means the flush is not running."""
+
+    list_display = ("day", "deliveries", "verifications", "bypasses", "file_id", "delivered_at")
+    list_filter = ("day",)
+    search_fields = ("=file_id",)

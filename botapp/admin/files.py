@@ -154,7 +154,10 @@ class StoredFileAdmin(BackupAdminMixin, FlushCountersFirst, ModelAdmin):
 
 @admin.register(PendingDeletion)
 class PendingDeletionAdmin(InternalAdmin):
-    list_display = ("chat_id", "message_count", "delete_at", "status", "share_id", "created_at")
+    """Deletions to come, and the expired ones (status filter): Telegram's 48 h closed before they
+    could be made, and their messages are still in the chat."""
+
+    list_display = ("chat_id", "message_count", "delete_at", "status", "attempts", "share_id", "created_at")
     list_filter = ("status", "delete_at")
     search_fields = ("=chat_id", "=share_id")
 

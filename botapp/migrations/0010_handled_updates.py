@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("botapp", "0008_send_window_and_optout"),
+        ("botapp", "0009_expired_deletions_counter_entries"),
     ]
 
     operations = [

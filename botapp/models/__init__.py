@@ -1,7 +1,7 @@
 """Courier's data, one module per capability. Every future action is a row with a due time and a
 status (see ARCHITECTURE.md); each index names the query it serves."""
 
-from botapp.models.access import ChannelJoinRequest, DailyStat, DailyTokenCount, ForceSubChannel, VerificationToken
+from botapp.models.access import ChannelJoinRequest, CounterEntry, DailyStat, DailyTokenCount, ForceSubChannel, VerificationToken
 from botapp.models.broadcasts import Broadcast, BroadcastAttachment, BroadcastDelivery
 from botapp.models.files import (
     TELEGRAM_DELETE_WINDOW_MINUTES,
@@ -31,6 +31,7 @@ __all__ = [
     "ButtonClick",
     "ChannelJoinRequest",
     "ClaimStatus",
+    "CounterEntry",
     "DailyStat",
     "DailyTokenCount",
     "ForceSubChannel",

@@ -1,4 +1,5 @@
-"""The gates: verification tokens, daily counters and totals, force-subscribe channels."""
+"""The gates: verification tokens, daily counters and totals (and the counts waiting to be added to
+them), force-subscribe channels."""
 
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator
@@ -65,6 +66,26 @@ class DailyStat(models.Model):
 
     def __str__(self) -> str:
         return f"{self.date}: {self.deliveries} deliveries"
+
+
+class CounterEntry(models.Model):
+    """One count waiting to be added to DailyStat (and, for a delivery, to its StoredFile): written
+    by the delivery or verification it counts, in the same transaction (an INSERT, so deliveries
+    never wait for each other on a shared row), folded in and deleted by `counters_flush`
+    (botapp/services/stats.py). PostgreSQL keeps it through any restart of Redis or of a process."""
+
+    day = models.DateField()  # the operator's calendar day it happened on
+    deliveries = models.PositiveIntegerField(default=0)
+    verifications = models.PositiveIntegerField(default=0)
+    bypasses = models.PositiveIntegerField(default=0)
+    file_id = models.BigIntegerField(null=True)  # the StoredFile a delivery delivered (no foreign key: never waits on it)
+    delivered_at = models.DateTimeField(null=True)
+
+    class Meta:
+        verbose_name_plural = "counter entries"
+
+    def __str__(self) -> str:
+        return f"{self.day}: +{self.deliveries} deliveries, +{self.verifications} verifications, +{self.bypasses} bypasses"
 
 
 class ForceSubChannel(models.Model):

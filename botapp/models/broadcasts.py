@@ -134,6 +134,7 @@ class BroadcastDelivery(OutgoingSend):
         SendStatus.BLOCKED,
         SendStatus.INTERRUPTED,
         SendStatus.DELETED,
+        SendStatus.EXPIRED,
         SendStatus.NOT_USER,
     )
 
@@ -153,6 +154,8 @@ class BroadcastDelivery(OutgoingSend):
             models.Index(fields=["delete_at"], name="delivery_delete_due", condition=Q(status="sent", delete_at__isnull=False)),
             # The reaper: sends that crashed mid-call.
             models.Index(fields=["lease_until"], name="delivery_lease", condition=Q(status="sending")),
+            # The dashboard's count of messages left in chats past Telegram's 48 h (a lifetime deletion not made).
+            models.Index(fields=["broadcast"], name="delivery_expired", condition=Q(status="expired")),
             # Scheduler statistics: messages sent in the last 24 h.
             models.Index(fields=["sent_at"], name="delivery_sent_at", condition=Q(sent_at__isnull=False)),
         ]

@@ -144,10 +144,15 @@ class AlbumClaim(models.Model):
 class ClaimStatus(models.TextChoices):
     PENDING = "pending", "Pending"
     CLAIMED = "claimed", "Claimed by a sweep"
+    EXPIRED = "expired", "Expired: not deleted within Telegram's 48 h"
+    # Written before runbot copies the files (intent before effect); pending once their ids are.
+    DELIVERING = "delivering", "Being delivered: message ids not written yet"
 
 
 class PendingDeletion(models.Model):
-    """Messages to delete from a chat at `delete_at`; survives any restart."""
+    """Messages to delete from a chat at `delete_at`; survives any restart. A deletion Telegram
+    did not make is tried again later (`delete_at` moves on, `attempts` counts the failures) until
+    Telegram's 48 h window closes; then the row stays, `expired`: the messages are still in the chat."""
 
     chat_id = models.BigIntegerField()
     message_ids = models.JSONField()
@@ -155,7 +160,7 @@ class PendingDeletion(models.Model):
     share_id = models.CharField(max_length=32, blank=True, help_text='Deep link for the "Get files again" button.')
     status = models.CharField(max_length=16, choices=ClaimStatus.choices, default=ClaimStatus.PENDING)
     lease_until = models.DateTimeField(null=True, blank=True)
-    attempts = models.PositiveSmallIntegerField(default=0, help_text="Failed tries so far; given up after a few.")
+    attempts = models.PositiveSmallIntegerField(default=0, help_text="Failed tries so far (each waits longer for the next).")
     # Cleared when a worker died holding the row: it may have sent the notice already, and a
     # user-visible send happens at most once (the deletion itself is repeated: harmless).
     notice_due = models.BooleanField(default=True, help_text='Send the "deleted" notice after deleting.')
@@ -167,6 +172,8 @@ class PendingDeletion(models.Model):
             models.Index(fields=["delete_at"], name="deletion_due", condition=Q(status="pending")),
             # The reaper: claims whose lease ran out.
             models.Index(fields=["lease_until"], name="deletion_lease", condition=Q(status="claimed")),
+            # The dashboard's count of expired deletions, and the console's list of them.
+            models.Index(fields=["created_at"], name="deletion_expired", condition=Q(status="expired")),
         ]
 
     def __str__(self) -> str:

@@ -6,7 +6,9 @@ a final status. A FloodWait, or a row handed back untouched, goes back to `pendi
 not send it). A send whose outcome is unknown (a lost answer; a worker that died mid-call leaves
 `sending`, which the reaper finds) goes back to `pending` with `retry_from` set: it is sent again
 with the same random_id (botapp.services.outgoing.send_key), which Telegram delivers at most once,
-until TELEGRAM_RANDOM_ID_WINDOW after `retry_from`; past that it is `interrupted`.
+until TELEGRAM_RANDOM_ID_WINDOW after `retry_from`; past that it is `interrupted`. A sent broadcast
+message with a lifetime then ends `deleted`, or `expired` when Telegram's 48 h window closed before
+a deletion could be made (it stays in the chat).
 """
 
 from django.db import models
@@ -24,6 +26,7 @@ class SendStatus(models.TextChoices):
     BLOCKED = "blocked", "User blocked the bot"
     INTERRUPTED = "interrupted", "Interrupted (not re-sent)"
     DELETED = "deleted", "Deleted after its lifetime"
+    EXPIRED = "expired", "Expired: not deleted within Telegram's 48 h"
     NOT_USER = "not_user", "Not a user of the bot"
 
 

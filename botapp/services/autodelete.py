@@ -5,9 +5,16 @@ the one durable row a delivery writes), the `delete_due_messages` sweep deletes 
 
 Deletions are at-least-once: a claim whose worker died is handed back by the reaper, and deleting
 twice is harmless. The notice is at most once: a row the reaper handed back is deleted again
-without one (the dead worker may have sent it). Messages Telegram will no longer delete (older than 48 h, already gone, bot blocked) are
-logged and their row removed, never retried forever; a FloodWait or an outage hands the row back
-for a later run, MAX_ATTEMPTS times at most.
+without one (the dead worker may have sent it).
+
+A deletion is never given up while Telegram would still make it. Whatever kept it from being made
+(an outage, a FloodWait, any refusal of Telegram's, a row handed back after an exception that was
+not Telegram's) it is tried again later, with back-off (`deletion_retry_at`: 1, 2, 4 and 8 minutes,
+then every 15, and a last try a minute before the window closes), until Telegram's 48 h window
+closes (`DELETE_WINDOW` after the messages were sent). A row whose window has closed is kept as
+`expired`, logged at WARNING and counted on the dashboard (`deletions_expired_count`): its messages
+stay in the chat, and no notice says otherwise. The broadcast deleter (scheduler/jobs/broadcast_delete.py)
+follows the same rule.
 
 The scheduler only wires `DeletionSweep` into its sweep loop and job registry
 (scheduler/jobs/deletions.py): botapp never imports scheduler.
@@ -21,11 +28,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.db import transaction
-from django.db.models import F, OuterRef, Subquery
+from django.db.models import Case, DateTimeField, ExpressionWrapper, F, OuterRef, Subquery, Value, When
+from django.db.models.functions import Least
 
 from botapp import clock
 from botapp.db import ids_delete, ids_update
-from botapp.models import BotSettings, ClaimStatus, PendingDeletion, TelegramUser
+from botapp.models import BotSettings, BroadcastDelivery, ClaimStatus, PendingDeletion, TelegramUser
 from botapp.services.files import deep_link
 from botapp.services.texts import human_span
 from botapp.services.users import unreachable_state, users_mark_unreachable
@@ -47,8 +55,11 @@ log = logging.getLogger(__name__)
 WILL_DELETE = "⏳ These files will be deleted in {minutes}. Save them somewhere else if you want to keep them."
 
 LEASE = timedelta(minutes=5)  # a claimed row whose sweeper is silent this long goes back (the reaper)
-MAX_ATTEMPTS = 5
-RETRY_AFTER = timedelta(minutes=1)
+# A deletion not made is tried again RETRY_FIRST later, the wait doubling after each failure up to
+# RETRY_MAX; the last try comes LAST_TRY before Telegram's window closes.
+RETRY_FIRST = timedelta(minutes=1)
+RETRY_MAX = timedelta(minutes=15)
+LAST_TRY = timedelta(minutes=1)
 
 
 # --- when a file is delivered --------------------------------------------------------------------
@@ -59,21 +70,63 @@ def deletion_warning(*, minutes: int) -> str:
     return WILL_DELETE.format(minutes=human_span(delta=timedelta(minutes=minutes)))
 
 
-def deletion_schedule(*, chat_id: int, message_ids: Sequence[int], share_id: str, minutes: int, now: datetime) -> PendingDeletion:
+def deletion_schedule(
+    *, chat_id: int, message_ids: Sequence[int], share_id: str, minutes: int, now: datetime, delivering: bool = False
+) -> PendingDeletion:
     """Record that these messages are to be deleted `minutes` after `now`: one INSERT, its own
     transaction, so the deletion survives any restart (and the sweep is woken for it: no query).
-    `share_id` makes the notice's *Get files
-    again* button (empty: no button)."""
+    `share_id` makes the notice's *Get files again* button (empty: no button). `delivering`: the
+    messages are not sent yet (intent before effect): the row waits, `delivering`, until
+    `deletion_delivered` writes their ids; the reaper expires one a dead runbot left so."""
     row = PendingDeletion.objects.create(
-        chat_id=chat_id, message_ids=list(message_ids), delete_at=now + timedelta(minutes=minutes), share_id=share_id
-    )
+        chat_id=chat_id, message_ids=list(message_ids), delete_at=now + timedelta(minutes=minutes), share_id=share_id,
+        status=ClaimStatus.DELIVERING if delivering else ClaimStatus.PENDING,
+    )  # fmt: skip
     work_scheduled_announce(work="deletion", due_at=row.delete_at)
     return row
+
+
+def deletion_delivered(*, row: PendingDeletion, message_ids: Sequence[int]) -> None:
+    """The delivery's messages are in the chat: their ids, and the row is due like any other."""
+    PendingDeletion.objects.filter(pk=row.pk).update(message_ids=list(message_ids), status=ClaimStatus.PENDING)
 
 
 def deletions_due_count(*, now: datetime) -> int:
     """How many deletions a sweep would take now (the job's dry run)."""
     return PendingDeletion.objects.filter(status=ClaimStatus.PENDING, delete_at__lte=now).count()
+
+
+# --- when a deletion was not made ---------------------------------------------------------------
+
+
+def deletion_last_try(*, sent_at: datetime) -> datetime:
+    """The last moment a deletion of messages sent at `sent_at` is tried: LAST_TRY before Telegram's
+    window closes. One that fails then (or later) is expired."""
+    return sent_at + DELETE_WINDOW - LAST_TRY
+
+
+def deletion_retry_at(*, now: datetime, attempts: str, sent_at: str) -> Least:
+    """When deletions that failed at `now` are tried next, as an expression a bulk UPDATE sets per
+    row from two of its columns: `attempts` (its failures before this one) and `sent_at` (when its
+    messages were sent). RETRY_FIRST after the first failure, doubling after each one up to
+    RETRY_MAX (1, 2, 4, 8, 15, 15, ... minutes), and never after `deletion_last_try`."""
+    steps, wait = [], RETRY_FIRST
+    while wait < RETRY_MAX:
+        steps.append(When(**{attempts: len(steps)}, then=Value(now + wait)))
+        wait *= 2
+    backoff = Case(*steps, default=Value(now + RETRY_MAX), output_field=DateTimeField())
+    last = ExpressionWrapper(F(sent_at) + Value(DELETE_WINDOW - LAST_TRY), output_field=DateTimeField())
+    return Least(backoff, last)
+
+
+def deletions_expired_count() -> dict[str, int]:
+    """How many deletions Telegram's window closed on before they could be made, whose messages
+    are still in the chats: {"files": auto-delete rows, "broadcasts": broadcast messages} (the
+    dashboard; two counts, each through a partial index)."""
+    return {
+        "files": PendingDeletion.objects.filter(status=ClaimStatus.EXPIRED).count(),
+        "broadcasts": BroadcastDelivery.objects.filter(status=BroadcastDelivery.Status.EXPIRED).count(),
+    }
 
 
 # --- when they are due ---------------------------------------------------------------------------
@@ -83,31 +136,38 @@ def deletions_due_count(*, now: datetime) -> int:
 class Due:
     id: int
     chat_id: int
-    message_ids: list[int]
+    message_ids: list[int]  # none left: deleted by an earlier try, whose notice is still to be sent
     share_id: str
     notice_due: bool = True
     created_at: datetime | None = None  # when the messages were sent (the row is made just before)
+    attempts: int = 0  # tries that failed so far
 
     def past_window(self, now: datetime) -> bool:
         """Telegram no longer lets the bot delete these messages (DELETE_WINDOW after sending)."""
-        return self.created_at is not None and now - self.created_at >= DELETE_WINDOW
+        return bool(self.message_ids) and self.created_at is not None and now - self.created_at >= DELETE_WINDOW
+
+    def last_chance(self, now: datetime) -> bool:
+        """A try that fails now leaves no time for another one."""
+        return self.created_at is not None and now >= deletion_last_try(sent_at=self.created_at)
 
 
-PAST_WINDOW = "past Telegram's 48 h window: the messages stay in the chat, and no notice says they were deleted"
-
-
-UNRECORDED = (
-    "the delivery was cut off before its message ids were written (runbot stopped mid-delivery): its copies cannot be deleted"
-)
+EXPIRED = "past Telegram's 48 h window: the messages stay in the chat, and no notice says they were deleted"
 
 
 @dataclass(slots=True)
 class Done:
     id: int
     chat_id: int
-    outcome: str  # deleted | skipped | retry | failed
+    # deleted | skipped (Telegram deleted none: gone already) | retry | notice (deleted, the notice
+    # is tried again) | expired
+    outcome: str
     unreachable: str = ""  # a TelegramUser.State when the user blocked the bot or is gone
     error: str = ""
+
+
+def _quietly(exc: Exception) -> int:
+    """The log level of a deletion Telegram did not make: expected in an outage, odd otherwise."""
+    return logging.INFO if isinstance(exc, (FloodWait, TransientError)) else logging.WARNING
 
 
 @dataclass
@@ -129,57 +189,57 @@ class DeletionSweep:
                 .annotate(
                     access_hash=Subquery(TelegramUser.objects.filter(telegram_id=OuterRef("chat_id")).values("access_hash")[:1])
                 )
-                .values_list("id", "chat_id", "message_ids", "share_id", "notice_due", "created_at", "access_hash", named=True)[
-                    :n
-                ]
+                .values_list(
+                    "id", "chat_id", "message_ids", "share_id", "notice_due", "created_at", "attempts", "access_hash", named=True
+                )[:n]
             )
             if rows:
                 ids_update(PendingDeletion, [r.id for r in rows], status=ClaimStatus.CLAIMED, lease_until=now + LEASE)
         self.gateway.peers_remember({r.chat_id: r.access_hash for r in rows})
-        return [Due(r.id, r.chat_id, r.message_ids, r.share_id, r.notice_due, r.created_at) for r in rows]
+        return [Due(r.id, r.chat_id, r.message_ids, r.share_id, r.notice_due, r.created_at, r.attempts) for r in rows]
 
-    def _late(self, due: Due) -> Done:
-        """A row whose messages Telegram will not delete any more: nothing is deleted and no
-        notice claims it was (the sweep ran too late: workers down, or a backlog)."""
-        log.warning("deletion=%s chat=%s messages=%s %s", due.id, due.chat_id, due.message_ids, PAST_WINDOW)
-        return Done(due.id, due.chat_id, "failed", error=PAST_WINDOW)
+    def _expired(self, due: Due, error: str = "") -> Done:
+        """A row whose messages Telegram will not delete any more (the window closed before a try
+        could be made, or its last try failed): nothing is deleted, no notice claims it was, and
+        the row stays, `expired`."""
+        last = f" (last try: {error})" if error else ""
+        log.warning(
+            "deletion=%s chat=%s messages=%s expired after %s failed tries: %s%s",
+            due.id, due.chat_id, due.message_ids, due.attempts + bool(error), EXPIRED, last,
+        )  # fmt: skip
+        return Done(due.id, due.chat_id, "expired", error=error or EXPIRED)
 
-    def _unrecorded(self, due: Due) -> Done:
-        """A delivery cut off between Telegram's answer and writing its message ids (runbot killed
-        in between): its copies cannot be found to delete. Said loudly; no notice claims they were."""
-        log.warning("deletion=%s chat=%s: %s", due.id, due.chat_id, UNRECORDED)
-        return Done(due.id, due.chat_id, "failed", error=UNRECORDED)
+    def _not_deleted(self, due: Due, exc: TelegramError, now: datetime) -> Done:
+        """Telegram did not delete (an outage, a FloodWait, a refusal): tried again later, or
+        expired when no time is left."""
+        if due.last_chance(now):
+            return self._expired(due, str(exc))
+        return Done(due.id, due.chat_id, "retry", error=str(exc))
 
     def work(self, due: Due) -> Done:
-        if not due.message_ids:
-            return self._unrecorded(due)
-        if due.past_window(clock.now()):
-            return self._late(due)
-        try:
-            deleted = self.gateway.delete_messages(due.chat_id, due.message_ids)
-        except (FloodWait, TransientError) as exc:
-            return Done(due.id, due.chat_id, "retry", error=str(exc))
-        except TelegramError as exc:
-            log.warning("deletion failed deletion=%s chat=%s: %s", due.id, due.chat_id, exc)
-            return Done(due.id, due.chat_id, "failed", error=str(exc))
-        if deleted < len(due.message_ids):
-            # Older than 48 h, already deleted by the user, or the chat is gone: nothing more to do.
-            log.info("deletion=%s chat=%s: Telegram deleted %s of %s", due.id, due.chat_id, deleted, len(due.message_ids))
+        now = clock.now()
+        if due.past_window(now):
+            return self._expired(due)
+        deleted = 0
+        if due.message_ids:
+            try:
+                deleted = self.gateway.delete_messages(due.chat_id, due.message_ids)
+            except TelegramError as exc:
+                log.log(_quietly(exc), "deletion=%s chat=%s not made, tried again later: %s", due.id, due.chat_id, exc)
+                return self._not_deleted(due, exc, now)
+            if deleted < len(due.message_ids):
+                # Deleted by the user already, or the chat is gone: nothing more to do.
+                log.info("deletion=%s chat=%s: Telegram deleted %s of %s", due.id, due.chat_id, deleted, len(due.message_ids))
+        outcome = "deleted" if deleted or not due.message_ids else "skipped"
         if not due.notice_due:
-            return Done(due.id, due.chat_id, "deleted" if deleted else "skipped")
+            return Done(due.id, due.chat_id, outcome)
         try:
             deleted_notice_send(
                 gateway=self.gateway, chat_id=due.chat_id, share_id=due.share_id, text=self.conf.deleted_notice_text
             )
-        except (FloodWait, TransientError) as exc:
-            # Telegram sent nothing: the next run deletes again (nothing left: harmless) and tells the user then.
-            return Done(due.id, due.chat_id, "retry", error=f"notice: {exc}")
         except TelegramError as exc:
-            if unreachable := unreachable_state(exc=exc):  # the user blocked the bot or deleted their account
-                return Done(due.id, due.chat_id, "skipped", unreachable=unreachable)
-            # The messages are gone; a notice Telegram refused (or may have delivered) is not sent again.
-            log.warning("deleted notice not sent deletion=%s chat=%s: %s", due.id, due.chat_id, exc)
-        return Done(due.id, due.chat_id, "deleted" if deleted else "skipped")
+            return self._noticed(due, exc, now)
+        return Done(due.id, due.chat_id, outcome)
 
     group = DELETE_CHUNK  # rows per work_many: one messages.deleteMessages for all their private chats
 
@@ -190,9 +250,7 @@ class DeletionSweep:
         A row's exception is its entry (handed back)."""
         results: dict[int, Done | Exception] = {}
         now = clock.now()
-        results.update({d.id: self._unrecorded(d) for d in dues if not d.message_ids})
-        late = [d for d in dues if d.past_window(now) and d.id not in results]
-        results.update({d.id: self._late(d) for d in late})
+        results.update({d.id: self._expired(d) for d in dues if d.past_window(now)})
         private = [d for d in dues if d.chat_id > 0 and d.id not in results]
         for due in dues:
             if due.chat_id <= 0 and due.id not in results:
@@ -200,18 +258,22 @@ class DeletionSweep:
                     results[due.id] = self.work(due)
                 except Exception as exc:  # noqa: BLE001 - that row goes back
                     results[due.id] = exc
+        deleting = [d for d in private if d.message_ids]
         try:
-            self.gateway.delete_private([(d.chat_id, d.message_ids) for d in private])
-        except (FloodWait, TransientError) as exc:
-            results.update({d.id: Done(d.id, d.chat_id, "retry", error=str(exc)) for d in private})
-            private = []
+            self.gateway.delete_private([(d.chat_id, d.message_ids) for d in deleting])
         except TelegramError as exc:
-            log.warning("deletion failed for %d chats (deletion=%s…): %s", len(private), private[0].id, exc)
-            results.update({d.id: Done(d.id, d.chat_id, "failed", error=str(exc)) for d in private})
-            private = []
+            log.log(
+                _quietly(exc),
+                "deletion not made for %d chats (deletion=%s…), tried again later: %s",
+                len(deleting),
+                deleting[0].id,
+                exc,
+            )
+            results.update({d.id: self._not_deleted(d, exc, now) for d in deleting})
+            private = [d for d in private if not d.message_ids]
         except Exception as exc:  # noqa: BLE001 - Redis down in the limiter: the rows go back
-            results.update({d.id: exc for d in private})
-            private = []
+            results.update({d.id: exc for d in deleting})
+            private = [d for d in private if not d.message_ids]
         notices = [d for d in private if d.notice_due]
         results.update({d.id: Done(d.id, d.chat_id, "deleted") for d in private if not d.notice_due})
         items = []
@@ -232,16 +294,22 @@ class DeletionSweep:
             answers = self.gateway.send_many(items)
             for due, answer in zip(notices, answers, strict=True):
                 sent_or_refused = isinstance(answer, TelegramError) or not isinstance(answer, Exception)
-                results[due.id] = self._noticed(due, answer) if sent_or_refused else answer
+                results[due.id] = self._noticed(due, answer, now) if sent_or_refused else answer
         return [results[d.id] for d in dues]
 
-    def _noticed(self, due: Due, answer: Sent | TelegramError) -> Done:
-        """A row whose messages are deleted, after its notice's answer (as in `work`)."""
+    def _noticed(self, due: Due, answer: Sent | TelegramError, now: datetime) -> Done:
+        """A row whose messages are deleted, after its notice's answer. A notice Telegram did not
+        send (FloodWait, an outage) is tried again later without deleting again; when no time is
+        left for a try, it is given up (the files are gone; the notice would come days late)."""
         if isinstance(answer, (FloodWait, TransientError)):
-            return Done(due.id, due.chat_id, "retry", error=f"notice: {answer}")
+            if due.last_chance(now):
+                log.warning("deleted notice given up deletion=%s chat=%s: %s", due.id, due.chat_id, answer)
+                return Done(due.id, due.chat_id, "deleted", error=f"notice: {answer}")
+            return Done(due.id, due.chat_id, "notice", error=f"notice: {answer}")
         if isinstance(answer, TelegramError):
-            if unreachable := unreachable_state(exc=answer):
+            if unreachable := unreachable_state(exc=answer):  # the user blocked the bot or deleted their account
                 return Done(due.id, due.chat_id, "skipped", unreachable=unreachable)
+            # The messages are gone; a notice Telegram refused (or may have delivered) is not sent again.
             log.warning("deleted notice not sent deletion=%s chat=%s: %s", due.id, due.chat_id, answer)
         return Done(due.id, due.chat_id, "deleted")
 
@@ -249,18 +317,29 @@ class DeletionSweep:
         return Done(due.id, due.chat_id, "retry", error=f"handed back: {exc}")
 
     def record(self, results: list[Done]) -> tuple[int, int]:
-        finished = [r.id for r in results if r.outcome != "retry"]
-        retry = [r.id for r in results if r.outcome == "retry"]
+        """Deleted rows go; rows to try again wait with back-off (`deletion_retry_at`), those whose
+        messages are deleted without them (only the notice is left); expired rows stay. At most
+        four statements, and the users found unreachable."""
+        now = clock.now()
+        ids: dict[str, list[int]] = {"deleted": [], "skipped": [], "retry": [], "notice": [], "expired": []}
+        for r in results:
+            ids[r.outcome].append(r.id)
+        finished, again = ids["deleted"] + ids["skipped"], ids["retry"] + ids["notice"]
         if finished:
             ids_delete(PendingDeletion, finished)
-        if retry:
-            now = clock.now()
-            PendingDeletion.objects.filter(id__in=retry, attempts__lt=MAX_ATTEMPTS - 1).update(
-                status=ClaimStatus.PENDING, lease_until=None, delete_at=now + RETRY_AFTER, attempts=F("attempts") + 1
+        if ids["notice"]:
+            ids_update(PendingDeletion, ids["notice"], message_ids=[])
+        if again:
+            PendingDeletion.objects.filter(id__in=again).update(
+                status=ClaimStatus.PENDING,
+                lease_until=None,
+                attempts=F("attempts") + 1,
+                delete_at=deletion_retry_at(now=now, attempts="attempts", sent_at="created_at"),
             )
-            PendingDeletion.objects.filter(id__in=retry, status=ClaimStatus.CLAIMED).delete()  # out of attempts
+        if ids["expired"]:
+            ids_update(PendingDeletion, ids["expired"], status=ClaimStatus.EXPIRED, lease_until=None)
         users_mark_unreachable(by_telegram_id={r.chat_id: r.unreachable for r in results if r.unreachable})
-        return sum(r.outcome in ("deleted", "skipped") for r in results), sum(r.outcome in ("failed", "retry") for r in results)
+        return len(finished), len(again) + len(ids["expired"])
 
 
 # --- and then ------------------------------------------------------------------------------------

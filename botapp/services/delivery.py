@@ -23,7 +23,7 @@ from botapp.models import (
     TelegramUser,
     VerificationToken,
 )
-from botapp.services.autodelete import deletion_schedule, deletion_warning
+from botapp.services.autodelete import deletion_delivered, deletion_schedule, deletion_warning
 from botapp.services.captions import caption_render
 from botapp.services.files import deep_link
 from botapp.services.invites import force_sub_channels, invite_link_current
@@ -291,15 +291,17 @@ def file_deliver(
     Telegram has answered. When that write fails
     (the database gone), the copies are deleted at once and the error is raised (the user is told
     to try again). A row whose copy was cut off before its ids were written (runbot killed in
-    between) cannot delete them: the deletion sweep logs it (docs/reliability.md).
+    between) stays `delivering`: its copies cannot be found to delete, and the reaper expires it
+    with a WARNING (docs/reliability.md).
 
-    The database sees two statements with auto-delete on (the pending deletion's INSERT, then its
-    ids), none without. The counters (the file's deliveries, today's) go to Redis
-    (services/stats.py), so deliveries never wait for each other on a shared row."""
+    The database sees three statements with auto-delete on, each its own transaction: the pending
+    deletion's INSERT, its ids, then the count (the file's deliveries, today's: an entry
+    services/stats.py adds up later, so deliveries never wait for each other on a shared row);
+    without auto-delete, the count alone."""
     now = clock.now()
     minutes = stored.auto_delete_minutes_for(conf)
     intent = (
-        deletion_schedule(chat_id=chat_id, message_ids=[], share_id=stored.share_id, minutes=minutes, now=now)
+        deletion_schedule(chat_id=chat_id, message_ids=[], share_id=stored.share_id, minutes=minutes, now=now, delivering=True)
         if minutes
         else None
     )
@@ -355,7 +357,7 @@ def file_deliver(
             log.warning("delivery notice not sent share=%s chat=%s: %s", stored.share_id, chat_id, exc)
     if intent is not None:
         try:
-            PendingDeletion.objects.filter(pk=intent.pk).update(message_ids=ids)
+            deletion_delivered(row=intent, message_ids=ids)
         except DatabaseError:
             # The copies must not stay without a row that deletes them: gone at once, and the user
             # told to try again (the caller's apology).
@@ -364,7 +366,7 @@ def file_deliver(
             )
             gateway.delete_messages(chat_id, ids)
             raise
-    delivery_count(stored_id=stored.pk, at=now)
+    delivery_count(stored_id=stored.pk, at=now)  # after the promise to delete: never at its expense
     return sent
 
 

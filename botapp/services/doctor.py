@@ -188,7 +188,7 @@ def doctor_database() -> list[Finding]:
 
 
 def doctor_redis() -> list[Finding]:
-    """Redis (cache, counters, limiter, heartbeats) and the Celery broker answer, keep their data
+    """Redis (cache, limiter, heartbeats) and the Celery broker answer, keep their data
     over a restart, and never evict queued work."""
     found = _redis_checks("Redis", settings.REDIS_URL)
     if settings.CELERY_BROKER_URL != settings.REDIS_URL:
@@ -199,7 +199,7 @@ def doctor_redis() -> list[Finding]:
                 "redis",
                 "cache",
                 "the cache is inside each process (CACHE_URL): fine for one process, but several cannot share "
-                "settings or counters; leave CACHE_URL empty to use REDIS_URL",
+                "settings; leave CACHE_URL empty to use REDIS_URL",
             )
         )
     return found
@@ -240,14 +240,14 @@ def _persistence(client: redis.Redis, label: str) -> Finding:
         return _warn(
             "redis",
             name,
-            f"snapshots only (save {save}): a crash loses the writes since the last one (counters waiting for "
-            "their flush, queued tasks); appendonly yes keeps them",
+            f"snapshots only (save {save}): a crash loses the writes since the last one (queued tasks); "
+            "appendonly yes keeps them",
         )
     return _fail(
         "redis",
         name,
-        "off: a restart loses the counters waiting for their flush and every queued Celery task; set appendonly yes "
-        "(docs/operating.md, Redis)",
+        "off: a restart loses every queued Celery task (beat queues its jobs again within a minute); set appendonly "
+        "yes (docs/operating.md, Redis)",
     )
 
 

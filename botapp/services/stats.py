@@ -1,145 +1,102 @@
 """Counters: the day's deliveries, verifications and bypasses (/stats, the admin's *Daily stats*,
 operator's calendar day), and each stored file's delivery count and last delivery.
 
-Every delivery moves them, so they are not written to the database on the way: one row updated by
-every delivery (today's DailyStat, or a popular file's StoredFile) would make deliveries queue
-behind each other on its lock. An increment goes to one Redis hash instead (one round trip, no
-SQL), and `counters_flush` adds what waits there to the database: every minute (the
-`flush_counters` job) and before anything shows these numbers (/stats, the admin's *Daily stats*
-and *Stored files* pages), so what an operator reads is up to date.
+Every delivery moves them, so they are not updated on the way: one row updated by every delivery
+(today's DailyStat, or a popular file's StoredFile) would make deliveries queue behind each other
+on its lock. A count is one INSERT instead (a CounterEntry: inserts never wait for each other),
+made in the transaction of what it counts: a verification's with the token it spends, a
+delivery's with its pending deletion. `counters_flush` adds what waits to DailyStat and StoredFile:
+every minute (the `flush_counters` job) and before anything shows these numbers (/stats, the
+admin's *Daily stats* and *Stored files* pages, the dashboard), so what an operator reads is up to
+date.
 
-A flush takes the waiting increments as one batch (Redis renames the hash, so increments made
-meanwhile wait for the next flush), adds them in one database transaction, and claims the batch
-(deletes it in Redis, only if it is still there) just before committing: of two flushes that took
-the same batch only one commits it. A flush that fails before its claim leaves the batch for the
-next one; a flush killed between its claim and its commit loses that batch (at most once, as a
-delivery that dies before counting itself).
-
-Without a Redis cache (CACHE_URL=locmemcache://: the sandbox, one process) and whenever Redis does
-not answer, increments go straight to the database, as they did before.
+A flush takes waiting entries (`FOR UPDATE SKIP LOCKED`: two flushes never take the same one),
+deletes them and adds them up in one transaction: an entry is added exactly once, or stays for the
+next flush when the transaction fails. Everything is in PostgreSQL, so neither a Redis restart
+nor a crashed process loses a count (counters waited in Redis until issue 21: a Redis restarted
+empty lost up to a minute of them).
 """
 
 from __future__ import annotations
 
 import logging
-import uuid
 from collections import Counter, defaultdict
 from datetime import date, datetime
 
-from django.core.cache import caches
-from django.core.cache.backends.redis import RedisCache
-from django.db import IntegrityError, transaction
-from django.db.models import F, Value
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Count, F, Sum, Value
 from django.db.models.functions import Coalesce, Greatest
-from redis import RedisError
 
 from botapp import clock
-from botapp.cache import cache_answered, cache_failed, cache_usable
-from botapp.models import DailyStat, StoredFile
+from botapp.models import CounterEntry, DailyStat, StoredFile
 
 log = logging.getLogger(__name__)
 
 FIELDS = ("deliveries", "verifications", "bypasses")
-PENDING = "counters"  # cache keys (with the cache's prefix)
-FLUSHING = "counters:flushing"
+BATCH = 10_000  # entries a flush takes per transaction
 
-# Take the waiting increments as a batch, or the batch a flush left unfinished.
-_TAKE = """
-if redis.call('EXISTS', KEYS[2]) == 0 then
-  if redis.call('EXISTS', KEYS[1]) == 0 then return {} end
-  redis.call('RENAME', KEYS[1], KEYS[2])
-  redis.call('HSET', KEYS[2], '_batch', ARGV[1])
-end
-return redis.call('HGETALL', KEYS[2])
-"""
-# Claim the batch for the transaction about to commit it: 1 for exactly one flush.
-_CLAIM = """
-if redis.call('HGET', KEYS[1], '_batch') == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
+_INSERT = None  # the INSERT of one entry, compiled once (runbot makes it on every delivery)
 
 
-def _redis():
-    """The cache's Redis client, or None when the cache is not Redis."""
-    cache = caches["default"]
-    return cache._cache.get_client(write=True) if isinstance(cache, RedisCache) else None
+def _insert_sql() -> str:
+    global _INSERT
+    if _INSERT is None:
+        quote, meta = connection.ops.quote_name, CounterEntry._meta
+        columns = [meta.get_field(f).column for f in ("day", *FIELDS, "file_id", "delivered_at")]
+        _INSERT = (
+            f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(c) for c in columns)}) "
+            f"VALUES ({', '.join(['%s'] * len(columns))})"
+        )
+    return _INSERT
 
 
-def _key(name: str) -> str:
-    return caches["default"].make_key(name)
-
-
-def _add(counts: dict[str, int | str]) -> None:
-    """Record increments ({"day|<date>|<field>": n, "file|<id>|n": n}) and last deliveries
-    ({"file|<id>|at": iso time}): in Redis in one script call (a flush never takes half of them)."""
-    client = _redis() if cache_usable() else None
-    if client is not None:
-        try:
-            args = []
-            for name, value in counts.items():
-                args += [name, "i" if isinstance(value, int) else "s", value]
-            _add_script(client)(keys=[_key(PENDING)], args=args, client=client)
-            cache_answered()
-            return
-        except RedisError as exc:
-            cache_failed(exc, "counters go straight to the database")
-    with transaction.atomic():
-        _apply(counts)
-
-
-# Increments (HINCRBY) and values (HSET) into the waiting hash, atomically, in one round trip:
-# ARGV holds (name, "i" or "s", value) triples.
-_ADD = """
-for i = 1, #ARGV, 3 do
-  if ARGV[i + 1] == 'i' then
-    redis.call('HINCRBY', KEYS[1], ARGV[i], ARGV[i + 2])
-  else
-    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 2])
-  end
-end
-return 1
-"""
-_scripts: dict[int, object] = {}
-
-
-def _add_script(client):
-    script = _scripts.get(id(client))
-    if script is None:
-        script = _scripts[id(client)] = client.register_script(_ADD)
-    return script
+def _count(*, deliveries: int = 0, verifications: int = 0, bypasses: int = 0, file_id=None, at=None) -> None:
+    """One entry: one statement, no row shared with another delivery."""
+    day = connection.ops.adapt_datefield_value(clock.today())
+    with connection.cursor() as cursor:
+        cursor.execute(_insert_sql(), [day, deliveries, verifications, bypasses, file_id, at])
 
 
 def stat_increment(*, field: str, by: int = 1) -> None:
-    """Add `by` to today's total of `field` (one of FIELDS, or a ValueError), without SQL when Redis
-    answers: it is in the database after the next flush."""
+    """Add `by` to today's total of `field` (one of FIELDS, or a ValueError): one INSERT, in the
+    caller's transaction when there is one (counted exactly when what it counts commits); in the
+    database after the next flush."""
     if field not in FIELDS:
         raise ValueError(field)
-    _add({f"day|{clock.today().isoformat()}|{field}": by})
+    _count(**{field: by})
 
 
 def delivery_count(*, stored_id: int, at: datetime) -> None:
-    """A delivery of a stored file: today's deliveries, the file's count and its last delivery."""
-    _add({f"day|{clock.today().isoformat()}|deliveries": 1, f"file|{stored_id}|n": 1, f"file|{stored_id}|at": at.isoformat()})
+    """A delivery of a stored file: today's deliveries, the file's count and its last delivery (one
+    INSERT, in the caller's transaction when there is one)."""
+    _count(deliveries=1, file_id=stored_id, at=at)
 
 
-def _apply(counts: dict) -> Counter:
-    """Add counts (as `_add` takes them, or as Redis returns them) to the database; returns the
-    day totals added, by field."""
-    days: dict[date, Counter] = defaultdict(Counter)
-    files: dict[int, list] = defaultdict(lambda: [0, None])
-    for name, value in counts.items():
-        name = name.decode() if isinstance(name, bytes) else name
-        value = value.decode() if isinstance(value, bytes) else value
-        kind, ident, what = name.split("|")
-        if kind == "day":
-            days[date.fromisoformat(ident)][what] += int(value)
-        elif what == "n":
-            files[int(ident)][0] += int(value)
-        else:
-            files[int(ident)][1] = datetime.fromisoformat(value)
-    added = Counter()
+# Take up to %s waiting entries no other flush holds, delete them, and return their sums by day
+# and file (a day's entries without a file in the rows whose file is NULL).
+_TAKE = """
+WITH taken AS (
+  DELETE FROM {table} WHERE {id} IN (SELECT {id} FROM {table} ORDER BY {id} LIMIT %s FOR UPDATE SKIP LOCKED)
+  RETURNING {day}, {deliveries}, {verifications}, {bypasses}, {file_id}, {delivered_at}
+)
+SELECT {day}, {file_id}, SUM({deliveries}), SUM({verifications}), SUM({bypasses}), MAX({delivered_at}), COUNT(*)
+FROM taken GROUP BY {day}, {file_id}
+"""
+
+
+def _take_sql() -> str:
+    quote, meta = connection.ops.quote_name, CounterEntry._meta
+    names = {f: quote(meta.get_field(f).column) for f in ("id", "day", *FIELDS, "file_id", "delivered_at")}
+    return _TAKE.format(table=quote(meta.db_table), **names)
+
+
+def _apply(days: dict[date, Counter], files: dict[int, tuple[int, datetime | None]]) -> None:
+    """Add day totals and files' (count, last delivery) to DailyStat and StoredFile, in a fixed
+    order (two flushes lock the rows in the same order: no deadlock)."""
     for day, fields in sorted(days.items()):
-        added.update(fields)
+        fields = {f: n for f, n in fields.items() if n}
+        if not fields:
+            continue
         change = {field: F(field) + n for field, n in fields.items()}
         if DailyStat.objects.filter(date=day).update(**change):
             continue
@@ -153,63 +110,50 @@ def _apply(counts: dict) -> Counter:
         if at is not None:
             change["last_delivered_at"] = Greatest(Coalesce("last_delivered_at", Value(at)), Value(at))
         StoredFile.objects.filter(pk=pk).update(**change)  # a file deleted meanwhile: nothing to update
-    added["files"] = len(files)
-    return added
+
+
+def _flush_batch() -> tuple[Counter, set[int], int]:
+    """One transaction: take up to BATCH entries, add them. Returns (day totals added by field,
+    the files counted, entries taken)."""
+    days: dict[date, Counter] = defaultdict(Counter)
+    files: dict[int, tuple[int, datetime | None]] = {}
+    taken = 0
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(_take_sql(), [BATCH])
+            rows = cursor.fetchall()
+        for day, file_id, deliveries, verifications, bypasses, at, n in rows:
+            taken += n
+            days[day].update({"deliveries": deliveries, "verifications": verifications, "bypasses": bypasses})
+            if file_id is not None:  # a file delivered on two days comes in two rows
+                count, last = files.get(file_id, (0, None))
+                files[file_id] = (count + deliveries, at if last is None or (at is not None and at > last) else last)
+        _apply(days, files)
+    added = Counter()
+    for fields in days.values():
+        added.update(fields)
+    return added, set(files), taken
 
 
 def counters_flush() -> Counter:
-    """Add the increments waiting in Redis to the database (see the module's text). Returns what
-    it added: day totals by field, and "files" (how many files' counts). Nothing when Redis does
-    not answer (logged): the increments wait for the next flush."""
-    client = _redis()
-    if client is None:
-        return Counter()
-    try:
-        taken = batch_take(client=client)
-        if taken is None:
-            return Counter()
-        batch, counts = taken
-        return batch_commit(client=client, batch=batch, counts=counts)
-    except RedisError as exc:
-        log.warning("Redis unreachable: counters not flushed this time: %s", exc)
-        return Counter()
-
-
-def batch_take(*, client) -> tuple[str, dict] | None:
-    """(batch id, counts) of the waiting increments, or of the batch a flush left unfinished."""
-    raw = client.eval(_TAKE, 2, _key(PENDING), _key(FLUSHING), uuid.uuid4().hex)
-    if not raw:
-        return None
-    counts = dict(zip(raw[::2], raw[1::2], strict=True))
-    return counts.pop(b"_batch").decode(), counts
-
-
-def batch_commit(*, client, batch: str, counts: dict) -> Counter:
-    """Add the batch to the database and claim it just before the commit; nothing (rolled back)
-    when another flush claimed it first."""
-    with transaction.atomic():
-        added = _apply(counts)
-        if not client.eval(_CLAIM, 1, _key(FLUSHING), batch):
-            transaction.set_rollback(True)
-            return Counter()
-    return added
+    """Add the waiting counts to DailyStat and StoredFile (see the module's text), every one exactly
+    once. Returns what it added: day totals by field, and "files" (how many files' counts); an
+    empty Counter when nothing waited. A failure raises, and what it took waits for the next flush."""
+    added, files = Counter(), set()
+    while True:
+        batch, counted, taken = _flush_batch()
+        added.update(batch)
+        files |= counted
+        if taken < BATCH:
+            break
+    added["files"] = len(files)
+    return +added
 
 
 def counters_waiting() -> Counter:
-    """What waits in Redis for a flush, counted as `counters_flush` would add it (for a dry run)."""
-    client = _redis()
-    waiting, files = Counter(), set()
-    if client is None:
-        return waiting
-    for key in (_key(PENDING), _key(FLUSHING)):
-        for name, value in client.hgetall(key).items():
-            kind, ident, what = (name.decode().split("|") + ["", ""])[:3]
-            if kind == "day":
-                waiting[what] += int(value)
-            elif kind == "file":
-                files.add(ident)
-    waiting["files"] = len(files)
-    return waiting
+    """What waits for a flush, counted as `counters_flush` would add it (for a dry run)."""
+    totals = CounterEntry.objects.aggregate(**{f: Coalesce(Sum(f), 0) for f in FIELDS}, files=Count("file_id", distinct=True))
+    return Counter(totals)
 
 
 def stat_today() -> dict[str, int]:

@@ -152,7 +152,7 @@ def token_redeem(*, user: TelegramUser, token: str, conf: BotSettings) -> Redeem
     under the token's row lock so a token is spent once however many times it is opened. A pending,
     unexpired token of theirs verifies them for `verification_hours`, or, redeemed faster than
     `bypass_seconds`, is a bypass (counted, banned from the 2nd on: BYPASS_BANS); today's
-    verifications or bypasses are counted after the transaction."""
+    verifications or bypasses are counted in the same transaction."""
     now = clock.now()
     token = token.strip()
     if not token:
@@ -185,5 +185,6 @@ def token_redeem(*, user: TelegramUser, token: str, conf: BotSettings) -> Redeem
                 verified_until=user.verified_until, verification_count=F("verification_count") + 1
             )
             outcome = Redeemed(Redeem.VERIFIED, row)
-    stat_increment(field="bypasses" if outcome.result is Redeem.BYPASSED else "verifications")  # after the transaction
+        # Counted in the transaction that spends the token: exactly when it commits.
+        stat_increment(field="bypasses" if outcome.result is Redeem.BYPASSED else "verifications")
     return outcome

@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from pyrogram import raw
 from pyrogram.file_id import FileId, FileType, ThumbnailSource
@@ -119,6 +119,17 @@ class Fault:
     remaining: int
     skip: int = 0  # let this many matching calls through first
     code: int | None = None  # the error_code to answer with; None: as Telegram sends `error`
+    until: datetime | None = None  # an outage: every matching call until then (botapp.clock), however many
+
+    def over(self) -> bool:
+        return self.until is not None and clock.now() >= self.until
+
+    def spend(self) -> bool:
+        """One matching call meets this fault: True when the fault is used up after it."""
+        if self.until is not None:
+            return False
+        self.remaining -= 1
+        return self.remaining <= 0
 
 
 @dataclass
@@ -567,12 +578,14 @@ class TelegramServer:
         return None
 
     def _answer_lost(self, name: str, query) -> bool:
-        for fault in self.faults:
+        for fault in list(self.faults):
             if fault.error == LOSE_ANSWER and (fault.methods is None or name in fault.methods):
                 if fault.chat_id is not None and self._chat_of(query) != fault.chat_id:
                     continue
-                fault.remaining -= 1
-                if fault.remaining <= 0:
+                if fault.over():
+                    self.faults.remove(fault)
+                    continue
+                if fault.spend():
                     self.faults.remove(fault)
                 return True
         return False
@@ -593,18 +606,20 @@ class TelegramServer:
             self._random_id_order.append((now, r))
 
     def _raise_fault(self, name: str, chat_id: int | None) -> None:
-        for fault in self.faults:
+        for fault in list(self.faults):
             if fault.error == LOSE_ANSWER:
                 continue
             if fault.methods is not None and name not in fault.methods:
                 continue
             if fault.chat_id is not None and fault.chat_id != chat_id:
                 continue
+            if fault.over():
+                self.faults.remove(fault)
+                continue
             if fault.skip:
                 fault.skip -= 1
                 continue
-            fault.remaining -= 1
-            if fault.remaining <= 0:
+            if fault.spend():
                 self.faults.remove(fault)
             if fault.error.startswith("FLOOD_WAIT_"):
                 self.flood_waits += 1
@@ -933,13 +948,17 @@ class TelegramServer:
         chat_id: int | None = None,
         after: int = 0,
         code: int | None = None,
+        seconds: float | None = None,
     ) -> None:
         """The next `times` calls (of `methods`, to `chat_id`) after `after` matching ones answer
         `error` ("FLOOD_WAIT_7", "USER_IS_BLOCKED", "INTERNAL", ...), as Telegram would; LOSE_ANSWER
         lets the call take effect and drops its answer. `code`: the error_code, for a name Telegram
-        may send one day with a code we cannot guess (a new 420 "FROZEN_METHOD_INVALID")."""
+        may send one day with a code we cannot guess (a new 420 "FROZEN_METHOD_INVALID").
+        `seconds`: an outage instead of a count: every matching call answers `error` for that long
+        on the clock messages are dated by (botapp.clock: tests move it), `times` aside."""
+        until = clock.now() + timedelta(seconds=seconds) if seconds is not None else None
         with self.lock:
-            self.faults.append(Fault(error, frozenset(methods) if methods else None, chat_id, times, after, code))
+            self.faults.append(Fault(error, frozenset(methods) if methods else None, chat_id, times, after, code, until))
 
     def file_id(self, kind: str, name: str = "file") -> str:
         """A new file on the server and the file_id string a bot would get for it."""

@@ -1,25 +1,34 @@
 """The broadcast deleter: removes broadcast messages from every chat once their lifetime is over
-(Broadcast.delete_after_minutes). Sweeps BroadcastDelivery rows like the message deleter does."""
+(Broadcast.delete_after_minutes). Sweeps BroadcastDelivery rows like the message deleter does, by
+the same rule (botapp/services/autodelete.py): a deletion Telegram did not make (an outage, a
+FloodWait, any refusal, a row handed back) is tried again at the job's next run (hourly; at least
+LEASE later), until Telegram's 48 h window closes. A message whose window closed before a try, or
+whose try failed in the window's last minute (LAST_TRY), is `expired` (logged at WARNING, counted
+on the dashboard), never `deleted`."""
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import NamedTuple
 
 from django.db import transaction
 
 from botapp import clock
+from botapp.db import ids_update
 from botapp.models import BroadcastDelivery
+from botapp.services.autodelete import deletion_last_try
 from botapp.telegram.gateway import DELETE_CHUNK, FloodWait, Gateway, TelegramError, TransientError
+from botapp.telegram.limits import DELETE_WINDOW
 from scheduler.jobs.registry import Job, Outcome, job_register
 from scheduler.jobs.sweep import sweep_outcome
 
 log = logging.getLogger(__name__)
 
 Status = BroadcastDelivery.Status
-RETRY_AFTER = timedelta(minutes=10)
+LEASE = timedelta(minutes=10)  # a claimed row's delete_at moves this far on: a dead sweeper's rows come due again
+EXPIRED = "not deleted: Telegram's 48 h window closed first, the message stays in the chat"
 
 
 class Due(NamedTuple):
@@ -28,11 +37,12 @@ class Due(NamedTuple):
     id: int  # the delivery's
     chat_id: int
     message_id: int
+    sent_at: datetime
 
 
 class Deleted(NamedTuple):
     id: int  # the delivery's
-    outcome: str  # deleted | retry | failed
+    outcome: str  # deleted | retry | expired
 
 
 @dataclass
@@ -46,50 +56,65 @@ class BroadcastDeletionSweep:
                 BroadcastDelivery.objects.select_for_update(skip_locked=True, of=("self",))
                 .filter(status=Status.SENT, delete_at__isnull=False, delete_at__lte=now)
                 .order_by("delete_at")
-                .values_list("id", "chat_id", "message_id", "user__access_hash", named=True)[:n]
+                .values_list("id", "chat_id", "message_id", "sent_at", "user__access_hash", named=True)[:n]
             )
             # Pushing delete_at forward is the lease: a dead sweeper's rows come due again later.
             if rows:
-                BroadcastDelivery.objects.filter(id__in=[r.id for r in rows]).update(delete_at=now + RETRY_AFTER)
+                ids_update(BroadcastDelivery, [r.id for r in rows], delete_at=now + LEASE)
         self.gateway.peers_remember({r.chat_id: r.user__access_hash for r in rows})
-        return [Due(r.id, r.chat_id, r.message_id) for r in rows]
+        return [Due(r.id, r.chat_id, r.message_id, r.sent_at) for r in rows]
+
+    def _expired(self, row: Due, error: str = "") -> Deleted:
+        last = f" (last try: {error})" if error else ""
+        log.warning(
+            "broadcast delivery=%s chat=%s message=%s expired: %s%s", row.id, row.chat_id, row.message_id, EXPIRED, last,
+        )  # fmt: skip
+        return Deleted(row.id, "expired")
+
+    def _not_deleted(self, rows: list[Due], exc: TelegramError, now: datetime) -> list[Deleted]:
+        """Telegram did not delete: tried again later, or expired when no time is left."""
+        level = logging.INFO if isinstance(exc, (FloodWait, TransientError)) else logging.WARNING
+        log.log(
+            level, "broadcast delete not made for %d deliveries (delivery=%s…), tried again later: %s", len(rows), rows[0].id, exc
+        )
+        return [
+            self._expired(r, str(exc)) if now >= deletion_last_try(sent_at=r.sent_at) else Deleted(r.id, "retry") for r in rows
+        ]
 
     def work(self, row: Due) -> Deleted:
-        try:
-            self.gateway.delete_messages(row.chat_id, [row.message_id])
-        except (FloodWait, TransientError) as exc:
-            log.info("broadcast delete retry delivery=%s: %s", row.id, exc)
-            return Deleted(row.id, "retry")
-        except TelegramError as exc:
-            log.warning("broadcast delete failed delivery=%s chat=%s: %s", row.id, row.chat_id, exc)
-            return Deleted(row.id, "failed")
-        return Deleted(row.id, "deleted")
+        return self.work_many([row])[0]
 
     group = DELETE_CHUNK  # rows per work_many: one messages.deleteMessages for all their chats
 
     def work_many(self, rows: list[Due]) -> list[Deleted]:
-        """The rows' messages deleted together (`delete_private`: one call per DELETE_CHUNK)."""
-        try:
-            self.gateway.delete_private([(row.chat_id, [row.message_id]) for row in rows])
-        except (FloodWait, TransientError) as exc:
-            log.info("broadcast delete retry of %d deliveries: %s", len(rows), exc)
-            return [Deleted(row.id, "retry") for row in rows]
-        except TelegramError as exc:
-            log.warning("broadcast delete failed for %d deliveries (delivery=%s…): %s", len(rows), rows[0].id, exc)
-            return [Deleted(row.id, "failed") for row in rows]
-        return [Deleted(row.id, "deleted") for row in rows]
+        """The rows' messages deleted together (`delete_private`: one call per DELETE_CHUNK);
+        those past Telegram's window are not asked for."""
+        now = clock.now()
+        late = {r.id: self._expired(r) for r in rows if now - r.sent_at >= DELETE_WINDOW}
+        due = [r for r in rows if r.id not in late]
+        done: dict[int, Deleted] = {}
+        if due:
+            try:
+                self.gateway.delete_private([(row.chat_id, [row.message_id]) for row in due])
+                done = {r.id: Deleted(r.id, "deleted") for r in due}
+            except TelegramError as exc:
+                done = {d.id: d for d in self._not_deleted(due, exc, now)}
+        return [late.get(r.id) or done[r.id] for r in rows]
 
     def handback(self, row: Due, exc: Exception) -> Deleted:
         return Deleted(row.id, "retry")
 
     def record(self, results: list[Deleted]) -> tuple[int, int]:
+        """Deleted rows are `deleted`; rows to try again keep the delete_at their claim gave them
+        (LEASE later: the job's next run); expired ones become `expired`, their message left in the chat."""
         deleted = [i for i, outcome in results if outcome == "deleted"]
-        failed = [i for i, outcome in results if outcome == "failed"]
+        retry = [i for i, outcome in results if outcome == "retry"]
+        expired = [i for i, outcome in results if outcome == "expired"]
         if deleted:
-            BroadcastDelivery.objects.filter(id__in=deleted).update(status=Status.DELETED, delete_at=None)
-        if failed:  # Telegram refused for good (too old, chat gone): stop trying, keep it visible
-            BroadcastDelivery.objects.filter(id__in=failed).update(delete_at=None, error="could not delete")
-        return sum(o == "deleted" for _, o in results), sum(o != "deleted" for _, o in results)
+            ids_update(BroadcastDelivery, deleted, status=Status.DELETED, delete_at=None)
+        if expired:
+            ids_update(BroadcastDelivery, expired, status=Status.EXPIRED, delete_at=None, error=EXPIRED)
+        return len(deleted), len(retry) + len(expired)
 
 
 def delete_expired_broadcasts(

@@ -1,5 +1,5 @@
-"""Counters waiting in Redis (deliveries, verifications, bypasses; each file's deliveries) go to
-the database: see botapp/services/stats.py."""
+"""Counts waiting as counter entries (deliveries, verifications, bypasses; each file's deliveries)
+are added to Daily stats and Stored files: see botapp/services/stats.py."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def _describe(counts) -> str:
 
 
 def flush_counters(*, gateway=None, dry_run: bool = False) -> Outcome:
-    """Add the counts waiting in Redis to DailyStat and StoredFile (processed: the day totals added)."""
+    """Add the waiting counts to DailyStat and StoredFile (processed: the day totals added)."""
     if dry_run:
         waiting = counters_waiting()
         return Outcome(

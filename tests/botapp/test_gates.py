@@ -127,7 +127,7 @@ def test_full_verification_journey(chat, alice, verify_on, stored, telegram, sho
     assert token.status == "verified" and token.used_at is not None
     user = TelegramUser.objects.get(telegram_id=alice.id)
     assert abs(user.verified_until - clock.now() - timedelta(hours=24)) < timedelta(seconds=5)
-    counters_flush()  # the day's counts wait in Redis until the next flush
+    counters_flush()  # the day's counts wait as counter entries until the next flush
     assert user.verification_count == 1 and DailyStat.objects.get().verifications == 1
 
     # Verified: the next file comes without asking again.

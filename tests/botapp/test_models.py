@@ -21,6 +21,7 @@ def test_every_outgoing_send_has_the_shared_fields_and_only_its_own_statuses():
         "blocked",
         "interrupted",
         "deleted",
+        "expired",
         "not_user",
     ]
     assert [s.value for s in SequenceMessage.Status] == ["pending", "sending", "sent", "skipped", "failed", "interrupted"]

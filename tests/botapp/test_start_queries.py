@@ -130,8 +130,8 @@ def test_new_user_from_a_file_link(chat, settings_cached, links, n):
 
     assert actions(events) == ["copy"] * n + ["send"]
     # the user looked up, inserted; the file; the pending deletion before the copy, its message ids
-    # after it (intent before effect; force-subscribe channels: cached)
-    assert len(queries) == 5, listing(queries)
+    # after it (intent before effect); the count (force-subscribe channels: cached)
+    assert len(queries) == 6, listing(queries)
 
 
 @pytest.mark.parametrize("n", SIZES)
@@ -156,8 +156,8 @@ def test_verified_user_gets_the_files(chat, verification_on, links, n):
     events, queries = counted(chat, user, f"/start {links[n].share_id}")
 
     assert actions(events) == ["copy"] * n + ["send"]
-    # the user; the file; the pending deletion before the copy, its message ids after it
-    assert len(queries) == 4, listing(queries)
+    # the user; the file; the pending deletion before the copy, its message ids after it; the count
+    assert len(queries) == 5, listing(queries)
 
 
 @pytest.mark.parametrize("n", SIZES)
@@ -187,8 +187,8 @@ def test_outside_a_test_transaction_the_counts_are_the_same(chat, links):
     BotSettings.load()
     assert len(counted(chat, TgUser(id=5301, first_name="New"), "/start")[1]) == 3  # the steps read, then cached
     # the force-subscribe channels read, then cached
-    assert len(counted(chat, TgUser(id=5302, first_name="New"), f"/start {links[50].share_id}")[1]) == 6
-    assert len(counted(chat, TgUser(id=5304, first_name="New"), f"/start {links[50].share_id}")[1]) == 5
+    assert len(counted(chat, TgUser(id=5302, first_name="New"), f"/start {links[50].share_id}")[1]) == 7
+    assert len(counted(chat, TgUser(id=5304, first_name="New"), f"/start {links[50].share_id}")[1]) == 6
     conf.verification_enabled = True
     conf.save()
     BotSettings.load()

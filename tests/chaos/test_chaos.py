@@ -8,7 +8,8 @@ jobs fired again (as beat does every minute) and the reaper run. Two waits of pr
 skipped, not shortened: the reaper runs on a clock moved past the claims' 5-minute lease and
 Celery's hard time limit (so it settles what the dead worker held at once, and only while the live
 workers are idle), and deletions handed back for a retry are made due at once instead of after the
-deleter's minute. Then the invariants: no row lost, no chat that received a user-visible message
+deleter's back-off (except where Telegram refuses deletions for minutes: that scenario waits it
+out, with beat's minute runs and the wake-ups). Then the invariants: no row lost, no chat that received a user-visible message
 twice, every broadcast and job run in a final state with counters equal to its rows, every due
 deletion done. `make chaos` prints a table of figures per scenario (docs/reliability.md).
 """
@@ -16,6 +17,7 @@ deletion done. `make chaos` prints a table of figures per scenario (docs/reliabi
 from __future__ import annotations
 
 import collections
+import os
 import time
 from datetime import timedelta
 
@@ -63,7 +65,11 @@ from tests.factories import (
 pytestmark = [pytest.mark.chaos, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 SEND = "messages.SendMessage"
+DELETE = "messages.DeleteMessages"
 OUTAGE = 5.0  # seconds Redis or PostgreSQL is away
+# Seconds Telegram refuses every deletion (the 10 minutes of issue 21; CI runs them, about 18
+# minutes in all with the back-off: docs/reliability.md). Shorter for a quick local look.
+DELETE_OUTAGE = float(os.environ.get("CHAOS_DELETE_OUTAGE", "600"))
 MIDWAY = 0.3  # the fault strikes when this share of the work has reached Telegram
 SETTLE_TIMEOUT = 120  # seconds a recovery may take before the scenario fails
 
@@ -195,7 +201,7 @@ def reap() -> None:
 def unsettled() -> list[str]:
     """What is not final yet."""
     left = []
-    if n := PendingDeletion.objects.count():
+    if n := PendingDeletion.objects.exclude(status=ClaimStatus.EXPIRED).count():
         left.append(f"{n} deletions")
     if n := BroadcastDelivery.objects.filter(status__in=["pending", "sending"]).count():
         left.append(f"{n} broadcast deliveries")
@@ -620,7 +626,10 @@ def test_runbot_killed_mid_burst_of_200_file_requests(cluster):
     again = sum(1 for chat in in_flight if copies.get(chat, 0) > 1)
     # A delivery cut off between Telegram's answer and writing its ids: its copies cannot be deleted.
     unrecorded = (
-        PendingDeletion.objects.filter(chat_id__in=[u.id for u in users], message_ids=[]).values("chat_id").distinct().count()
+        PendingDeletion.objects.filter(chat_id__in=[u.id for u in users], status=ClaimStatus.DELIVERING)
+        .values("chat_id")
+        .distinct()
+        .count()
     )
     figures.note = (
         f"{served_before} served before the kill, {len(recorded)} recorded handled, {len(in_flight)} mid-handling "
@@ -628,3 +637,47 @@ def test_runbot_killed_mid_burst_of_200_file_requests(cluster):
         "off before their message ids were written (not deletable)"
     )
     assert (figures.twice, figures.lost) == (0, 0), figures
+
+
+def test_telegram_refusing_deletions_for_ten_minutes(cluster):
+    """Telegram answers every messages.deleteMessages 500 INTERNAL for DELETE_OUTAGE seconds while
+    600 deletions are due. beat fires the deleter every minute and each run that failed arms a
+    wake-up for the earliest retry: the rows are tried with back-off (1, 2, 4, 8 minutes after
+    each failed try) and none is dropped; the first try after the outage deletes them all."""
+    figures = scenario(cluster, f"Telegram refusing deletions for {DELETE_OUTAGE / 60:g} min")
+    n = 600
+    started = clock.now()
+    deleted = deletions(cluster, 9_000_000, n)
+    refused_from = mark(cluster)
+    cluster.remote.fail_next("INTERNAL", methods=[DELETE], seconds=DELETE_OUTAGE)
+    fault = time.monotonic()
+    back = fault + DELETE_OUTAGE
+    next_beat, refused, dropped = fault, 0, []
+
+    def all_deleted() -> bool:
+        nonlocal next_beat, refused
+        if time.monotonic() >= next_beat:  # beat's minute run, on every live worker
+            fire(cluster, "delete_due_messages")
+            next_beat += 60
+        live = cluster.remote.live(list(deleted))
+        rows = set(PendingDeletion.objects.exclude(status=ClaimStatus.EXPIRED).values_list("chat_id", flat=True))
+        dropped.extend(deleted[m] for m in live if deleted[m] not in rows)  # a message left with nothing to delete it
+        if time.monotonic() < back:
+            refused = calls(cluster, DELETE, since=refused_from)
+        return not live and not dropped
+
+    wait_for(all_deleted, timeout=DELETE_OUTAGE + 20 * 60, what="every message deleted after the outage", interval=2)
+    assert not dropped, f"{len(set(dropped))} deletions dropped, e.g. chats {sorted(set(dropped))[:3]}"
+    done = time.monotonic()
+    wait_for(lambda: idle(cluster), timeout=SETTLE_TIMEOUT, what="the workers to finish", interval=0.3)
+    figures.recover = done - back
+    runs = collections.Counter(
+        JobRun.objects.filter(job="delete_due_messages", started_at__gte=started).values_list("status", flat=True)
+    )
+    figures.note = (
+        f"{refused} delete calls refused (kurigram's retries included), no row dropped; every message deleted "
+        f"{figures.recover:.0f} s after Telegram came back; runs {dict(runs)}"
+    )
+    audit(cluster, figures, deleted=deleted)
+    check(figures)
+    assert set(runs) == {JobRun.Status.OK}, runs  # Telegram's refusals are no failure of ours

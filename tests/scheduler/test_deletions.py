@@ -50,15 +50,18 @@ def test_due_rows_are_deleted_with_a_notice_and_future_rows_stay(telegram, gatew
 
 
 @pytest.mark.django_db
-def test_messages_telegram_will_not_delete_are_dropped_not_retried(telegram, gateway, conf):
+def test_messages_past_telegrams_window_are_kept_as_expired_not_retried(telegram, gateway, conf):
     met_user(telegram, telegram_id=1)
     old = schedule(gateway, 1, minutes=0)
     clock.clock_advance(timedelta(hours=49))  # the bot's 48-hour window is over
 
-    assert sweep(gateway) == (0, 1, 1)  # counted as failed (the dashboard shows it), not retried
-    assert not PendingDeletion.objects.exists()
+    assert sweep(gateway) == (0, 1, 1)  # counted as failed (the dashboard shows it)
+    assert PendingDeletion.objects.get().status == "expired"  # kept: the messages are still there
+    assert telegram.count("messages.DeleteMessages") == 0  # Telegram is not asked
     assert not telegram.message(1, old.message_ids[0]).deleted
     assert telegram.bot_messages(1)[-1].text == "file 1"  # no "Previous message was deleted."
+    clock.clock_advance(timedelta(hours=1))
+    assert sweep(gateway) == (0, 0, 0)  # and never claimed again
 
 
 @pytest.mark.django_db
@@ -127,8 +130,10 @@ def test_a_notice_refused_with_a_flood_wait_is_sent_by_a_later_run(telegram, gat
     assert all(telegram.message(1, i).deleted for i in row.message_ids)
     row.refresh_from_db()
     assert (row.status, row.attempts) == ("pending", 1)  # handed back: Telegram did not send the notice
+    assert row.message_ids == []  # the files are gone: the next run only tells the user
     clock.clock_advance(timedelta(minutes=2))
     assert sweep(gateway) == (1, 0, 1)
+    assert telegram.count("messages.DeleteMessages") == 1
 
     notices = [e for e in telegram.events if e.action == "send" and e.text == "Previous message was deleted."]
     assert len(notices) == 1
@@ -223,4 +228,4 @@ def test_past_the_48_hour_window_no_notice_claims_a_deletion(telegram, bot, gate
     out = said(box, "wait 49h")
     assert out.texts(1001) == [] and out.to(1001, "delete") == []
     assert not any(telegram.message(1001, i).deleted for i in copies)
-    assert not PendingDeletion.objects.exists()
+    assert PendingDeletion.objects.get().status == "expired"

@@ -87,6 +87,7 @@ def test_broadcast_deleter(telegram, gateway):
                 user=user,
                 status="sent",
                 message_id=sent.message_id,
+                sent_at=clock.now() + timedelta(minutes=minutes - 60),  # the broadcast's lifetime is 60 minutes
                 delete_at=clock.now() + timedelta(minutes=minutes),
             )
         )
