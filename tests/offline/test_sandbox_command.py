@@ -90,9 +90,9 @@ def test_sandbox_whole_journey(monkeypatch):
         ("copy", "Courier handbook"),
         ("copy", "Thanks for trying Courier!"),
         ("send", "⏳ These files will be deleted "),
-        ("delete", ""),
-        ("send", "Previous message was deleted."),
         ("send", "Welcome aboard! Our channel ha"),  # the demo onboarding sequence, 10 min after /start
+        ("delete", ""),  # 30 min after the files
+        ("send", "Previous message was deleted."),
         ("copy", "Courier handbook"),
         ("copy", "Thanks for trying Courier!"),
         ("send", "⏳ These files will be deleted "),

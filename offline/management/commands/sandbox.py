@@ -17,9 +17,12 @@ from django.utils import timezone
 
 from botapp.config import admin_ids_load, storage_channel_load
 from botapp.management.commands.runbot import _remember_username
+from botapp.signals import work_scheduled
+from scheduler.receivers import work_wake
 
 SANDBOX_ADMIN = 1000
 SANDBOX_STORAGE = -1001000000001
+WORK_WAKE = "scheduler.work_wake"  # the dispatch_uid scheduler/apps.py connects work_wake with
 
 
 class Command(BaseCommand):
@@ -96,6 +99,9 @@ class Command(BaseCommand):
                 peers=user_access_hash,
             )
             worker = offline_gateway(telegram, name="worker", peers=user_access_hash)
+            # `wait` runs the wake-ups itself, at their due times (Sandbox.wake_until): none is armed
+            # in Redis (it may be another Courier's) or published to a broker.
+            work_scheduled.disconnect(dispatch_uid=WORK_WAKE)
             try:
                 box = Sandbox(
                     telegram=telegram, bot=bot, worker=worker, out=self.stdout._out, as_json=as_json, links=shortener.follow
@@ -116,6 +122,7 @@ class Command(BaseCommand):
             finally:
                 worker.stop()
                 bot.stop()
+                work_scheduled.connect(work_wake, dispatch_uid=WORK_WAKE)
         if failures and not interactive:
             sys.exit(1)
 
