@@ -22,6 +22,7 @@ from scheduler.receivers import work_wake
 
 SANDBOX_ADMIN = 1000
 SANDBOX_STORAGE = -1001000000001
+DEMOS = ("files", "campaign")
 WORK_WAKE = "scheduler.work_wake"  # the dispatch_uid scheduler/apps.py connects work_wake with
 
 
@@ -31,7 +32,14 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--json", action="store_true", help="Print JSON lines.")
-        parser.add_argument("--demo", action="store_true", help="Store a demo file and print its deep link first.")
+        parser.add_argument(
+            "--demo",
+            nargs="?",
+            const="files",
+            choices=DEMOS,
+            help="Demo data: `files` (the default with --demo) stores a demo file and prints its deep link first; "
+            "`campaign` rebuilds a drip bot's campaign (offline/campaign_demo.py) and prints its /start line.",
+        )
         parser.add_argument(
             "--fresh", action="store_true", help="Drop and create the database first (`make sandbox` does): an empty bot."
         )
@@ -50,12 +58,13 @@ class Command(BaseCommand):
             for handler in handlers:
                 handler.removeFilter(sandbox_clock_stamp)
 
-    def sandbox(self, *, as_json: bool, demo: bool) -> None:
+    def sandbox(self, *, as_json: bool, demo: str | None) -> None:
         from django.test.utils import override_settings
 
         from botapp import clock
         from botapp.bot.router import Router
         from botapp.services.users import user_access_hash
+        from offline.campaign_demo import campaign_demo_setup
         from offline.sandbox import Sandbox, demo_setup, stdin_is_tty
         from offline.shortener import MemoryShortener
         from offline.telegram.clients import OfflineBot, offline_gateway
@@ -106,7 +115,13 @@ class Command(BaseCommand):
                 box = Sandbox(
                     telegram=telegram, bot=bot, worker=worker, out=self.stdout._out, as_json=as_json, links=shortener.follow
                 )
-                if demo:
+                if demo == "campaign":
+                    payload = campaign_demo_setup(telegram)
+                    box.note(
+                        f"demo campaign ready: send '1001: /start {payload}' (link t.me/{telegram.bot.username}?start={payload})",
+                        payload=payload,
+                    )
+                elif demo:
                     stored = demo_setup(telegram, storage_channel_id=storage)
                     bot.pump.process(expect=len(stored.message_ids), posts=True)  # runbot hears of the demo posts now
                     box.note(
