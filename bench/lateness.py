@@ -17,6 +17,11 @@ order (so earlier rows keep re-arming the wake-up):
   deletions  deletion_schedule: an auto-delete due then; sent = Telegram receives the
              "deleted" notice that follows the deletion.
 
+Bot settings have a send window (quiet hours) open for the whole run, from an hour before it to
+six hours after, in TIME_ZONE: steps and broadcasts go through its check as in a deployment that
+sets one (each run of their jobs, each claim, and `due_next`); `--no-send-window` measures with
+none (every moment open). The window found in the database is put back afterwards.
+
 Lateness = when Telegram received the send (the server's time.monotonic(), the machine's clock)
 minus the due time; p50 / p95 / max per run, then min / median / max of the runs. Last, idle
 queries: one beat round of the four waking jobs on an empty database, as beat's tasks run them
@@ -24,6 +29,7 @@ now (job + `wakeup_after_run`) and as they ran before (the job alone), counted w
 CaptureQueriesContext.
 
     .venv/bin/python bench/lateness.py [--runs 3] [--rows 1000] [--spread 60] [--kinds steps,messages,deletions]
+                                       [--no-send-window]
 """
 
 from __future__ import annotations
@@ -47,11 +53,13 @@ from django.conf import settings
 from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from botapp import clock
-from botapp.models import Broadcast, PendingDeletion, Sequence, SequenceMessage, TelegramUser
+from botapp.models import BotSettings, Broadcast, PendingDeletion, Sequence, SequenceMessage, TelegramUser
 from botapp.services.autodelete import deletion_schedule
 from botapp.services.messages import message_schedule
+from botapp.services.send_window import send_window_current
 from botapp.services.sequences import sequence_steps_forget, sequences_enroll
 from botapp.services.users import user_access_hash
 from offline.telegram.clients import offline_gateway
@@ -162,6 +170,31 @@ def idle_queries(path) -> tuple[int, int]:
     return before, now
 
 
+@contextlib.contextmanager
+def send_window(enabled: bool):
+    """Bot settings' send window open from an hour ago to six hours on (TIME_ZONE), or none; the
+    window found is put back on the way out. Yields the window the jobs read."""
+    conf = BotSettings.load()
+    found = (conf.send_window_start, conf.send_window_end, conf.send_window_tz)
+    local = timezone.localtime(clock.now()).replace(second=0, microsecond=0)
+    if enabled:
+        conf.send_window_start, conf.send_window_end = (local - timedelta(hours=1)).time(), (local + timedelta(hours=6)).time()
+    else:
+        conf.send_window_start = conf.send_window_end = None
+    conf.send_window_tz = ""
+    conf.full_clean()
+    conf.save()
+    try:
+        window = send_window_current()
+        if enabled and (window.always or not window.is_open(clock.now())):
+            raise SystemExit(f"bench/lateness.py: the send window {window} is not a window open now")
+        yield window
+    finally:
+        conf = BotSettings.load()
+        conf.send_window_start, conf.send_window_end, conf.send_window_tz = found
+        conf.save()
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=3)
@@ -169,6 +202,7 @@ def main():
     parser.add_argument("--spread", type=float, default=60.0)
     parser.add_argument("--kinds", default=",".join(KINDS))
     parser.add_argument("--seed", type=int, default=26)
+    parser.add_argument("--no-send-window", action="store_true", help="no send window (by default one open for the run)")
     args = parser.parse_args()
     kinds = [k for k in args.kinds.split(",") if k]
     if set(kinds) - set(KINDS):
@@ -184,7 +218,12 @@ def main():
     sequence_steps_forget()
     rng = random.Random(args.seed)
 
-    with telegram_process() as (path, remote, _proc), tempfile.TemporaryDirectory(prefix="courier-bench-") as tmp:
+    with (
+        send_window(not args.no_send_window) as window,
+        telegram_process() as (path, remote, _proc),
+        tempfile.TemporaryDirectory(prefix="courier-bench-") as tmp,
+    ):
+        print(f"send window: {'none' if window.always else f'{window.start:%H:%M}-{window.end:%H:%M} {window.zone}'}", flush=True)
         users_meet_bot(remote, ids)
         hashes: dict[int, int] = {}
         setup = offline_gateway(str(path), name="setup", peers=hashes.get)
