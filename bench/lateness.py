@@ -7,8 +7,8 @@ real Celery worker (`celery -A config worker -c 4`, the Procfile's default) on t
 bench database and Redis (broker, limiter at the configured rate: TELEGRAM_RATE, 30/s).
 
 Each run, for each kind, `--rows` rows are written through the services production writes them
-with, due at random times spread over `--spread` seconds starting 10 s later, written in random
-order (so earlier rows keep re-arming the wake-up):
+with, due at random times spread over `--spread` seconds starting `--lead` (30) s later, written
+in random order (so earlier rows keep re-arming the wake-up):
 
   steps      sequences_enroll: one step (delay 0) of a sequence for the bench's start payload,
              each user joined at the row's due time; sent = Telegram receives the step;
@@ -29,7 +29,7 @@ now (job + `wakeup_after_run`) and as they ran before (the job alone), counted w
 CaptureQueriesContext.
 
     .venv/bin/python bench/lateness.py [--runs 3] [--rows 1000] [--spread 60] [--kinds steps,messages,deletions]
-                                       [--no-send-window]
+                                       [--lead 30] [--no-send-window]
 """
 
 from __future__ import annotations
@@ -70,7 +70,9 @@ FIRST = 91_000_001
 PAYLOAD = "bench-lateness"
 TITLE = "bench: lateness"
 KINDS = ("steps", "messages", "deletions")
-LEAD = 10.0  # seconds from the start of writing to the first due time
+# Seconds from the start of writing to the first due time (--lead): writing 1,000 rows takes a few
+# seconds, and over 10 on a shared machine that other runs load; the lead is set-up, not measured.
+LEAD = 30.0
 GONE_MESSAGE = 999_999_999  # the deletion's message: not there (Telegram deletes nothing, the notice goes out)
 WAKING = ("send_sequence_messages", "delete_due_messages", "send_broadcasts", "end_premium_plans")
 
@@ -81,10 +83,10 @@ def clean(ids: list[int]) -> None:
     PendingDeletion.objects.filter(chat_id__in=ids).delete()
 
 
-def write(kind: str, ids: list[int], spread_s: float, rng: random.Random) -> dict[int, float]:
-    """The rows of `kind`, one per user, due over `spread_s` seconds from LEAD on; returns each
+def write(kind: str, ids: list[int], spread_s: float, rng: random.Random, lead: float = LEAD) -> dict[int, float]:
+    """The rows of `kind`, one per user, due over `spread_s` seconds from `lead` on; returns each
     chat's due time on the monotonic clock."""
-    base = clock.now() + timedelta(seconds=LEAD)
+    base = clock.now() + timedelta(seconds=lead)
     offsets = {chat: rng.uniform(0, spread_s) for chat in ids}
     order = list(ids)
     rng.shuffle(order)
@@ -102,7 +104,7 @@ def write(kind: str, ids: list[int], spread_s: float, rng: random.Random) -> dic
         else:
             deletion_schedule(chat_id=chat, message_ids=[GONE_MESSAGE], share_id="", minutes=0, now=due)
     if time.monotonic() > min(due_mono.values()):
-        raise SystemExit(f"bench/lateness.py: writing {len(ids)} {kind} took longer than the {LEAD:.0f} s lead")
+        raise SystemExit(f"bench/lateness.py: writing {len(ids)} {kind} took longer than the {lead:.0f} s lead (--lead)")
     return due_mono
 
 
@@ -202,6 +204,7 @@ def main():
     parser.add_argument("--spread", type=float, default=60.0)
     parser.add_argument("--kinds", default=",".join(KINDS))
     parser.add_argument("--seed", type=int, default=26)
+    parser.add_argument("--lead", type=float, default=LEAD, help="seconds of set-up before the first row is due")
     parser.add_argument("--no-send-window", action="store_true", help="no send window (by default one open for the run)")
     args = parser.parse_args()
     kinds = [k for k in args.kinds.split(",") if k]
@@ -243,7 +246,7 @@ def main():
             for run in range(args.runs):
                 for kind in kinds:
                     since = len(remote.call_times())
-                    due_mono = write(kind, ids, args.spread, rng)
+                    due_mono = write(kind, ids, args.spread, rng, args.lead)
                     deadline = max(due_mono.values()) + 120
                     while not settled(kind, ids):
                         if time.monotonic() > deadline:
