@@ -7,6 +7,7 @@ the lines it reads. Tooling: nothing in production imports this.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 
@@ -17,13 +18,18 @@ from django.utils import timezone
 
 from botapp.config import admin_ids_load, storage_channel_load
 from botapp.management.commands.runbot import _remember_username
-from botapp.signals import work_scheduled
-from scheduler.receivers import work_wake
+from botapp.signals import broadcast_queued, work_scheduled
+from scheduler.receivers import broadcast_sender_wake, work_wake
 
 SANDBOX_ADMIN = 1000
 SANDBOX_STORAGE = -1001000000001
 DEMOS = ("files", "campaign")
-WORK_WAKE = "scheduler.work_wake"  # the dispatch_uid scheduler/apps.py connects work_wake with
+# The scheduler's receivers that would hand the sandbox's background work to Celery, with the
+# dispatch_uid scheduler/apps.py connects each with: the sandbox does that work itself.
+PUBLISHERS = (
+    (broadcast_queued, broadcast_sender_wake, "scheduler.broadcast_sender_wake"),
+    (work_scheduled, work_wake, "scheduler.work_wake"),
+)
 
 
 class Command(BaseCommand):
@@ -53,7 +59,8 @@ class Command(BaseCommand):
         for handler in handlers:
             handler.addFilter(sandbox_clock_stamp)
         try:
-            self.sandbox(as_json=options["json"], demo=options["demo"])
+            with celery_kept_out():
+                self.sandbox(as_json=options["json"], demo=options["demo"])
         finally:
             for handler in handlers:
                 handler.removeFilter(sandbox_clock_stamp)
@@ -75,11 +82,6 @@ class Command(BaseCommand):
             logging.getLogger().setLevel(logging.WARNING)
 
         call_command("migrate", verbosity=0, interactive=False)
-        # The sandbox runs background work itself (a queued broadcast is sent at once, jobs on
-        # `wait`): Celery's wake-ups go to an in-memory broker, never to a real one.
-        from celery import current_app
-
-        current_app.conf.broker_url = "memory://localhost/"
         # One in-memory Telegram; runbot's client and a worker's client talk to it over MTProto.
         # The sandbox moves a virtual clock, so real-time rate windows would mean nothing here.
         telegram = TelegramServer(username=_remember_username("CourierBot"), enforce_rates=False)
@@ -108,9 +110,6 @@ class Command(BaseCommand):
                 peers=user_access_hash,
             )
             worker = offline_gateway(telegram, name="worker", peers=user_access_hash)
-            # `wait` runs the wake-ups itself, at their due times (Sandbox.wake_until): none is armed
-            # in Redis (it may be another Courier's) or published to a broker.
-            work_scheduled.disconnect(dispatch_uid=WORK_WAKE)
             try:
                 box = Sandbox(
                     telegram=telegram, bot=bot, worker=worker, out=self.stdout._out, as_json=as_json, links=shortener.follow
@@ -137,9 +136,29 @@ class Command(BaseCommand):
             finally:
                 worker.stop()
                 bot.stop()
-                work_scheduled.connect(work_wake, dispatch_uid=WORK_WAKE)
         if failures and not interactive:
             sys.exit(1)
+
+
+@contextlib.contextmanager
+def celery_kept_out():
+    """While the sandbox runs it does its background work itself (a queued broadcast at once, the
+    wake-ups and the jobs on `wait`): the scheduler's receivers that would publish that work
+    (PUBLISHERS; a wake-up is also armed in Redis, which may be another Courier's) are
+    disconnected, and anything else published goes to an in-memory broker. All is put back on the
+    way out: tests run the command inside their own process, whose Celery must stay as it was."""
+    from celery import current_app
+
+    broker = current_app.conf.broker_url
+    current_app.conf.broker_url = "memory://localhost/"
+    for signal, _, uid in PUBLISHERS:
+        signal.disconnect(dispatch_uid=uid)
+    try:
+        yield
+    finally:
+        for signal, receiver, uid in PUBLISHERS:
+            signal.connect(receiver, dispatch_uid=uid)
+        current_app.conf.broker_url = broker
 
 
 def sandbox_clock_stamp(record: logging.LogRecord) -> bool:
