@@ -1,13 +1,18 @@
 """Updates -> service calls -> replies. No pyrogram here: botapp/telegram/updates.py (real Telegram) and the
 offline sandbox both feed this the same domain updates, so they run the very same code.
 
-Each handler parses, calls services, and replies; business rules live in `botapp/services/`.
+Each handler parses, calls services, and replies; business rules live in `botapp/services/`. Each
+message, callback query and broadcast-channel post is claimed before it is handled
+(services/updates.py), so one Telegram sends again is recognised, and an admin's message, a
+button's tap or a broadcast post never runs twice.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+
+from django.utils.html import escape
 
 from botapp.bot.admin_commands import AdminCommands
 from botapp.models import BotSettings, TelegramUser
@@ -24,7 +29,9 @@ from botapp.services.shortener import shortener_for
 from botapp.services.stats import stat_today
 from botapp.services.taps import tap_handle
 from botapp.services.texts import text_render
+from botapp.services.updates import Kind, update_claim, update_done, update_run
 from botapp.telegram.gateway import (
+    AlreadySent,
     BotUnauthorized,
     Button,
     CallbackQuery,
@@ -55,6 +62,11 @@ Send a file, an album or forward a storage-channel post: it is stored and you ge
 /ban &lt;user id&gt; [duration] [reason], /unban &lt;user id&gt;, /banlist
 /addpremium &lt;user id&gt; &lt;duration&gt;, /delpremium &lt;user id&gt;, /premiumusers
 /users, /stats: counts"""
+# What an admin is told when runbot died while handling their message: it is never run twice.
+INTERRUPTED = (
+    "⚠️ runbot was restarted while it handled your message “{text}”. It was not run again, in case it "
+    "had already taken effect: check, and send it again if it had not."
+)
 
 
 class Router:
@@ -74,6 +86,7 @@ class Router:
         self.storage_channel_id = storage_channel_id
         self.broadcast_channel_id = broadcast_channel_id  # marked posts there are broadcast
         self.shortener = shortener  # None: the one configured in Bot settings, per request
+        self.run = update_run()  # this runbot's claims on updates are told from a dead run's by it
         self.commands: dict[str, Callable[[IncomingMessage, str], None]] = {
             "start": self.cmd_start,
             "help": self.cmd_help,
@@ -94,7 +107,20 @@ class Router:
     # --- entry points: never raise ------------------------------------------------------------
 
     def handle_message(self, msg: IncomingMessage) -> None:
-        self._guarded(msg.user.id, lambda: self._dispatch_message(msg))
+        # Everything an admin sends is once-only (commands, files to store, /batch steps); a user's
+        # message can be handled again if runbot died midway (its sends carry fixed random_ids).
+        once = msg.user.id in self.admin_ids
+        self._guarded(
+            msg.user.id,
+            lambda: self._once(
+                Kind.MESSAGE,
+                msg.chat_id,
+                msg.message_id,
+                once,
+                lambda: self._dispatch_message(msg),
+                lambda: self._interrupted(msg),
+            ),
+        )
 
     def handle_callback(self, cq: CallbackQuery) -> None:
         def run():
@@ -105,7 +131,45 @@ class Router:
                 return
             handler(cq, arg)
 
-        self._guarded(cq.user.id, run)
+        # Telegram never sends a callback query again after a restart (getDifference has none), so
+        # one that comes twice is twice in one run: once-only.
+        self._guarded(cq.user.id, lambda: self._once(Kind.CALLBACK, cq.user.id, int(cq.id), True, run))
+
+    def _once(self, kind: int, chat_id: int, update_id: int, once: bool, handle: Callable[[], None], interrupted=None) -> None:
+        """`handle()` unless this update was handled before (services/updates.py: update_claim); done
+        whatever it answered. A once-only update that a dead run left midway gets `interrupted()`."""
+        claim = update_claim(kind=kind, chat_id=chat_id, update_id=update_id, once=once, run=self.run)
+        if not claim.handle:
+            if claim.interrupted:
+                log.warning(
+                    "update kind=%s chat=%s id=%s: runbot died while handling it; not run again", kind, chat_id, update_id
+                )
+                try:
+                    if interrupted is not None:
+                        interrupted()
+                finally:
+                    update_done(claim=claim)
+            else:
+                log.info(
+                    "update kind=%s chat=%s id=%s came again (%s times): not handled again",
+                    kind,
+                    chat_id,
+                    update_id,
+                    claim.attempts,
+                )
+            return
+        if claim.again:
+            log.warning(
+                "update kind=%s chat=%s id=%s: runbot died while handling it; handling it again", kind, chat_id, update_id
+            )
+        try:
+            handle()
+        finally:
+            update_done(claim=claim)
+
+    def _interrupted(self, msg: IncomingMessage) -> None:
+        text = msg.text if len(msg.text) <= 60 else msg.text[:59] + "…"
+        self.gateway.send_text(msg.chat_id, INTERRUPTED.format(text=escape(text or "(a file)")))
 
     def _guarded(self, user_id: int, fn: Callable[[], None]) -> None:
         try:
@@ -119,6 +183,9 @@ class Router:
             # Telegram lost the answer to a reply (500 INTERNAL, -503, a dropped connection): it may
             # well have arrived, so no "Sorry" after it, and it is not sent again.
             log.warning("a reply to user=%s may or may not have arrived: %s", user_id, exc)
+        except AlreadySent as exc:
+            # Asked again with the same random_id, Telegram refused the repeat: it had arrived.
+            log.warning("a reply to user=%s arrived, its answer lost (message id unknown): %s", user_id, exc)
         except Exception:
             log.exception("update failed user=%s", user_id)
             try:
@@ -137,8 +204,10 @@ class Router:
 
     def handle_channel_post(self, post: ChannelPost) -> None:
         """A post in the broadcast source channel that starts with the marker is broadcast; any other
-        post made straight in the storage channel gets its share link, if Bot settings ask for one."""
-        try:
+        post made straight in the storage channel gets its share link, if Bot settings ask for one.
+        A post in the broadcast channel is claimed, once-only: a broadcast is never started twice."""
+
+        def run() -> None:
             conf = BotSettings.load()
             if post.chat_id == self.broadcast_channel_id and channel_post_broadcast(post=post, conf=conf) is not None:
                 return
@@ -150,6 +219,12 @@ class Router:
                     text=post.text,
                     mode=conf.channel_post_links,
                 )
+
+        try:
+            if post.chat_id == self.broadcast_channel_id:
+                self._once(Kind.CHANNEL_POST, post.chat_id, post.message_id, True, run)
+            else:  # a storage-channel post seen again keeps its one link (post_link_attach): no claim needed
+                run()
         except BotUnauthorized as exc:
             log.critical("Telegram refuses the bot itself (%s): check BOT_TOKEN in @BotFather", exc)
         except Exception:
@@ -190,7 +265,9 @@ class Router:
         else:
             users.user_resume(user=user)
         conf = BotSettings.load()
-        if payload and self.delivery(user, msg.chat_id, conf, new_user=created).request(payload, campaigns=sequence_payloads()):
+        update_key = f"m{msg.chat_id}.{msg.message_id}"  # a replay of this update delivers with the same random_ids
+        delivery = self.delivery(user, msg.chat_id, conf, new_user=created, update_key=update_key)
+        if payload and delivery.request(payload, campaigns=sequence_payloads()):
             return
         if not created and payload:  # a campaign tag: it becomes their latest, and its sequences start if new to them
             users.user_payload_record(user=user, payload=payload)
@@ -200,9 +277,12 @@ class Router:
             return
         self.gateway.send_text(msg.chat_id, text_render(template=conf.welcome_back_text, tg=msg.user))
 
-    def delivery(self, user: TelegramUser, chat_id: int, conf: BotSettings, *, new_user: bool = False) -> Delivery:
+    def delivery(
+        self, user: TelegramUser, chat_id: int, conf: BotSettings, *, new_user: bool = False, update_key: str = ""
+    ) -> Delivery:
         return Delivery(
             new_user=new_user,
+            update_key=update_key,
             gateway=self.gateway,
             user=user,
             chat_id=chat_id,
@@ -306,4 +386,4 @@ class Router:
             return
         self.gateway.answer_callback(cq.id)
         self.gateway.delete_messages(cq.chat_id, [cq.message_id])
-        self.delivery(user, cq.chat_id, BotSettings.load()).request(share_id)
+        self.delivery(user, cq.chat_id, BotSettings.load(), update_key=f"c{cq.id}").request(share_id)

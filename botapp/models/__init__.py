@@ -16,6 +16,7 @@ from botapp.models.outgoing import OutgoingSend, SendStatus
 from botapp.models.premium import AdminCommand, PremiumPlan, UserBan
 from botapp.models.sequences import Sequence, SequenceMessage, SequenceStep
 from botapp.models.settings import BotSettings
+from botapp.models.updates import HandledUpdate, UpdatePosition
 from botapp.models.users import ButtonClick, TelegramUser
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "DailyStat",
     "DailyTokenCount",
     "ForceSubChannel",
+    "HandledUpdate",
     "OutgoingSend",
     "PendingBatch",
     "PendingDeletion",
@@ -43,6 +45,7 @@ __all__ = [
     "StoredFile",
     "TELEGRAM_DELETE_WINDOW_MINUTES",
     "TelegramUser",
+    "UpdatePosition",
     "VerificationToken",
     "share_id_new",
 ]

@@ -2,9 +2,11 @@
 sweep (a broadcast delivery, a sequence message).
 
 The life of a send: `pending` (due) → `sending` (claimed with a lease, the call may be in flight) →
-a final status. A send is never repeated: a FloodWait, or a row handed back untouched, goes back to
-`pending` (Telegram did not send it); a worker that dies mid-call leaves `sending`, which the reaper
-turns into `interrupted`.
+a final status. A FloodWait, or a row handed back untouched, goes back to `pending` (Telegram did
+not send it). A send whose outcome is unknown (a lost answer; a worker that died mid-call leaves
+`sending`, which the reaper finds) goes back to `pending` with `retry_from` set: it is sent again
+with the same random_id (botapp.services.outgoing.send_key), which Telegram delivers at most once,
+until TELEGRAM_RANDOM_ID_WINDOW after `retry_from`; past that it is `interrupted`.
 """
 
 from django.db import models
@@ -57,6 +59,8 @@ class OutgoingSend(models.Model):
     message_id = models.BigIntegerField(null=True, blank=True)  # Telegram's id of the sent message
     sent_at = models.DateTimeField(null=True, blank=True)
     error = models.CharField(max_length=255, blank=True)  # why it failed or was skipped
+    # When the first attempt whose outcome is unknown was made (None: no such attempt).
+    retry_from = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         abstract = True

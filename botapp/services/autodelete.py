@@ -96,6 +96,11 @@ class Due:
 PAST_WINDOW = "past Telegram's 48 h window: the messages stay in the chat, and no notice says they were deleted"
 
 
+UNRECORDED = (
+    "the delivery was cut off before its message ids were written (runbot stopped mid-delivery): its copies cannot be deleted"
+)
+
+
 @dataclass(slots=True)
 class Done:
     id: int
@@ -139,7 +144,15 @@ class DeletionSweep:
         log.warning("deletion=%s chat=%s messages=%s %s", due.id, due.chat_id, due.message_ids, PAST_WINDOW)
         return Done(due.id, due.chat_id, "failed", error=PAST_WINDOW)
 
+    def _unrecorded(self, due: Due) -> Done:
+        """A delivery cut off between Telegram's answer and writing its message ids (runbot killed
+        in between): its copies cannot be found to delete. Said loudly; no notice claims they were."""
+        log.warning("deletion=%s chat=%s: %s", due.id, due.chat_id, UNRECORDED)
+        return Done(due.id, due.chat_id, "failed", error=UNRECORDED)
+
     def work(self, due: Due) -> Done:
+        if not due.message_ids:
+            return self._unrecorded(due)
         if due.past_window(clock.now()):
             return self._late(due)
         try:
@@ -177,7 +190,8 @@ class DeletionSweep:
         A row's exception is its entry (handed back)."""
         results: dict[int, Done | Exception] = {}
         now = clock.now()
-        late = [d for d in dues if d.past_window(now)]
+        results.update({d.id: self._unrecorded(d) for d in dues if not d.message_ids})
+        late = [d for d in dues if d.past_window(now) and d.id not in results]
         results.update({d.id: self._late(d) for d in late})
         private = [d for d in dues if d.chat_id > 0 and d.id not in results]
         for due in dues:

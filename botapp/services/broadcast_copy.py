@@ -38,12 +38,15 @@ class MessageCopy:
         )
 
     def send(
-        self, gateway: Gateway, chat_id: int, *, protect: bool = False, user_id: int | None = None, source: str = ""
-    ) -> Sent:
+        self, gateway: Gateway, chat_id: int, *, protect: bool = False, user_id: int | None = None, source: str = "",
+        key: str = "",
+    ) -> Sent:  # fmt: skip
         """Copy to `chat_id`, with the buttons rendered for that user (`source`: where they are
         written, for taps); returns the first message sent. Telegram's refusal is raised."""
         buttons = keyboard_render(rows=self.rows, user_id=user_id, chat_id=chat_id, source=source, optout=self.optout)
-        return gateway.copy_messages(chat_id, self.chat_id, list(self.message_ids), protect=protect, buttons=buttons)[0]
+        return gateway.copy_messages(
+            chat_id, self.chat_id, list(self.message_ids), protect=protect, buttons=buttons, key=key
+        )[0]  # fmt: skip
 
 
 def message_pin(*, gateway: Gateway, sent: Sent) -> bool:

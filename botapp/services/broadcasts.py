@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
@@ -33,6 +33,7 @@ class BroadcastMessage:
     copy: MessageCopy | None = None  # a copy of existing message(s) instead of the composed one
     pin: bool = False
     reported: bool = False  # has a progress message in an admin's chat (/broadcast)
+    made_at: datetime | None = None  # the broadcast's creation: part of its sends' keys (send_key)
 
     @classmethod
     def of(cls, broadcast: Broadcast, *, optout: str = "") -> BroadcastMessage:
@@ -54,20 +55,24 @@ class BroadcastMessage:
             copy=MessageCopy.of(broadcast, optout=optout),
             pin=broadcast.pin,
             reported=broadcast.report_message_id is not None,
+            made_at=broadcast.created_at,
         )
 
-    def item(self, chat_id: int, *, user_id: int) -> SendItem | None:
+    def item(self, chat_id: int, *, user_id: int, key: str = "") -> SendItem | None:
         """One send of a batch (`Gateway.send_many`), or None when this broadcast is sent by `send`
-        (a copy of posts, a pin after the send, several files)."""
+        (a copy of posts, a pin after the send, several files). `key`: the delivery's random_id
+        key (`send_key`)."""
         if self.copy is not None or self.pin:
             return None
-        return self.outgoing.item(chat_id, user_id=user_id)
+        return self.outgoing.item(chat_id, user_id=user_id, key=key)
 
-    def send(self, gateway: Gateway, chat_id: int, *, user_id: int) -> Sent:
+    def send(self, gateway: Gateway, chat_id: int, *, user_id: int, key: str = "") -> Sent:
         if self.copy is not None:
-            sent = self.copy.send(gateway, chat_id, protect=self.outgoing.protect, user_id=user_id, source=self.outgoing.source)
+            sent = self.copy.send(
+                gateway, chat_id, protect=self.outgoing.protect, user_id=user_id, source=self.outgoing.source, key=key
+            )  # fmt: skip
         else:
-            sent = self.outgoing.send(gateway, chat_id, user_id=user_id)
+            sent = self.outgoing.send(gateway, chat_id, user_id=user_id, key=key)
         if self.pin:
             message_pin(gateway=gateway, sent=sent)
         return sent

@@ -10,12 +10,15 @@ import logging
 import re
 from datetime import timedelta
 
+from django.db import DatabaseError
+
 from botapp import clock
 from botapp.db import row_by
 from botapp.models import (
     BotSettings,
     ChannelJoinRequest,
     ForceSubChannel,
+    PendingDeletion,
     StoredFile,
     TelegramUser,
     VerificationToken,
@@ -27,6 +30,7 @@ from botapp.services.invites import force_sub_channels, invite_link_current
 from botapp.services.legacy import SHARE_PREFIX as LEGACY_SHARE_PREFIX
 from botapp.services.legacy import legacy_file_resolve, legacy_payload_parse, legacy_payload_shaped
 from botapp.services.moderation import ban_in_force, ban_notice
+from botapp.services.outgoing import send_key
 from botapp.services.premium import premium_offer, user_is_premium
 from botapp.services.shortener import shortlink_create
 from botapp.services.stats import delivery_count
@@ -41,6 +45,7 @@ from botapp.services.verification import (
     user_is_verified,
 )
 from botapp.telegram.gateway import (
+    AlreadySent,
     Button,
     Caption,
     ChatNotFound,
@@ -49,6 +54,7 @@ from botapp.telegram.gateway import (
     ForwardsRestricted,
     Gateway,
     MessageNotFound,
+    OutcomeUnknown,
     Sent,
     TelegramError,
     TgUser,
@@ -98,8 +104,13 @@ class Delivery:
         shortener,
         is_admin: bool,
         new_user: bool = False,
+        update_key: str = "",
     ):
         self.gateway = gateway
+        # Names the update being answered ("m<chat>.<message id>", "c<callback id>"): a file it
+        # delivers carries random_ids derived from it, so handling the update again after a crash
+        # (its claim left unfinished) is refused by Telegram as a repeat, never a second copy.
+        self.update_key = update_key
         self.user = user
         self.new_user = new_user  # created by this very update: it has no token yet
         self.chat_id = chat_id
@@ -178,7 +189,10 @@ class Delivery:
             if verifying and not user_is_verified(user=self.user):
                 self.verify_prompt(share_id)
                 return
-        file_deliver(gateway=self.gateway, chat_id=self.chat_id, stored=stored, conf=self.conf, user=self.user)
+        file_deliver(
+            gateway=self.gateway, chat_id=self.chat_id, stored=stored, conf=self.conf, user=self.user,
+            key=f"{self.update_key}.{stored.pk}" if self.update_key else "",
+        )  # fmt: skip
 
     # --- gates -----------------------------------------------------------------------------------
 
@@ -260,7 +274,7 @@ def channels_missing(*, gateway: Gateway, user_id: int) -> list[ForceSubChannel]
 
 
 def file_deliver(
-    *, gateway: Gateway, chat_id: int, stored: StoredFile, conf: BotSettings, user: TelegramUser | None = None
+    *, gateway: Gateway, chat_id: int, stored: StoredFile, conf: BotSettings, user: TelegramUser | None = None, key: str = ""
 ) -> list[Sent]:
     """Copy the file's messages to the chat (with the caption template of Bot settings filled in
     for each message and for `user`); with auto-delete on, tell the user and record the deletion
@@ -268,52 +282,96 @@ def file_deliver(
     win over Bot settings. When the storage channel's messages are gone (deleted, or the channel
     lost), the backup channel's copy is delivered instead.
 
-    The database sees one statement, whatever the number of files: the pending deletion's INSERT
-    (none with auto-delete off). The counters (the file's deliveries, today's) go to Redis
+    `key`: the random_id key of the update being answered (`Delivery.update_key` and the file):
+    the same update handled again sends the same random_ids, refused by Telegram as a repeat.
+    Without one, the pending deletion's row is the key.
+
+    Intent before effect: with auto-delete on, the pending deletion is written before the copy,
+    so no copy is ever in a chat without a row that deletes it; its message ids are written once
+    Telegram has answered. When that write fails
+    (the database gone), the copies are deleted at once and the error is raised (the user is told
+    to try again). A row whose copy was cut off before its ids were written (runbot killed in
+    between) cannot delete them: the deletion sweep logs it (docs/reliability.md).
+
+    The database sees two statements with auto-delete on (the pending deletion's INSERT, then its
+    ids), none without. The counters (the file's deliveries, today's) go to Redis
     (services/stats.py), so deliveries never wait for each other on a shared row."""
-    incomplete = None
-    sources = file_sources(stored=stored)
-    for n, (source_chat_id, message_ids) in enumerate(sources, start=1):
-        try:
-            sent = gateway.copy_messages(
-                chat_id,
-                source_chat_id,
-                message_ids,
-                caption=caption_for(template=conf.file_caption, user=user),
-                protect=stored.protect_for(conf),
-            )
-            break
-        except (MessageNotFound, ChatNotFound) as exc:
-            if n < len(sources):  # deleted, the channel lost, or only empty messages left: the backup has it
-                log.error("stored file gone share=%s chat=%s, delivering the backup: %s", stored.share_id, source_chat_id, exc)
-                continue
-            log.error("stored file unavailable share=%s: %s", stored.share_id, exc)
-            gateway.send_text(chat_id, FILE_GONE)
-            return []
-        except ForwardsRestricted as exc:
-            log.error("storage channel forbids copying share=%s chat=%s: %s", stored.share_id, source_chat_id, exc)
-            gateway.send_text(chat_id, FILE_RESTRICTED)
-            return []
-        except CopyIncomplete as exc:
-            # Part of the file went out: those messages are the user's now, and are deleted like the rest.
-            log.warning("delivery stopped partway share=%s chat=%s: %s", stored.share_id, chat_id, exc)
-            sent, incomplete = exc.sent, exc
-            break
     now = clock.now()
     minutes = stored.auto_delete_minutes_for(conf)
+    intent = (
+        deletion_schedule(chat_id=chat_id, message_ids=[], share_id=stored.share_id, minutes=minutes, now=now)
+        if minutes
+        else None
+    )
+    if not key and intent is not None:
+        key = send_key(kind="d", row_id=intent.pk, made_at=intent.created_at)
+    incomplete = None
+    sources = file_sources(stored=stored)
+    try:
+        for n, (source_chat_id, message_ids) in enumerate(sources, start=1):
+            try:
+                sent = gateway.copy_messages(
+                    chat_id,
+                    source_chat_id,
+                    message_ids,
+                    caption=caption_for(template=conf.file_caption, user=user),
+                    protect=stored.protect_for(conf),
+                    key=f"{key}.{n}" if key else "",
+                )
+                break
+            except (MessageNotFound, ChatNotFound) as exc:
+                if n < len(sources):  # deleted, the channel lost, or only empty messages left: the backup has it
+                    log.error(
+                        "stored file gone share=%s chat=%s, delivering the backup: %s", stored.share_id, source_chat_id, exc
+                    )
+                    continue
+                log.error("stored file unavailable share=%s: %s", stored.share_id, exc)
+                _intent_drop(intent)
+                gateway.send_text(chat_id, FILE_GONE)
+                return []
+            except ForwardsRestricted as exc:
+                log.error("storage channel forbids copying share=%s chat=%s: %s", stored.share_id, source_chat_id, exc)
+                _intent_drop(intent)
+                gateway.send_text(chat_id, FILE_RESTRICTED)
+                return []
+            except CopyIncomplete as exc:
+                # Part of the file went out: those messages are the user's now, and are deleted like the rest.
+                log.warning("delivery stopped partway share=%s chat=%s: %s", stored.share_id, chat_id, exc)
+                sent, incomplete = exc.sent, exc
+                break
+    except (AlreadySent, OutcomeUnknown):
+        raise  # it may be in the chat (ids unknown): the row stays, and says so when it comes due
+    except TelegramError:
+        _intent_drop(intent)  # Telegram refused it: nothing of it is in the chat
+        raise
     notice = FILE_INCOMPLETE.format(sent=len(sent)) if incomplete is not None else ""
     if minutes:
         notice = " ".join(filter(None, [notice, deletion_warning(minutes=minutes)]))
     ids = [s.message_id for s in sent]
     if notice:
         try:
-            ids.append(gateway.send_text(chat_id, notice).message_id)
+            ids.append(gateway.send_text(chat_id, notice, key=f"{key}.notice" if key else "").message_id)
         except TelegramError as exc:  # the files arrived: they are recorded for deletion all the same
             log.warning("delivery notice not sent share=%s chat=%s: %s", stored.share_id, chat_id, exc)
-    if minutes:
-        deletion_schedule(chat_id=chat_id, message_ids=ids, share_id=stored.share_id, minutes=minutes, now=now)
+    if intent is not None:
+        try:
+            PendingDeletion.objects.filter(pk=intent.pk).update(message_ids=ids)
+        except DatabaseError:
+            # The copies must not stay without a row that deletes them: gone at once, and the user
+            # told to try again (the caller's apology).
+            log.error(
+                "delivery share=%s chat=%s not recorded: its %d message(s) deleted at once", stored.share_id, chat_id, len(ids)
+            )
+            gateway.delete_messages(chat_id, ids)
+            raise
     delivery_count(stored_id=stored.pk, at=now)
     return sent
+
+
+def _intent_drop(intent: PendingDeletion | None) -> None:
+    """The pending deletion of a copy that never reached the chat: nothing to delete."""
+    if intent is not None:
+        PendingDeletion.objects.filter(pk=intent.pk).delete()
 
 
 def file_sources(*, stored: StoredFile) -> list[tuple[int, list[int]]]:

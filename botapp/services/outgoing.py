@@ -27,6 +27,7 @@ from botapp.models.buttons import ButtonSpec, buttons_parse
 from botapp.services.telegram_html import telegram_html_length
 from botapp.services.users import unreachable_state
 from botapp.telegram.gateway import (
+    AlreadySent,
     Button,
     CopyIncomplete,
     FloodWait,
@@ -210,47 +211,75 @@ class Outgoing:
             optout=optout,
         )
 
-    def send(self, gateway: Gateway, chat_id: int, *, user_id: int | None = None) -> Sent:
-        """`user_id` is the TelegramUser pk that tracked buttons record clicks for. Returns the first
-        message sent; several attachments that stop partway raise CopyIncomplete (what arrived)."""
+    def send(self, gateway: Gateway, chat_id: int, *, user_id: int | None = None, key: str = "") -> Sent:
+        """`user_id` is the TelegramUser pk that tracked buttons record clicks for; `key`: the
+        send's random_id key (its row's, `send_key`). Returns the first message sent; several
+        attachments that stop partway raise CopyIncomplete (what arrived)."""
         buttons = keyboard_render(rows=self.rows, user_id=user_id, chat_id=chat_id, source=self.source, optout=self.optout)
         if self.attachments:
-            return self._send_attachments(gateway, chat_id, buttons)
+            return self._send_attachments(gateway, chat_id, buttons, key)
         if self.media is not None:
-            return gateway.send_media(chat_id, self.media, caption=self.text, buttons=buttons, protect=self.protect)
-        return gateway.send_text(chat_id, self.text, buttons=buttons, protect=self.protect)
+            return gateway.send_media(chat_id, self.media, caption=self.text, buttons=buttons, protect=self.protect, key=key)
+        return gateway.send_text(chat_id, self.text, buttons=buttons, protect=self.protect, key=key)
 
-    def item(self, chat_id: int, *, user_id: int | None = None) -> SendItem | None:
+    def item(self, chat_id: int, *, user_id: int | None = None, key: str = "") -> SendItem | None:
         """This message to `chat_id` as one send of a batch (`Gateway.send_many`), as `send` would
         send it; None when it takes several messages (attachments): then `send` it."""
         if self.attachments:
             return None
         buttons = keyboard_render(rows=self.rows, user_id=user_id, chat_id=chat_id, source=self.source, optout=self.optout)
-        return SendItem(chat_id, self.text, media=self.media, buttons=buttons, protect=self.protect)
+        return SendItem(chat_id, self.text, media=self.media, buttons=buttons, protect=self.protect, key=key)
 
-    def _send_attachments(self, gateway: Gateway, chat_id: int, buttons) -> Sent:
+    def _send_attachments(self, gateway: Gateway, chat_id: int, buttons, key: str = "") -> Sent:
         """One attachment: one message with the text as caption and the buttons. Several: each album
         (or lone file) in turn; the text is the first one's caption when it fits and there are no
         buttons (an album cannot carry buttons), otherwise a message of its own after the files."""
         albums = albums_of(media=self.attachments)
         if len(albums) == 1 and len(albums[0]) == 1:
-            return gateway.send_media(chat_id, albums[0][0], caption=self.text, buttons=buttons, protect=self.protect)
+            return gateway.send_media(
+                chat_id, albums[0][0], caption=self.text, buttons=buttons, protect=self.protect, key=key
+            )  # fmt: skip
         as_caption = not buttons and telegram_html_length(text=self.text) <= CAPTION_LENGTH
         sent: list[Sent] = []
+        earlier = 0  # parts an earlier attempt of this send delivered (AlreadySent: ids unknown)
+
+        def part(n: int, send):
+            """Each part of the message is a send of its own key: a repeat delivers only the parts
+            the earlier attempt did not."""
+            nonlocal earlier
+            try:
+                return send(f"{key}.{n}" if key else "")
+            except AlreadySent:
+                earlier += 1
+                return []
+
         try:
-            for album in albums:
-                caption = self.text if as_caption and not sent else ""
+            for n, album in enumerate(albums):
+                caption = self.text if as_caption and n == 0 else ""
                 if len(album) == 1:
-                    sent.append(gateway.send_media(chat_id, album[0], caption=caption, protect=self.protect))
+                    sent.extend(part(n, lambda k, m=album[0], c=caption: [gateway.send_media(chat_id, m, caption=c, protect=self.protect, key=k)]))  # fmt: skip
                 else:
-                    sent.extend(gateway.send_album(chat_id, album, caption=caption, protect=self.protect))
+                    sent.extend(part(n, lambda k, a=album, c=caption: gateway.send_album(chat_id, a, caption=c, protect=self.protect, key=k)))  # fmt: skip
             if self.text.strip() and not as_caption:
-                sent.append(gateway.send_text(chat_id, self.text, buttons=buttons, protect=self.protect))
+                sent.extend(part(len(albums), lambda k: [gateway.send_text(chat_id, self.text, buttons=buttons, protect=self.protect, key=k)]))  # fmt: skip
         except TelegramError as exc:
-            if sent:
+            if sent or earlier:
                 raise CopyIncomplete(sent=sent, cause=exc) from exc
             raise
+        if not sent:
+            raise AlreadySent("every part was delivered by an earlier attempt")
         return sent[0]
+
+
+ALREADY_SENT = "delivered by an earlier attempt (Telegram refused the repeat; message id unknown)"
+REPEAT = "outcome unknown, to be sent again with the same random_id: "
+
+
+def send_key(*, kind: str, row_id: int, made_at) -> str:
+    """The random_id key of the send for one row (`random_id_of`): its kind ("b" broadcast
+    delivery, "s" sequence message, ...), id, and when its row or its parent was made, in
+    microseconds (a database started afresh numbers rows from 1 again)."""
+    return f"{kind}{row_id}@{int(made_at.timestamp() * 1_000_000)}"
 
 
 UNREACHABLE_ERRORS = {TelegramUser.State.BLOCKED: "blocked the bot", TelegramUser.State.DEACTIVATED: "account deactivated"}
@@ -263,6 +292,9 @@ class SendFailure:
     status: str  # the row's SendStatus
     error: str  # kept on the row (at most 255 characters)
     unreachable: str = ""  # the TelegramUser.State to mark the user with (users_mark_unreachable); "": none
+    # Pending because its outcome is unknown: sent again with the same random_id (its row's
+    # `retry_from` says since when), within TELEGRAM_RANDOM_ID_WINDOW.
+    repeat: bool = False
 
 
 def send_failure(*, exc: TelegramError, unreachable_status: str) -> SendFailure:
@@ -272,13 +304,21 @@ def send_failure(*, exc: TelegramError, unreachable_status: str) -> SendFailure:
       before processing it): nothing was sent, so it is `pending` again (a later run sends it);
     - the user blocked the bot or deleted their account: `unreachable_status` (a broadcast counts
       them as blocked, a sequence skips the step), and the user is to be marked unreachable;
-    - OutcomeUnknown: it may have arrived, so `interrupted`, never sent again (at most once);
+    - AlreadySent: an earlier attempt with the same random_id delivered it: `sent` (message id
+      unknown);
+    - OutcomeUnknown: it may have arrived. When every message of it carried its row's random_id
+      (`repeatable`), `pending` again to be sent with the same one (Telegram delivers it once);
+      otherwise `interrupted`, never sent again (at most once);
     - any other refusal: `failed`, final.
     """
     if isinstance(exc, (FloodWait, TransientError)):
         return SendFailure(SendStatus.PENDING, str(exc)[:255])
+    if isinstance(exc, AlreadySent):
+        return SendFailure(SendStatus.SENT, ALREADY_SENT)
     if state := unreachable_state(exc=exc):
         return SendFailure(unreachable_status, UNREACHABLE_ERRORS[state], unreachable=state)
     if isinstance(exc, OutcomeUnknown):
+        if exc.repeatable:
+            return SendFailure(SendStatus.PENDING, f"{REPEAT}{exc}"[:255], repeat=True)
         return SendFailure(SendStatus.INTERRUPTED, str(exc)[:255])
     return SendFailure(SendStatus.FAILED, str(exc)[:255])

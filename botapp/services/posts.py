@@ -47,13 +47,15 @@ class PostCopy:
     source: str = ""  # where the buttons are written, for taps
     optout: str = ""  # the opt-out button's text, under the buttons ("": none)
 
-    def send(self, gateway: Gateway, chat_id: int, *, user_id: int | None = None) -> Sent:
+    def send(self, gateway: Gateway, chat_id: int, *, user_id: int | None = None, key: str = "") -> Sent:
         """Copy the post to `chat_id` with the buttons rendered for that user. A post that is gone
         raises MessageNotFound (Telegram's answer: the send's own result)."""
         buttons = keyboard_render(rows=self.rows, user_id=user_id, chat_id=chat_id, source=self.source, optout=self.optout)
-        return gateway.copy_messages(chat_id, self.chat_id, [self.message_id], buttons=buttons, protect=self.protect)[0]
+        return gateway.copy_messages(
+            chat_id, self.chat_id, [self.message_id], buttons=buttons, protect=self.protect, key=key
+        )[0]  # fmt: skip
 
-    def item(self, chat_id: int, *, user_id: int | None = None) -> None:
+    def item(self, chat_id: int, *, user_id: int | None = None, key: str = "") -> None:
         return None  # never one send of a batch: a copy reads the post first
 
 

@@ -9,6 +9,7 @@ thread-safe, so sweeps can send from a thread pool and bot handlers from their w
 from __future__ import annotations
 
 import abc
+import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -77,13 +78,24 @@ class Sent:
 @dataclass(frozen=True)
 class SendItem:
     """One message of a `send_many` batch: a text, or a media file (by file id) with the text as
-    its caption."""
+    its caption. `key`: the send's random_id key (`random_id_of`), "" for a fresh random_id."""
 
     chat_id: int
     text: str
     media: Media | None = None
     buttons: Keyboard | None = None
     protect: bool = False
+    key: str = ""
+
+
+def random_id_of(key: str, n: int = 0) -> int:
+    """The random_id of the n-th message of the send named `key`, the same in every process and
+    every attempt. Telegram sends a message once per random_id and refuses a repeat with
+    RANDOM_ID_DUPLICATE: a send whose outcome is unknown (a worker killed, an answer lost) is sent
+    again with the same one, and is then delivered once. The key names the row the send is for
+    and when that row was made (so ids starting again in a fresh database make other ones)."""
+    digest = hashlib.blake2b(f"{key}/{n}".encode(), digest_size=8, person=b"courier.rid").digest()
+    return int.from_bytes(digest, "big", signed=True)
 
 
 # --- What we receive ----------------------------------------------------------------------
@@ -219,8 +231,17 @@ class TransientError(TelegramError):
 
 
 class OutcomeUnknown(TelegramError):
-    """The request left and no answer came (timeout, a 5xx, a duplicate random id): Telegram may
-    have delivered it. A send in this state is never repeated by Courier (at most once)."""
+    """The request left and no answer came (timeout, a 5xx, a dropped connection): Telegram may
+    have delivered it. `repeatable`: every message of it carried the random_id of its send's key
+    (`random_id_of`), so sending it again with the same key delivers it at most once; otherwise
+    it is never repeated (at most once)."""
+
+    repeatable: bool = False
+
+
+class AlreadySent(TelegramError):
+    """Telegram refused the send as a repeat of its random_id (RANDOM_ID_DUPLICATE): an earlier
+    attempt delivered it. Its message id is not known (Telegram's refusal does not carry it)."""
 
 
 @dataclass
@@ -252,14 +273,17 @@ class Gateway(abc.ABC):
 
     @abc.abstractmethod
     def send_text(
-        self, chat_id: int, text: str, *, buttons: Keyboard | None = None, protect: bool = False, reply_to: int | None = None
-    ) -> Sent:
-        """Send a text message; `reply_to`: as a reply to that message of the chat."""
+        self, chat_id: int, text: str, *, buttons: Keyboard | None = None, protect: bool = False, reply_to: int | None = None,
+        key: str = "",
+    ) -> Sent:  # fmt: skip
+        """Send a text message; `reply_to`: as a reply to that message of the chat. `key`, for this
+        and every send below: the send's random_id key (`random_id_of`; "" draws a fresh one)."""
 
     @abc.abstractmethod
     def send_media(
-        self, chat_id: int, media: Media, *, caption: str = "", buttons: Keyboard | None = None, protect: bool = False
-    ) -> Sent: ...
+        self, chat_id: int, media: Media, *, caption: str = "", buttons: Keyboard | None = None, protect: bool = False,
+        key: str = "",
+    ) -> Sent: ...  # fmt: skip
 
     def send_many(self, items: Sequence[SendItem]) -> list[Sent | TelegramError | Exception]:
         """Send each item; one result per item, in order: what was sent or the TelegramError that
@@ -273,10 +297,10 @@ class Gateway(abc.ABC):
             try:
                 if item.media is not None:
                     sent = self.send_media(
-                        item.chat_id, item.media, caption=item.text, buttons=item.buttons, protect=item.protect
+                        item.chat_id, item.media, caption=item.text, buttons=item.buttons, protect=item.protect, key=item.key
                     )
                 else:
-                    sent = self.send_text(item.chat_id, item.text, buttons=item.buttons, protect=item.protect)
+                    sent = self.send_text(item.chat_id, item.text, buttons=item.buttons, protect=item.protect, key=item.key)
             except TelegramError as exc:
                 results.append(exc)
             except Exception as exc:  # noqa: BLE001 - nothing more goes; what was sent stays Sent
@@ -286,7 +310,9 @@ class Gateway(abc.ABC):
         return results
 
     @abc.abstractmethod
-    def send_album(self, chat_id: int, items: Sequence[Media], *, caption: str = "", protect: bool = False) -> list[Sent]:
+    def send_album(
+        self, chat_id: int, items: Sequence[Media], *, caption: str = "", protect: bool = False, key: str = ""
+    ) -> list[Sent]:
         """2 to ALBUM_SIZE media (file ids) as one album (messages.sendMultiMedia, one call);
         `caption` goes under the first. Telegram groups photos with videos, documents only with
         documents, audio only with audio."""
@@ -306,6 +332,7 @@ class Gateway(abc.ABC):
         caption: Caption = None,
         protect: bool = False,
         buttons: Keyboard | None = None,
+        key: str = "",
     ) -> list[Sent]:
         """Copy messages without the "forwarded from" header, in order. `caption` (Telegram HTML)
         replaces captions of media messages: one text for all, or a function given each message's

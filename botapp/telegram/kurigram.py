@@ -18,6 +18,12 @@ What is used, and where kurigram keeps it (pyrogram/session/session.py unless sa
 - `TCP.crypto_executor` (connection/transport/tcp/tcp.py): where packets are ciphered.
 - `types.Photo._parse` (types/messages_and_media/photo.py): a photo's file id from raw TL.
 - `Client.loop`: the loop kurigram schedules its own tasks on.
+- The update stream (pyrogram/dispatcher.py, client.py): `Dispatcher.updates_queue`, which
+  `Client.handle_updates` fills with `put_nowait((update, users, chats))` and each of
+  `Dispatcher.handler_worker`'s tasks empties one packet at a time, every handler awaited before it
+  asks for the next (`TrackedQueue` counts a packet handled then); `Client.fetch_peers`, which
+  caches the access hashes an answer names; getDifference asked as `recover_gaps` asks it
+  (methods/advanced/recover_gaps.py), which runbot replaces (`skip_updates=True`).
 - For the in-memory Telegram's side of MTProto (offline/telegram/wire.py, tooling), the same
   framing kurigram's `mtproto.pack/unpack` use: `pyrogram.crypto.aes` (IGE), `mtproto.kdf`, and
   `raw.core.Message` / `MsgContainer`; re-exported here (`aes`, `kdf`, `Message`, `MsgContainer`)
@@ -30,6 +36,7 @@ import asyncio
 import bisect
 import concurrent.futures
 import io
+from dataclasses import dataclass
 from importlib import metadata
 
 from pyrogram import Client, errors, raw, types
@@ -39,6 +46,7 @@ from pyrogram.crypto.mtproto import kdf  # noqa: F401 - re-exported for the in-m
 from pyrogram.raw.core import Message, MsgContainer
 
 from botapp.runtime import gc_tune
+from botapp.telegram.position import Position, Ticket, spans_of
 
 KURIGRAM_CHECKED = "2.2.26"  # the version every use below was read against
 RECHECK = (
@@ -50,6 +58,10 @@ RECHECK = (
     "pyrogram/connection/transport/tcp/tcp.py: TCP.crypto_executor",
     "pyrogram/types/messages_and_media/photo.py: Photo._parse",
     "pyrogram/errors/rpc_error.py: RPCError.raise_it, the value of an unknown error ('[420 NAME]')",
+    "pyrogram/dispatcher.py: Dispatcher.updates_queue, handler_worker (one packet at a time, handlers awaited), "
+    "start (recover_gaps unless skip_updates)",
+    "pyrogram/client.py: Client.handle_updates (put_nowait of (update, users, chats)), Client.fetch_peers, "
+    "updates_watchdog; methods/advanced/recover_gaps.py",
 )
 
 
@@ -424,3 +436,126 @@ async def invoke_one(client: Client, query):
         return await client.invoke(query, sleep_threshold=0)
     except Exception as exc:  # noqa: BLE001 - that query's result
         return exc
+
+
+# --- the update stream: what has been handled, and what was missed -----------------------------------
+
+# getChannelDifference's `limit` for a bot (core.telegram.org/method/updates.getChannelDifference:
+# "max 100000 for bots"; Telethon's BOT_CHANNEL_DIFF_LIMIT).
+BOT_CHANNEL_DIFFERENCE = 100_000
+
+
+class Fed(tuple):
+    """A packet of kurigram's dispatcher queue, `(update, users, chats)` as `Dispatcher.handler_worker`
+    unpacks it, carrying the `Ticket` that counts it handled."""
+
+    def __new__(cls, packet, ticket: Ticket):
+        fed = super().__new__(cls, packet)
+        fed.ticket = ticket
+        return fed
+
+
+class TrackedQueue(asyncio.Queue):
+    """kurigram's dispatcher queue (`Dispatcher.updates_queue`, which `Client.handle_updates` fills
+    with `put_nowait`), telling a `Position` when each packet has been handled.
+
+    `Dispatcher.handler_worker` takes a packet, runs every handler group on it (awaiting each
+    callback: runbot's wait for their handler thread), then asks for the next one; so the packet a
+    worker took before is handled when it asks again. A worker that dies mid-packet (cancelled at
+    stop, the process killed) never asks again: its packet stays unhandled, and is fetched again."""
+
+    def __init__(self, position: Position):
+        super().__init__()
+        self.position = position
+        self.holding: dict[asyncio.Task, Ticket] = {}
+
+    def put_nowait(self, item) -> None:
+        if item is not None and not isinstance(item, Fed):
+            item = Fed(item, self.position.received(spans_of(item[0])))
+        super().put_nowait(item)
+
+    async def get(self):
+        task = asyncio.current_task()
+        ticket = self.holding.pop(task, None)
+        if ticket is not None:
+            self.position.finished(ticket)
+        item = await super().get()
+        if item is not None:
+            self.holding[task] = item.ticket
+        return item
+
+
+def updates_track(client: Client, position: Position) -> TrackedQueue:
+    """Count `client`'s updates handled in `position` (before `client.start()`, which starts the
+    dispatcher's workers on the queue they find)."""
+    queue = TrackedQueue(position)
+    client.dispatcher.updates_queue = queue
+    return queue
+
+
+@dataclass
+class Missed:
+    """One answer of getDifference (or getChannelDifference): the packets to dispatch, and the state
+    they take the sequence to; `final`: nothing more to ask for; `too_long`: Telegram will not send
+    what came between (the state jumps over it)."""
+
+    packets: list[tuple]
+    pts: int
+    qts: int = 0
+    date: int = 0
+    seq: int = 0
+    final: bool = True
+    too_long: bool = False
+
+
+async def _peers_cache(client: Client, users: list, chats: list) -> tuple[dict, dict]:
+    """As `Client.handle_updates` does for a live update: the access hashes of the users and chats
+    the answer names go to kurigram's storage (a reply to a user first met here needs it)."""
+    await client.fetch_peers(users)
+    await client.fetch_peers(chats)
+    return {u.id: u for u in users}, {c.id: c for c in chats}
+
+
+async def difference_get(client: Client, *, pts: int, qts: int, date: int) -> Missed:
+    """What the account's sequences got after (pts, qts): `updates.getDifference`, as kurigram's
+    `recover_gaps` asks it (methods/advanced/recover_gaps.py), but with the qts runbot stored (kurigram
+    sends 0) and the peers of the answer cached (kurigram does not)."""
+    diff = await client.invoke(raw.functions.updates.GetDifference(pts=pts, date=date, qts=qts))
+    if isinstance(diff, raw.types.updates.DifferenceEmpty):
+        return Missed([], pts, qts, diff.date, diff.seq)
+    if isinstance(diff, raw.types.updates.DifferenceTooLong):
+        return Missed([], diff.pts, qts, date, final=False, too_long=True)
+    state = diff.state if isinstance(diff, raw.types.updates.Difference) else diff.intermediate_state
+    users, chats = await _peers_cache(client, diff.users, diff.chats)
+    packets = [(raw.types.UpdateNewMessage(message=m, pts=state.pts, pts_count=0), users, chats) for m in diff.new_messages]
+    packets += [(u, users, chats) for u in diff.other_updates]
+    return Missed(packets, state.pts, state.qts, state.date, state.seq, final=isinstance(diff, raw.types.updates.Difference))
+
+
+async def channel_difference_get(client: Client, chat_id: int, *, pts: int) -> Missed:
+    """What a channel's sequence got after `pts`: `updates.getChannelDifference`, as `recover_gaps`
+    asks it, with the channel as an InputChannel and the peers of the answer cached."""
+    peer = await client.resolve_peer(chat_id)
+    diff = await client.invoke(
+        raw.functions.updates.GetChannelDifference(
+            channel=raw.types.InputChannel(channel_id=peer.channel_id, access_hash=peer.access_hash),
+            filter=raw.types.ChannelMessagesFilterEmpty(),
+            pts=pts,
+            limit=BOT_CHANNEL_DIFFERENCE,
+            force=False,
+        )
+    )
+    if isinstance(diff, raw.types.updates.ChannelDifferenceEmpty):
+        return Missed([], diff.pts, final=True)
+    if isinstance(diff, raw.types.updates.ChannelDifferenceTooLong):
+        return Missed([], diff.dialog.pts, final=bool(diff.final), too_long=True)
+    users, chats = await _peers_cache(client, diff.users, diff.chats)
+    packets = [(raw.types.UpdateNewChannelMessage(message=m, pts=diff.pts, pts_count=0), users, chats) for m in diff.new_messages]
+    packets += [(u, users, chats) for u in diff.other_updates]
+    return Missed(packets, diff.pts, final=bool(diff.final))
+
+
+def updates_feed(client: Client, packets: list[tuple], ticket: Ticket) -> None:
+    """Hand fetched packets to kurigram's dispatcher, as `recover_gaps` does, counted by one ticket."""
+    for packet in packets:
+        client.dispatcher.updates_queue.put_nowait(Fed(packet, ticket))

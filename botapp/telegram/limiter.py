@@ -12,15 +12,17 @@ the same instant. A per-chat slot works the same way with that chat's interval, 
 of CHAT_BURST calls.
 
 Two lanes. Replies to users (runbot) reserve their slot whatever the queue; bulk sends (broadcasts,
-scheduled messages, sequence steps) take a slot only when one is free now, and otherwise wait and
-ask again. So bulk traffic never builds a queue in front of a reply: a broadcast uses what replies
-leave. A FloodWait pauses its scope: one chat when that chat was just sent to (the per-chat limit),
+scheduled messages, sequence steps) reserve a batch only when its first slot is free within one
+window (BATCH_WINDOW) of now, and otherwise sleep until it is (one thread of a process asks at a
+time; the others wait for it). So bulk traffic never queues more than a window or two in front of
+a reply: a broadcast uses what replies leave. A FloodWait pauses its scope: one chat when that chat was just sent to (the per-chat limit),
 otherwise the lane it happened in (bulk), or everyone (a reply was refused). Every reservation
 starts after the pauses that apply to it, and a sender re-checks them after sleeping.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -79,12 +81,14 @@ end
 return string.format('%.6f', slot - now)
 """
 
-# A bulk sender's batch (workers only): as many consecutive slots as are free within ARGV[2]
-# seconds, each also within its chat's own limit, in one round trip. KEYS: the global slot, the
-# P = ARGV[4] pause keys, then each chat's slot and pause. ARGV: global interval, window, chat
-# burst, P, then each chat's interval. Returns "<granted> <delay until the first slot>", or "-"
-# and the delay after which to ask again (when the next free slot is due: then a whole window of
-# slots lies ahead).
+# A bulk sender's batch (workers only): when the next free slot is due within ARGV[2] seconds
+# (the window), it and the consecutive slots after it that fall within one window of it, each also
+# within its chat's own limit, in one round trip. KEYS: the global slot, the P = ARGV[4] pause
+# keys, then each chat's slot and pause. ARGV: global interval, window, chat burst, P, then each
+# chat's interval. Returns "<granted> <delay until the first slot>", or "-" and the delay after
+# which to ask again: when the next free slot comes within the window. So a sender that waited is
+# granted a whole batch up to a window before it is due, and a late wake-up (a busy machine's
+# scheduling) costs no slot: the batch is reserved before its time comes.
 ACQUIRE_MANY = """
 local now_parts = redis.call('TIME')
 local now = tonumber(now_parts[1]) + tonumber(now_parts[2]) / 1000000
@@ -107,8 +111,8 @@ for i = 1, n do
   local chat_interval = tonumber(ARGV[4 + i])
   local chat_tat = math.max(tonumber(redis.call('GET', chat_key) or '0'), now, chat_pause) + chat_interval
   local slot = math.max(tat, chat_tat - burst * chat_interval, chat_pause)
-  if slot - now > window then
-    wait = slot - now
+  if (first == nil and slot - now > window) or (first and slot - first >= window) then
+    wait = slot - now - window
     break
   end
   redis.call('SET', chat_key, string.format('%.6f', chat_tat), 'PX', math.ceil((chat_tat - now) * 1000) + 1000)
@@ -318,6 +322,10 @@ class RedisLimiter:
         self.bulk_pause_key = f"{prefix}:pause:bulk"
         self.global_key = f"{prefix}:global"
         self._pauses = [self.pause_key, self.bulk_pause_key] if lane == BULK else [self.pause_key]
+        # A bulk sender's threads ask Redis for slots one at a time: the others wait here, not in
+        # a loop of Redis calls each (a worker runs a dozen sending threads; one asks, the rest
+        # would all wake at the same instant to be told "not yet").
+        self._gate = threading.Lock()
 
     @classmethod
     def from_settings(cls, *, lane: str = REPLY) -> RedisLimiter:
@@ -395,13 +403,15 @@ class RedisLimiter:
         ]
         waited = 0.0
         while True:
-            answer = self._acquire(keys=keys, args=args)
-            answer = answer.decode() if isinstance(answer, bytes) else str(answer)
-            if answer.startswith("-"):  # not reserved: the queue is busy, ask again
-                retry = max(float(answer[1:]), self.interval / 2)
-                self.sleep(retry)
-                waited += retry
-                continue
+            with self._gate if self.lane == BULK else contextlib.nullcontext():
+                while True:
+                    answer = self._acquire(keys=keys, args=args)
+                    answer = answer.decode() if isinstance(answer, bytes) else str(answer)
+                    if not answer.startswith("-"):
+                        break
+                    retry = max(float(answer[1:]), self.interval / 2)  # the queue is busy: ask again then
+                    self.sleep(retry)
+                    waited += retry
             delay = float(answer)
             if delay > 0:
                 self.sleep(delay)
@@ -442,21 +452,22 @@ class RedisLimiter:
             keys += [key, f"{key}:pause"]
             args.append(chat_interval(chat_id))
         waited = 0.0
-        while True:
-            answer = self._acquire_many(keys=keys, args=args)
-            answer = answer.decode() if isinstance(answer, bytes) else str(answer)
-            if answer.startswith("-"):  # nothing free within the window: ask again
-                retry = max(float(answer[1:]), self.interval / 2)
+        with self._gate:
+            while True:
+                answer = self._acquire_many(keys=keys, args=args)
+                answer = answer.decode() if isinstance(answer, bytes) else str(answer)
+                if not answer.startswith("-"):
+                    break
+                retry = max(float(answer[1:]), self.interval / 2)  # nothing free within the window yet
                 self.sleep(retry)
                 waited += retry
-                continue
-            granted, delay = answer.split()
-            if float(delay) > 0:
-                self.sleep(float(delay))
-                waited += float(delay)
-            waited += self._admit(int(granted), paid=self.free_interval is not None)
-            LIMITER_WAIT.labels(self.lane).observe(waited)
-            return int(granted)
+        granted, delay = answer.split()
+        if float(delay) > 0:
+            self.sleep(float(delay))
+            waited += float(delay)
+        waited += self._admit(int(granted), paid=self.free_interval is not None)
+        LIMITER_WAIT.labels(self.lane).observe(waited)
+        return int(granted)
 
     def _chat_key(self, chat_id: int) -> str:
         return f"{self.prefix}:chat:{chat_id}"

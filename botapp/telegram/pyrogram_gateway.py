@@ -40,6 +40,7 @@ from pyrogram.session import Session
 from botapp.telegram.entities import entities_html
 from botapp.telegram.gateway import (
     DELETE_CHUNK,
+    AlreadySent,
     BadRequest,
     BotUnauthorized,
     Caption,
@@ -63,6 +64,7 @@ from botapp.telegram.gateway import (
     UserBlocked,
     UserDeactivated,
     chunked,
+    random_id_of,
 )
 from botapp.telegram.kurigram import Abridged, Written, invoke_many, loop_bind, photo_file_id, session_tune
 from botapp.telegram.limits import USER_ID_MAX
@@ -152,7 +154,9 @@ def client_build(
         bot_token=bot_token,
         workdir=str(workdir),
         no_updates=no_updates,
-        skip_updates=False,  # messages users sent while runbot was down are fetched at start
+        # What users sent while runbot was down is fetched by its UpdatePump from the position it
+        # stored (botapp/telegram/updates.py), not by kurigram from its session file.
+        skip_updates=True,
         parse_mode=enums.ParseMode.HTML,
         sleep_threshold=0,  # FloodWait reaches us; the global limiter decides who waits
         protocol_factory=Abridged,  # kurigram's transport, small packets ciphered on the loop (kurigram.py)
@@ -236,7 +240,7 @@ def error_to_domain(exc: BaseException, *, send: bool = False) -> TelegramError 
     if isinstance(exc, (errors.MessageEditTimeExpired, errors.MessageDeleteForbidden)):
         return MessageTooOld(text)
     if isinstance(exc, errors.RandomIdDuplicate):
-        return OutcomeUnknown(text)  # an earlier attempt of this very request got through
+        return AlreadySent(text)  # an earlier attempt of this very request got through
     if isinstance(exc, (errors.InternalServerError, errors.ServiceUnavailable, TimeoutError)):
         return OutcomeUnknown(text) if send else TransientError(text)
     if isinstance(exc, _TRANSPORT):
@@ -338,6 +342,24 @@ def sent_ids(answer) -> list[int]:
     ]
 
 
+@contextlib.contextmanager
+def _repeatable(keyed: bool):
+    """An OutcomeUnknown raised inside is repeatable when every message of the call carried its
+    key's random_id (`keyed`)."""
+    try:
+        yield
+    except OutcomeUnknown as exc:
+        exc.repeatable = keyed
+        raise
+
+
+def _keyed(error, item: SendItem):
+    """A batch item's error: an unknown outcome is repeatable when the item carried a key."""
+    if isinstance(error, OutcomeUnknown):
+        error.repeatable = bool(item.key)
+    return error
+
+
 async def _noop():
     return None
 
@@ -417,8 +439,9 @@ class PyrogramGateway(Gateway):
         gateway.start()
         return gateway
 
-    def start(self, *, before_start=None) -> None:
-        """Sign in; `before_start(client)` runs on the loop first (to add update handlers)."""
+    def start(self, *, before_start=None, after_start=None) -> None:
+        """Sign in; `before_start(client)` runs on the loop first (to add update handlers),
+        `await after_start(client)` once signed in (an UpdatePump's `resume`)."""
         if before_start is not None:
 
             async def prepare():
@@ -427,12 +450,18 @@ class PyrogramGateway(Gateway):
             self._run(prepare())
         self._run(_on_loop(self.client.start))
         session_tune(self.client)
+        if after_start is not None:
+            self._run(after_start(self.client))
 
-    def stop(self) -> None:
+    def stop(self, *, after_stop=None) -> None:
+        """Stop the client; `await after_stop()` on the loop once it has stopped (an UpdatePump's `close`)."""
         if self._thread is None:
             return
         with contextlib.suppress(Exception):
             self._run(_on_loop(self.client.stop))
+        if after_stop is not None:
+            with contextlib.suppress(Exception):
+                self._run(after_stop())
 
         async def cancel_the_rest():  # a stop that failed halfway leaves kurigram's tasks behind
             tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
@@ -482,6 +511,12 @@ class PyrogramGateway(Gateway):
                     raise
                 if retry.wait:
                     self.sleep(retry.wait)
+            except (TelegramError, BotUnauthorized):
+                raise
+            except Exception as exc:
+                if send:  # not Telegram's answer (a bug): raised as it is, and said to have maybe left
+                    exc.maybe_delivered = True  # type: ignore[attr-defined]
+                raise
             attempt += 1
 
     def _peer_for(self, user_id: int) -> tuple[int, int] | int | None:
@@ -564,12 +599,20 @@ class PyrogramGateway(Gateway):
         return self._username or (me.username if me is not None and me.username else "")
 
     def send_text(
-        self, chat_id: int, text: str, *, buttons: Keyboard | None = None, protect: bool = False, reply_to: int | None = None
-    ) -> Sent:
-        message_id = self._call(
-            self._send_text, chat_id, text, buttons, protect, reply_to, chat_id=chat_id, send=True, paid=bool(self.paid)
-        )
+        self, chat_id: int, text: str, *, buttons: Keyboard | None = None, protect: bool = False, reply_to: int | None = None,
+        key: str = "",
+    ) -> Sent:  # fmt: skip
+        keyed = bool(key) and not self._kurigram_sends(buttons)
+        with _repeatable(keyed):
+            message_id = self._call(
+                self._send_text, chat_id, text, buttons, protect, reply_to, key, chat_id=chat_id, send=True,
+                paid=bool(self.paid),
+            )  # fmt: skip
         return Sent(chat_id, message_id)
+
+    def _kurigram_sends(self, buttons: Keyboard | None) -> bool:
+        """Whether a text goes through kurigram's send_message (its own random_id, not a key's)."""
+        return self._parses_answers and any(b.callback_data for row in buttons or () for b in row)
 
     @property
     def _parses_answers(self) -> bool:
@@ -579,9 +622,9 @@ class PyrogramGateway(Gateway):
         into a Message: a third of a send's CPU."""
         return not self.client.no_updates
 
-    async def _send_text(self, chat_id, text, buttons, protect, reply_to=None) -> int:
+    async def _send_text(self, chat_id, text, buttons, protect, reply_to=None, key="") -> int:
         """kurigram's send_message; otherwise the same request, reading only the new id."""
-        if self._parses_answers and any(b.callback_data for row in buttons or () for b in row):
+        if self._kurigram_sends(buttons):
             message = await self.client.send_message(
                 chat_id,
                 text,
@@ -598,7 +641,7 @@ class PyrogramGateway(Gateway):
                 peer=await self.client.resolve_peer(chat_id),
                 message=message,
                 entities=entities,
-                random_id=self.client.rnd_id(),
+                random_id=random_id_of(key) if key else self.client.rnd_id(),
                 no_webpage=True,
                 noforwards=protect or None,
                 reply_markup=await self._reply_markup(buttons),
@@ -658,7 +701,9 @@ class PyrogramGateway(Gateway):
             except Exception as exc:  # a bug while this group was on its way: it may have arrived
                 log.error("unexpected error sending a group of %d: nothing more of this batch is sent", len(group), exc_info=exc)
                 for n in group:
-                    results[n] = OutcomeUnknown(f"unexpected error while sending: {type(exc).__name__}: {exc}"[:200])
+                    results[n] = _keyed(
+                        OutcomeUnknown(f"unexpected error while sending: {type(exc).__name__}: {exc}"[:200]), items[n]
+                    )
                 stop = exc
                 break
             retry, flood, wait = [], 0, 0.0
@@ -668,6 +713,7 @@ class PyrogramGateway(Gateway):
                     results[n] = Sent(items[n].chat_id, answer)
                     continue
                 error = answer if isinstance(answer, (TelegramError, BotUnauthorized)) else error_to_domain(answer, send=True)
+                error = _keyed(error, items[n])
                 if error is None:  # not Telegram's answer: a bug building this item's request (not sent)
                     results[n] = answer
                     continue
@@ -745,12 +791,13 @@ class PyrogramGateway(Gateway):
         keyboard = self._markup_cache.get(tuple(tuple(row) for row in item.buttons)) if item.buttons else None
         if parsed is None or (item.buttons and keyboard is None):
             return None
-        query = self._request_of(item, peer, parsed, keyboard, random_id=_random_id())
+        query = self._request_of(item, peer, parsed, keyboard, random_id=random_id_of(item.key) if item.key else _random_id())
         return Written(self._wire(query).write(), query)
 
     async def _request(self, item: SendItem, peer) -> raw.core.TLObject:
         parsed = await self._parsed(item.text) if item.text else ("", None)
-        return self._request_of(item, peer, parsed, await self._reply_markup(item.buttons), random_id=self.client.rnd_id())
+        random_id = random_id_of(item.key) if item.key else self.client.rnd_id()
+        return self._request_of(item, peer, parsed, await self._reply_markup(item.buttons), random_id=random_id)
 
     def _request_of(self, item: SendItem, peer, parsed, keyboard, *, random_id: int) -> raw.core.TLObject:
         message, entities = parsed
@@ -767,6 +814,10 @@ class PyrogramGateway(Gateway):
             return raw.functions.messages.SendMessage(no_webpage=True, **common)
         media = utils.get_input_media_from_file_id(item.media.file, MEDIA_FILE_TYPES[item.media.kind])
         return raw.functions.messages.SendMedia(media=media, **common)
+
+    async def _send_item(self, item: SendItem) -> int:
+        (message_id,) = sent_ids(await self._invoke(await self._request(item, await self.client.resolve_peer(item.chat_id))))
+        return message_id
 
     async def _invoke_many(self, queries: list) -> list:
         """Each query's answer (or the exception it raised), several in one MTProto container
@@ -786,13 +837,21 @@ class PyrogramGateway(Gateway):
         return answer
 
     def send_media(
-        self, chat_id: int, media: Media, *, caption: str = "", buttons: Keyboard | None = None, protect: bool = False
-    ) -> Sent:
+        self, chat_id: int, media: Media, *, caption: str = "", buttons: Keyboard | None = None, protect: bool = False,
+        key: str = "",
+    ) -> Sent:  # fmt: skip
         # kurigram's send_* upload a string naming a local file before trying it as a URL or file
         # id: media that came from outside (an API caller, an operator) must never reach it as a
         # path, or the worker would send its own files (its .env) to whoever the message is for.
         if problem := media_problem(media.file, kind=media.kind):
             raise BadRequest(f"media refused before sending: {problem}")
+        if key and media.kind in MEDIA_FILE_TYPES and "://" not in media.file:  # by file id: the request is ours
+            item = SendItem(chat_id, caption, media=media, buttons=buttons, protect=protect, key=key)
+            with _repeatable(True):
+                message_id = self._call(
+                    self._send_item, item, chat_id=chat_id, send=True, paid=bool(self.paid)
+                )  # fmt: skip
+            return Sent(chat_id, message_id)
         send = getattr(self.client, f"send_{media.kind}")
         message = self._call(
             send,
@@ -808,14 +867,17 @@ class PyrogramGateway(Gateway):
         )
         return Sent(chat_id, message.id)
 
-    def send_album(self, chat_id: int, items: Sequence[Media], *, caption: str = "", protect: bool = False) -> list[Sent]:
-        ids = self._call(
-            self._send_album, chat_id, list(items), caption, protect, chat_id=chat_id, send=True, count=len(items),
-            paid=bool(self.paid),
-        )  # fmt: skip
+    def send_album(
+        self, chat_id: int, items: Sequence[Media], *, caption: str = "", protect: bool = False, key: str = ""
+    ) -> list[Sent]:
+        with _repeatable(bool(key)):
+            ids = self._call(
+                self._send_album, chat_id, list(items), caption, protect, key, chat_id=chat_id, send=True,
+                count=len(items), paid=bool(self.paid),
+            )  # fmt: skip
         return [Sent(chat_id, i) for i in ids]
 
-    async def _send_album(self, chat_id, items, caption, protect) -> list[int]:
+    async def _send_album(self, chat_id, items, caption, protect, key="") -> list[int]:
         message, entities = await self._parsed(caption) if caption else ("", [])
         multi = []
         for n, item in enumerate(items):
@@ -824,7 +886,7 @@ class PyrogramGateway(Gateway):
             multi.append(
                 raw.types.InputSingleMedia(
                     media=media,
-                    random_id=self.client.rnd_id(),
+                    random_id=random_id_of(key, n) if key else self.client.rnd_id(),
                     message=message if first else "",
                     entities=entities if first else None,
                 )
@@ -884,6 +946,7 @@ class PyrogramGateway(Gateway):
         caption: Caption = None,
         protect: bool = False,
         buttons: Keyboard | None = None,
+        key: str = "",
     ) -> list[Sent]:
         """Without a caption or buttons: one ForwardMessages call per 100 ids (no "forwarded from"
         header); ids Telegram cannot forward (deleted, service messages) are skipped. With a
@@ -898,16 +961,25 @@ class PyrogramGateway(Gateway):
                 # Telegram may count each forwarded message against its rates: no more in one call
                 # than the limiter lets go together.
                 size = min(DELETE_CHUNK, self.limiter.count_max) if self.limiter is not None else DELETE_CHUNK
-                for chunk in chunked(list(message_ids), size):
-                    ids = self._call(
-                        self._forward, chat_id, from_chat_id, chunk, protect, chat_id=chat_id, send=True, count=len(chunk),
-                        paid=bool(self.paid),
-                    )  # fmt: skip
+                for start, chunk in enumerate(chunked(list(message_ids), size)):
+                    rids = [random_id_of(key, start * size + n) for n in range(len(chunk))] if key else None
+                    with _repeatable(bool(key)):
+                        ids = self._call(
+                            self._forward, chat_id, from_chat_id, chunk, protect, rids, chat_id=chat_id, send=True,
+                            count=len(chunk), paid=bool(self.paid),
+                        )  # fmt: skip
                     sent.extend(Sent(chat_id, i) for i in ids)
             else:
+                n = 0
                 for chunk in chunked(list(message_ids), DELETE_CHUNK):
                     for source in self._fetch(from_chat_id, chunk):
                         text = caption(copy_source(source)) if callable(caption) else caption
+                        n += 1
+                        if key and (item := self._copy_item(chat_id, source, text, buttons, protect, f"{key}#{n - 1}")):
+                            with _repeatable(True):
+                                message_id = self._call(self._send_item, item, chat_id=chat_id, send=True, paid=bool(self.paid))
+                            sent.append(Sent(chat_id, message_id))
+                            continue
                         copy = self._call(
                             source.copy,
                             chat_id,
@@ -928,6 +1000,19 @@ class PyrogramGateway(Gateway):
         if not sent:
             raise MessageNotFound(f"none of {from_chat_id}/{list(message_ids)[:5]}… can be copied")
         return sent
+
+    def _copy_item(self, chat_id: int, source: types.Message, caption: str | None, buttons, protect: bool, key: str):
+        """A copy of `source` as a send Courier builds itself, so that it carries `key`'s
+        random_id: a text, or a file Telegram already has with its caption (the new one, or its
+        own). None for what only kurigram's copy reproduces (a link preview, a poll, a sticker...)."""
+        info = copy_source(source)
+        if info.kind and info.kind not in MEDIA_FILE_TYPES:
+            return None
+        if not info.kind and getattr(source, "web_page", None) is not None:
+            return None
+        media = Media(info.kind, getattr(source, info.kind).file_id) if info.kind else None
+        text = (caption if caption is not None else info.caption) if media else info.text
+        return SendItem(chat_id, text, media=media, buttons=buttons, protect=protect, key=key)
 
     def post_read(self, chat_id: int, message_id: int) -> CopySource:
         found = self._fetch(chat_id, [message_id])
@@ -960,14 +1045,14 @@ class PyrogramGateway(Gateway):
             found = self._markup_cache[key] = Written((await markup(buttons).write(self.client)).write())
         return found
 
-    async def _forward(self, chat_id, from_chat_id, ids, protect) -> list[int]:
+    async def _forward(self, chat_id, from_chat_id, ids, protect, random_ids=None) -> list[int]:
         """kurigram's forward_messages(hide_sender_name=True), reading only the new ids (a copy
         carries no button of ours to tap)."""
         answer = await self._invoke(
             raw.functions.messages.ForwardMessages(
                 from_peer=await self.client.resolve_peer(from_chat_id),
                 id=ids,
-                random_id=[self.client.rnd_id() for _ in ids],
+                random_id=random_ids or [self.client.rnd_id() for _ in ids],
                 to_peer=await self.client.resolve_peer(chat_id),
                 drop_author=True,
                 noforwards=protect or None,

@@ -1,4 +1,12 @@
-"""Pyrogram updates -> domain updates -> the Router, on a worker thread (services are sync Django)."""
+"""Pyrogram updates -> domain updates -> the Router, on a worker thread (services are sync Django).
+
+The pump also keeps runbot's place in Telegram's update stream (botapp/telegram/position.py): it
+counts each update handled once its handler has returned, stores that position about once a second
+(`PositionStore`), and at start asks Telegram for everything after it (getDifference), so what users
+sent while runbot was down, or while it was handling what it had when it was killed, is handled
+now. An update that comes again (it had been handled, but the stored position was a moment old) is
+recognised by the router (services/updates.py: `update_claim`). docs/reliability.md#updates.
+"""
 
 from __future__ import annotations
 
@@ -11,13 +19,21 @@ from typing import Protocol
 
 import sentry_sdk
 from django.db import close_old_connections
-from pyrogram import Client, filters, raw
+from pyrogram import Client, errors, filters, raw
 from pyrogram import types as ptypes
 from pyrogram.handlers import CallbackQueryHandler, ChatJoinRequestHandler, MessageHandler, RawUpdateHandler
 
 from botapp.metrics import UPDATE_SECONDS
 from botapp.telegram.entities import entities_html
 from botapp.telegram.gateway import Button, CallbackQuery, ChannelPost, IncomingMessage, Media, ReplyTo, TgUser
+from botapp.telegram.kurigram import (
+    Missed,
+    channel_difference_get,
+    difference_get,
+    updates_feed,
+    updates_track,
+)
+from botapp.telegram.position import PTS, QTS, Position, PositionState, Span
 from config.error_reports import TEXTS_TO_HIDE
 
 log = logging.getLogger(__name__)
@@ -154,15 +170,44 @@ class Conversation(Protocol):
     def handle_bot_stopped(self, *, user_id: int, stopped: bool) -> None: ...
 
 
-class UpdatePump:
-    """Hands each update to the router on a bounded thread pool; refuses new ones once draining."""
+# Seconds between two writes of runbot's position while updates come: after a kill, at most about
+# this much work already handled is fetched again (and recognised as handled by the router).
+POSITION_FLUSH = 1.0
+# Seconds before a getDifference that failed (Telegram unreachable, a FloodWait) is asked again.
+RECOVER_RETRY = 5.0
 
-    def __init__(self, router: Conversation | None, *, threads: int = 8):
+
+class PositionStore(Protocol):
+    """Where runbot keeps its position between runs (services/updates.py: `UpdatePositions`, in
+    PostgreSQL), and its claims on updates (`reset` forgets both). Called on a thread of the
+    pump's own, never on the event loop."""
+
+    def load(self) -> PositionState | None: ...
+    def save(self, state: PositionState) -> None: ...
+    def reset(self) -> None: ...
+
+
+class UpdatePump:
+    """Hands each update to the router on a bounded thread pool; refuses new ones once draining.
+    With a `positions` store it keeps runbot's place in the update stream and, at `resume`, fetches
+    what was missed; without one (tests that do not restart), updates missed while down are not
+    fetched."""
+
+    def __init__(self, router: Conversation | None, *, threads: int = 8, positions: PositionStore | None = None):
         self.router = router
         self.executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="update")
         self.accepting = True
+        self.positions = positions
+        self.position = Position()
+        # Its own thread: the position is written even while every handler thread is busy.
+        self._keeper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="position") if positions else None
+        self._saved: PositionState | None = None
+        self._cursors: dict[int, PositionState] = {}  # per sequence: where fetching what was missed has got to
+        self._tasks: list[asyncio.Task] = []
+        self.recovered = 0  # updates fetched with getDifference since start
 
     def register(self, client: Client) -> None:
+        """Before `client.start()`: the handlers, and (with a position store) the counting of updates handled."""
         client.add_handler(MessageHandler(self._on_message, filters.private & filters.incoming & ~filters.service))
         client.add_handler(CallbackQueryHandler(self._on_callback))
         client.add_handler(ChatJoinRequestHandler(self._on_join_request))
@@ -174,6 +219,112 @@ class UpdatePump:
             client.add_handler(
                 MessageHandler(self._on_channel_post, filters.channel & ~filters.service & filters.chat(sorted(channels)))
             )
+        if self.positions is not None:
+            updates_track(client, self.position)
+
+    async def resume(self, client: Client) -> None:
+        """After `client.start()`: the stored position (on first start, kurigram's own from its
+        session file), then everything Telegram got after it handed to the dispatcher; from now on
+        the position is written as updates are handled."""
+        if self.positions is None:
+            return
+        loop = asyncio.get_running_loop()
+        state = await loop.run_in_executor(self._keeper, _with_connection, self.positions.load)
+        now = await client.invoke(raw.functions.updates.GetState())
+        if state is not None and (state.bot_id != client.me.id or state.pts > now.pts or state.qts > now.qts):
+            # Another bot's numbers, or a Telegram whose are lower than ours (they never go down on
+            # one account): nothing of this bot's can be fetched from them, and its claims mean nothing.
+            log.warning("the stored update position (bot %s, pts %s) is not this bot's (%s, pts %s): starting afresh",
+                        state.bot_id, state.pts, client.me.id, now.pts)  # fmt: skip
+            await loop.run_in_executor(self._keeper, _with_connection, self.positions.reset)
+            state = PositionState(pts=now.pts, qts=now.qts, date=now.date, seq=now.seq)
+        if state is None:
+            state = await _state_first(client, now)
+        state.bot_id = client.me.id
+        self.position.start(state)
+        self._cursors = {PTS: state} | {box: PositionState(pts, 0, 0) for box, pts in state.channels.items()}
+        self._tasks.append(loop.create_task(self._keep()))
+        for box in list(self._cursors):
+            await self._recover(client, box)
+        log.info("runbot resumed at pts=%s qts=%s: %s updates fetched that came meanwhile", state.pts, state.qts, self.recovered)
+
+    async def _recover(self, client: Client, box: int) -> None:
+        """Fetch what sequence `box` got after its cursor, slice by slice, into the dispatcher (the
+        stored position stays at the cursor meanwhile). When Telegram cannot answer now, ask again
+        after RECOVER_RETRY; a channel Telegram refuses for good is no longer followed."""
+        try:
+            while True:
+                cursor = self._cursors[box]
+                self._hold(box, cursor)
+                if box == PTS:
+                    missed = await difference_get(client, pts=cursor.pts, qts=cursor.qts, date=cursor.date)
+                    spans = [Span(PTS, cursor.pts, missed.pts), Span(QTS, cursor.qts, missed.qts or cursor.qts)]
+                else:
+                    missed = await channel_difference_get(client, box, pts=cursor.pts)
+                    spans = [Span(box, cursor.pts, missed.pts)]
+                self._fetched(client, box, cursor, missed, spans)
+                if missed.final:
+                    for held in (box, QTS) if box == PTS else (box,):
+                        self.position.release(held)
+                    return
+        except (errors.RPCError, OSError, TimeoutError, KeyError, ValueError) as exc:  # Telegram's answer, the network
+            if box != PTS and _refused_for_good(exc):
+                # The bot was removed from the channel, or it is gone: kurigram's recover_gaps drops
+                # such a channel too. Its posts from while runbot was down are not fetched.
+                log.warning("channel %s: its missed posts cannot be fetched (%r); no longer followed", box, exc)
+                self.position.forget(box)
+                return
+            log.warning("updates missed while runbot was down: asking again in %.0f s (box=%s): %r", RECOVER_RETRY, box, exc)
+            self._tasks.append(asyncio.get_running_loop().create_task(self._recover_later(client, box)))
+        except Exception:
+            log.exception("fetching the updates missed while runbot was down failed (box=%s): a bug", box)
+            raise
+
+    def _hold(self, box: int, cursor: PositionState) -> None:
+        self.position.hold(box, cursor.pts)
+        if box == PTS:
+            self.position.hold(QTS, cursor.qts)
+
+    def _fetched(self, client: Client, box: int, cursor: PositionState, missed: Missed, spans: list[Span]) -> None:
+        if missed.too_long:
+            log.error(
+                "Telegram will not send what box=%s got between pts %s and %s: those updates are lost",
+                box,
+                cursor.pts,
+                missed.pts,
+            )
+        ticket = self.position.received([s for s in spans if s.hi > s.lo], packets=len(missed.packets))
+        updates_feed(client, missed.packets, ticket)
+        self.recovered += len(missed.packets)
+        if box == PTS:
+            self.position.dated(missed.date, missed.seq)
+        self._cursors[box] = PositionState(
+            pts=missed.pts, qts=missed.qts or cursor.qts, date=missed.date or cursor.date, seq=missed.seq
+        )
+
+    async def _recover_later(self, client: Client, box: int) -> None:
+        await asyncio.sleep(RECOVER_RETRY)
+        await self._recover(client, box)
+
+    async def _keep(self) -> None:
+        """Write the position once a second while it moves (holes close on their own time)."""
+        while True:
+            await asyncio.sleep(POSITION_FLUSH)
+            if self.position.changed or self.position.holes():
+                await self.position_save()
+
+    async def position_save(self) -> None:
+        """Write the position now if it moved; a failure (PostgreSQL away) is logged and retried by the next write."""
+        state = self.position.snapshot()
+        if state is None or state == self._saved:
+            return
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._keeper, _with_connection, self.positions.save, state)
+        except Exception:
+            log.exception("runbot's update position was not stored (pts=%s): trying again in %.0f s", state.pts, POSITION_FLUSH)
+            self.position.changed = True
+            return
+        self._saved = state
 
     async def submit(self, handle: Callable[[object], None], update: object) -> None:
         """Run `handle(update)` (a router call) on a worker thread: services are sync Django."""
@@ -211,9 +362,47 @@ class UpdatePump:
         await self.submit(lambda _: self.router.handle_bot_stopped(user_id=update.user_id, stopped=bool(update.stopped)), None)
 
     async def drain(self) -> None:
-        """Stop taking updates and wait for the ones in flight (their replies still need the loop)."""
+        """Stop taking updates and wait for the ones in flight (their replies still need the loop).
+        The position stops moving first: what is handled from now on is fetched again at the next
+        start and recognised, what is not handled is handled then."""
+        self.position.close()
         self.accepting = False
         await asyncio.get_running_loop().run_in_executor(None, self.executor.shutdown, True)
+
+    async def close(self) -> None:
+        """After the client has stopped: the last position written, the pump's tasks ended."""
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        if self._keeper is not None:
+            await self.position_save()
+            self._keeper.shutdown(wait=True)
+
+
+async def _state_first(client: Client, now: raw.types.updates.State) -> PositionState:
+    """runbot's first start with a stored position: kurigram's own (its session file has the state
+    of its last clean stop, or of the session's first start) when it is not ahead of Telegram's,
+    else Telegram's state `now`."""
+    stored = await client.storage.get_update_states(0)
+    if stored and stored[0].pts is not None and stored[0].pts <= now.pts:
+        s = stored[0]
+        return PositionState(pts=s.pts, qts=min(s.qts or 0, now.qts), date=s.date or 0, seq=s.seq or 0)
+    return PositionState(pts=now.pts, qts=now.qts, date=now.date, seq=now.seq)
+
+
+def _refused_for_good(exc: Exception) -> bool:
+    """Telegram refused the request itself (a 400 or 403: CHANNEL_PRIVATE, CHANNEL_INVALID), or
+    kurigram does not know the channel: asking again changes nothing."""
+    return isinstance(exc, KeyError | ValueError) or (isinstance(exc, errors.RPCError) and exc.CODE in (400, 403))
+
+
+def _with_connection(fn, *args):
+    close_old_connections()
+    try:
+        return fn(*args)
+    finally:
+        close_old_connections()
 
 
 def _with_db(handle, update, arrived: float) -> None:

@@ -8,6 +8,7 @@ instead of on a pool: tests keep their database transaction, and the sandbox its
 
 from __future__ import annotations
 
+import asyncio
 import os
 import queue
 import tempfile
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from botapp.telegram.gateway import ChannelPost
+from botapp.telegram.position import PositionState
 from botapp.telegram.pyrogram_gateway import PyrogramGateway, client_build
 from botapp.telegram.updates import UpdatePump, handle_reported
 
@@ -50,11 +52,30 @@ def offline_gateway(
     return gateway
 
 
-class QueuedPump(UpdatePump):
-    """runbot's UpdatePump; parsed updates wait in a queue for `process()`."""
+class MemoryPositions:
+    """runbot's stored position kept in memory (botapp/telegram/updates.py: PositionStore): the
+    sandbox starts a new in-memory Telegram each time, so a position from another one would mean
+    nothing; a test that restarts an OfflineBot hands the same store to both."""
 
     def __init__(self):
-        super().__init__(router=None, threads=1)
+        self.state: PositionState | None = None
+
+    def load(self) -> PositionState | None:
+        return self.state
+
+    def save(self, state: PositionState) -> None:
+        self.state = state
+
+    def reset(self) -> None:
+        self.state = None
+
+
+class QueuedPump(UpdatePump):
+    """runbot's UpdatePump; parsed updates wait in a queue for `process()`. An update counts as
+    handled for the position once it is queued (runbot's counts it once its handler returned)."""
+
+    def __init__(self, positions=None):
+        super().__init__(router=None, threads=1, positions=positions)
         self.pending: queue.Queue = queue.Queue()
 
     async def submit(self, handle, update) -> None:
@@ -82,14 +103,21 @@ class QueuedPump(UpdatePump):
 
 
 class OfflineBot:
-    """runbot's client, pump and router on an in-memory Telegram."""
+    """runbot's client, pump and router on an in-memory Telegram. `positions`: where its position
+    is kept between an OfflineBot and the next (default: its own MemoryPositions)."""
 
-    def __init__(self, server: TelegramServer, router_factory, **options):
+    def __init__(self, server: TelegramServer, router_factory, *, positions=None, **options):
         self.server = server
-        self.pump = QueuedPump()
+        self.positions = positions if positions is not None else MemoryPositions()
+        self.pump = QueuedPump(self.positions)
         self.gateway = offline_gateway(server, name="bot", no_updates=False, start=False, **options)
         self.router = self.pump.router = router_factory(self.gateway)
-        self.gateway.start(before_start=self.pump.register)  # updates missed while down arrive now
+        # Updates missed while down (after the stored position) are queued by `resume`.
+        self.gateway.start(before_start=self.pump.register, after_start=self.pump.resume)
+
+    def position_store(self) -> None:
+        """Store the position now (runbot does it about once a second)."""
+        asyncio.run_coroutine_threadsafe(self.pump.position_save(), self.gateway.loop).result(timeout=30)
 
     def stop(self) -> None:
-        self.gateway.stop()
+        self.gateway.stop(after_stop=self.pump.close)

@@ -34,7 +34,7 @@ CONTROLS = {
     "create_channel", "join", "leave", "request_join", "post", "delete_post", "user_sends", "tap", "block", "unblock",
     "deactivate", "revoke_token", "fail_next", "file_id", "count", "methods_called", "events_since", "flood_waits",
     "set_rates", "restore_token", "bot_rights", "users_meet", "bot_sent", "received", "live", "hostile_start",
-    "hostile_stop", "rotate_salt", "call_times",
+    "hostile_stop", "rotate_salt", "call_times", "update_state",
 }  # fmt: skip
 
 

@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from pyrogram import raw
 from pyrogram.file_id import FileId, FileType, ThumbnailSource
@@ -60,6 +61,11 @@ def error_code(message: str) -> int:
 
 # fail_next(LOSE_ANSWER): the call takes effect but its answer is lost on the way back.
 LOSE_ANSWER = "LOSE_ANSWER"
+# How long Telegram remembers a send's random_id (a repeat within it is refused with
+# RANDOM_ID_DUPLICATE). Inferred: Telegram documents no duration. This model assumes ten minutes,
+# the shortest a client is known to rely on (Courier's TELEGRAM_RANDOM_ID_WINDOW infers the same),
+# and delivers a repeat made later as a new message: a client that repeats later sends twice here.
+RANDOM_ID_MEMORY = 600.0
 
 # What delivers a message to a chat (a hostile mode's unknown 420s strike these).
 SEND_METHODS = frozenset({"messages.SendMessage", "messages.SendMedia", "messages.SendMultiMedia", "messages.ForwardMessages"})
@@ -393,11 +399,15 @@ class TelegramServer:
         self._group_ids = itertools.count(13_000_000_000_000_001)  # albums' grouped_id (64-bit)
         self.pts = 1
         self.qts = 1
-        self.update_log: list[tuple[str, int, object]] = []  # ("pts"|"qts", value, record or TL update)
+        # What getDifference hands back: ("pts"|"qts", value, record or TL update, when), oldest first;
+        # `forgotten`: the highest value of each kind dropped after UPDATES_KEPT (methods.py).
+        self.update_log: collections.deque[tuple[str, int, object, datetime]] = collections.deque()
+        self.forgotten = {"pts": 0, "qts": 0}
         self.callbacks: dict[int, tuple[int, float]] = {}  # query id -> (user id, monotonic time)
         self._query_ids = itertools.count(900_000_000_001)
         self.faults: list[Fault] = []
-        self.random_ids: set[int] = set()
+        self.random_ids: dict[int, float] = {}  # random_id -> when it was claimed (time.monotonic())
+        self._random_id_order: collections.deque = collections.deque()
         self.calls: list[Call] = []
         self.containers = 0  # MTProto containers received (several requests in one packet)
         self.flood_waits = 0
@@ -569,10 +579,18 @@ class TelegramServer:
 
     def claim_random_ids(self, random_ids) -> None:
         """Telegram remembers each send's random_id: a repeat (a client retrying a request whose
-        answer it lost) is refused rather than delivered twice."""
+        answer it lost) is refused rather than delivered twice, for RANDOM_ID_MEMORY seconds;
+        later the same random_id delivers the message again."""
+        now = time.monotonic()
+        while self._random_id_order and self._random_id_order[0][0] < now - RANDOM_ID_MEMORY:
+            _, old = self._random_id_order.popleft()
+            if self.random_ids.get(old, now) < now - RANDOM_ID_MEMORY:
+                del self.random_ids[old]
         if any(r in self.random_ids for r in random_ids):
             raise RpcFault("RANDOM_ID_DUPLICATE")
-        self.random_ids.update(random_ids)
+        for r in random_ids:
+            self.random_ids[r] = now
+            self._random_id_order.append((now, r))
 
     def _raise_fault(self, name: str, chat_id: int | None) -> None:
         for fault in self.faults:
@@ -634,7 +652,7 @@ class TelegramServer:
             self.box[msg.id] = msg
             self.pts += 1
             if not msg.out:
-                self.update_log.append(("pts", self.pts, msg))
+                self.update_log.append(("pts", self.pts, msg, msg.date))
         else:
             channel = self.channels[channel_raw_id(chat_id)]
             msg = Message(chat_id=chat_id, id=channel.next_id, date=clock.now(), **fields)
@@ -719,7 +737,7 @@ class TelegramServer:
                 invite=invite,
                 qts=self.qts,
             )
-            self.update_log.append(("qts", self.qts, update))
+            self.update_log.append(("qts", self.qts, update, clock.now()))
             self.push(self.updates_tl([update], users=[record], channels=[channel]))
 
     def post(
@@ -875,7 +893,7 @@ class TelegramServer:
     def _bot_stopped(self, user_id: int, *, stopped: bool):
         self.qts += 1
         update = raw.types.UpdateBotStopped(user_id=user_id, date=int(clock.now().timestamp()), stopped=stopped, qts=self.qts)
-        self.update_log.append(("qts", self.qts, update))
+        self.update_log.append(("qts", self.qts, update, clock.now()))
         return update
 
     def block(self, user_id: int) -> None:
@@ -985,6 +1003,11 @@ class TelegramServer:
                     if e.action in ("send", "copy") and e.chat_id > 0 and (text is None or e.text.startswith(text))
                 )
             )
+
+    def update_state(self) -> dict[str, int]:
+        """The bot's update sequences now: where a client that has every update stands."""
+        with self.lock:
+            return {"pts": self.pts, "qts": self.qts}
 
     def live(self, message_ids: Iterable[int]) -> list[int]:
         """Those of the bot's private-chat messages `message_ids` that are still there (not deleted)."""

@@ -1,11 +1,13 @@
 """The broadcast sender: sends queued broadcasts to their users at Telegram's rate (the shared
 limiter), records each result, keeps the broadcast's progress counters, and closes it when done.
 
-At most once per user: a delivery is marked `sending` (with a lease) before the call. What a refused
-send means is `send_failure`'s to say (a FloodWait goes back to `pending`, a user who blocked the
-bot or deleted their account is counted blocked and marked so, a lost answer is `interrupted`, the
-rest `failed`); a worker that dies mid-send leaves `sending`, which the reaper turns into
-`interrupted`.
+Once per user: a delivery is marked `sending` (with a lease) before the call, and its every message
+carries the random_id of its key (`send_key`: the delivery and its broadcast), so a repeat is never
+delivered twice. What a refused send means is `send_failure`'s to say (a FloodWait goes back to
+`pending`, a user who blocked the bot or deleted their account is counted blocked and marked so, a
+lost answer is `pending` again with `retry_from` and sent again with the same random_id, the rest
+`failed`); a worker that dies mid-send leaves `sending`, which the reaper puts back the same way.
+Past TELEGRAM_RANDOM_ID_WINDOW after `retry_from` a row is `interrupted` instead (`claim`).
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ import collections
 import functools
 import logging
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from time import monotonic
 from typing import NamedTuple
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Exists, F, OuterRef
 
@@ -32,7 +35,7 @@ from botapp.services.broadcasts import (
     broadcasts_progress_note,
     broadcasts_start_due,
 )
-from botapp.services.outgoing import send_failure
+from botapp.services.outgoing import send_failure, send_key
 from botapp.services.send_window import SendWindow, send_window_current, send_window_of
 from botapp.services.users import users_mark_unreachable
 from botapp.signals import work_scheduled_announce
@@ -59,6 +62,7 @@ class Leased(NamedTuple):
     chat_id: int
     access_hash: int | None
     user_state: str
+    retry_from: datetime | None
 
 
 class Delivery(NamedTuple):
@@ -69,6 +73,8 @@ class Delivery(NamedTuple):
     user_id: int  # TelegramUser's pk
     chat_id: int
     skip: str  # why it is not sent ("": it is)
+    retry_from: datetime | None = None  # its first attempt of unknown outcome (None: none)
+    late: bool = False  # that attempt is older than TELEGRAM_RANDOM_ID_WINDOW: not sent again
 
 
 @dataclass(slots=True)
@@ -80,7 +86,10 @@ class Result:
     message_id: int | None = None
     error: str = ""
     unreachable: str = ""  # the user's TelegramUser.State when Telegram said they cannot be reached
+    retry_from: datetime | None = None  # set: to be sent again with the same random_id (since then)
 
+
+LATE = "outcome unknown, and its random_id is past TELEGRAM_RANDOM_ID_WINDOW: not sent again"
 
 LEASE_SQL = """
 WITH picked AS (
@@ -89,7 +98,7 @@ WITH picked AS (
 UPDATE {deliveries} AS d SET status = %s, lease_until = %s
 FROM picked, {users} AS u
 WHERE d.id = picked.id AND u.id = d.user_id
-RETURNING d.id, d.broadcast_id, d.user_id, d.chat_id, u.access_hash, u.state
+RETURNING d.id, d.broadcast_id, d.user_id, d.chat_id, u.access_hash, u.state, d.retry_from
 """
 
 
@@ -157,10 +166,23 @@ class BroadcastSendSweep:
             self.messages.update({b.pk: message_or_error(b, build) for b in bodies})
         # A user who sent /stop (or became unreachable) after the broadcast was queued gets nothing.
         active = TelegramUser.State.ACTIVE
+        cutoff = now - timedelta(seconds=settings.TELEGRAM_RANDOM_ID_WINDOW)
         return [
-            Delivery(r.id, r.broadcast_id, r.user_id, r.chat_id, "" if r.user_state == active else f"user is {r.user_state}")
+            Delivery(
+                r.id,
+                r.broadcast_id,
+                r.user_id,
+                r.chat_id,
+                "" if r.user_state == active else f"user is {r.user_state}",
+                r.retry_from,
+                r.retry_from is not None and r.retry_from < cutoff,
+            )  # fmt: skip
             for r in rows
         ]
+
+    def _key(self, row: Delivery) -> str:
+        message = self.messages[row.broadcast_id]
+        return send_key(kind="b", row_id=row.id, made_at=message.made_at) if isinstance(message, BroadcastMessage) else ""
 
     def _finish_done(self, broadcast_ids: list[int], now) -> None:
         """Mark done those of the broadcasts with nothing pending or being sent."""
@@ -186,11 +208,13 @@ class BroadcastSendSweep:
     def work(self, row: Delivery) -> Result:
         if row.skip:
             return Result(row.id, row.broadcast_id, row.user_id, Status.SKIPPED, error=row.skip)
+        if row.late:
+            return Result(row.id, row.broadcast_id, row.user_id, Status.INTERRUPTED, error=LATE)
         message = self.messages[row.broadcast_id]
         if isinstance(message, Exception):
             raise message
         try:
-            sent = message.send(self.gateway, row.chat_id, user_id=row.user_id)
+            sent = message.send(self.gateway, row.chat_id, user_id=row.user_id, key=self._key(row))
         except TelegramError as exc:
             return self._result(row, exc)
         return self._result(row, sent)
@@ -202,9 +226,8 @@ class BroadcastSendSweep:
         batch: list[tuple[int, SendItem]] = []
         for n, row in enumerate(rows):
             message = self.messages.get(row.broadcast_id)
-            item = (
-                message.item(row.chat_id, user_id=row.user_id) if isinstance(message, BroadcastMessage) and not row.skip else None
-            )
+            usable = isinstance(message, BroadcastMessage) and not row.skip and not row.late
+            item = message.item(row.chat_id, user_id=row.user_id, key=self._key(row)) if usable else None
             if item is not None:
                 batch.append((n, item))
                 continue
@@ -244,19 +267,36 @@ class BroadcastSendSweep:
         failure = send_failure(exc=exc, unreachable_status=Status.BLOCKED)
         if failure.status == Status.FAILED:
             log.warning("broadcast send failed broadcast=%s user=%s: %s", broadcast_id, user_id, exc)
-        return Result(delivery_id, broadcast_id, user_id, failure.status, error=failure.error, unreachable=failure.unreachable)
+        retry_from = (row.retry_from or clock.now()) if failure.repeat else None
+        if failure.repeat:
+            log.warning(
+                "broadcast send of unknown outcome broadcast=%s user=%s, to be sent again: %s", broadcast_id, user_id, exc
+            )
+        return Result(
+            delivery_id, broadcast_id, user_id, failure.status, error=failure.error, unreachable=failure.unreachable,
+            retry_from=retry_from,
+        )  # fmt: skip
 
     def handback(self, row: Delivery, exc: Exception) -> Result:
+        """Untouched, to be sent again; a bug that struck while its send was on its way
+        (`maybe_delivered`, set by the gateway) starts its window of repeats as a lost answer does."""
         return Result(
-            row.id, row.broadcast_id, row.user_id, Status.PENDING, error=f"{HANDED_BACK}{type(exc).__name__}: {exc}"[:255]
-        )
+            row.id, row.broadcast_id, row.user_id, Status.PENDING, error=f"{HANDED_BACK}{type(exc).__name__}: {exc}"[:255],
+            retry_from=(row.retry_from or clock.now()) if getattr(exc, "maybe_delivered", False) else None,
+        )  # fmt: skip
 
     def record(self, results: list[Result]) -> tuple[int, int]:
         with transaction.atomic():  # results and the counters they move, together
             now = clock.now()
             rows = []
             for r in results:
-                delete_after = self.messages[r.broadcast_id].delete_after if r.status == Status.SENT else None
+                # A send confirmed only by RANDOM_ID_DUPLICATE has no message id: it cannot be
+                # deleted (logged, and its error says so; docs/reliability.md).
+                deletable = r.status == Status.SENT and r.message_id is not None
+                delete_after = self.messages[r.broadcast_id].delete_after if deletable else None
+                if r.status == Status.SENT and r.message_id is None and self.messages[r.broadcast_id].delete_after:
+                    log.warning("broadcast=%s delivery=%s: delivered by an earlier attempt, its message id unknown: "
+                                "it will not be deleted after its lifetime", r.broadcast_id, r.id)  # fmt: skip
                 rows.append(
                     {
                         "id": r.id,
@@ -269,6 +309,8 @@ class BroadcastSendSweep:
                     }
                 )
             rows_update(BroadcastDelivery, rows, ["status", "message_id", "error", "lease_until", "sent_at", "delete_at"])
+            repeats = [{"id": r.id, "retry_from": r.retry_from} for r in results if r.retry_from is not None]
+            rows_update(BroadcastDelivery, repeats, ["retry_from"])  # kept otherwise: a handback leaves it as it was
             users_mark_unreachable(by_pk={r.user_id: r.unreachable for r in results if r.unreachable})
             sends_count("broadcast", (r.status for r in results if r.status != Status.PENDING))  # handed back: not a send
             counts: dict[int, collections.Counter] = collections.defaultdict(collections.Counter)

@@ -2,8 +2,11 @@
 
 - A pending deletion goes back to the queue: deleting twice is harmless (at-least-once); its
   "deleted" notice is not sent again (the dead worker may have sent it: at most once).
-- A broadcast delivery or sequence message caught mid-send becomes `interrupted` and is never re-sent: the user may
-  already have it, and a user-visible send happens at most once.
+- A broadcast delivery or sequence message caught mid-send goes back to `pending` with `retry_from`
+  (when it was claimed): it is sent again with the same random_id, which Telegram delivers at most
+  once. When that is more than TELEGRAM_RANDOM_ID_WINDOW ago, it becomes `interrupted` instead and
+  is never re-sent (Telegram may have forgotten the random_id). The reaper runs every minute, so a
+  row a dead worker held comes back within its lease (LEASE_MAX) and a minute.
 - A broadcast with nothing pending or in flight any more is done, even when its last sender died.
 - A job run still "running" after Celery's hard time limit belongs to a worker that died: it failed.
 """
@@ -15,7 +18,8 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, F, OuterRef
+from django.db.models import Exists, F, OuterRef, Q
+from django.db.models.functions import Coalesce
 
 from botapp import clock
 from botapp.models import Broadcast, BroadcastDelivery, ClaimStatus, PendingDeletion, SequenceMessage
@@ -24,6 +28,9 @@ from scheduler.models import JobRun
 
 # A run older than this cannot still be running: Celery kills a task at CELERY_TASK_TIME_LIMIT.
 RUN_GRACE = timedelta(minutes=1)
+# The senders' lease (scheduler/jobs/broadcast_send.py, sequence_send.py: 5 minutes): the claim of a
+# reaped row was made this long before its lease ran out.
+LEASE_MAX = timedelta(minutes=5)
 
 
 def reap_expired_claims(*, gateway=None, dry_run: bool = False) -> Outcome:
@@ -37,16 +44,25 @@ def reap_expired_claims(*, gateway=None, dry_run: bool = False) -> Outcome:
     )
     if dry_run:
         d, s = deletions.count(), sends.count() + steps.count()
-        return Outcome(d + s, detail=f"would requeue {d} deletions and mark {s} sends interrupted")
+        return Outcome(d + s, detail=f"would requeue {d} deletions and settle {s} sends caught mid-send")
     d = deletions.update(status=ClaimStatus.PENDING, lease_until=None, notice_due=False)
+    # When the attempt of unknown outcome was made: the first such attempt, or this claim.
+    tried = Coalesce("retry_from", F("lease_until") - LEASE_MAX)
+    late = Q(retry_from__lt=now - timedelta(seconds=settings.TELEGRAM_RANDOM_ID_WINDOW)) | Q(
+        retry_from__isnull=True, lease_until__lt=now - timedelta(seconds=settings.TELEGRAM_RANDOM_ID_WINDOW) + LEASE_MAX
+    )
+    again = dict(status="pending", lease_until=None, retry_from=tried, error="worker stopped mid-send: to be sent again")
+    lost = "worker stopped mid-send, past TELEGRAM_RANDOM_ID_WINDOW: not sent again"
     with transaction.atomic():  # the rows and their broadcasts' counters, together
-        caught = list(sends.select_for_update(skip_locked=True).values_list("id", "broadcast_id"))
+        caught = list(sends.filter(late).select_for_update(skip_locked=True).values_list("id", "broadcast_id"))
         s = BroadcastDelivery.objects.filter(id__in=[i for i, _ in caught]).update(
-            status=BroadcastDelivery.Status.INTERRUPTED, lease_until=None, error="worker stopped mid-send"
+            status=BroadcastDelivery.Status.INTERRUPTED, lease_until=None, error=lost
         )
         for broadcast_id, n in collections.Counter(b for _, b in caught).items():
             Broadcast.objects.filter(pk=broadcast_id).update(interrupted=F("interrupted") + n)
-    s += steps.update(status=SequenceMessage.Status.INTERRUPTED, lease_until=None, error="worker stopped mid-send")
+        r = sends.exclude(late).update(**again)
+    s += steps.filter(late).update(status=SequenceMessage.Status.INTERRUPTED, lease_until=None, error=lost)
+    r += steps.exclude(late).update(**again)
     unfinished = BroadcastDelivery.objects.filter(
         broadcast=OuterRef("pk"), status__in=[BroadcastDelivery.Status.PENDING, BroadcastDelivery.Status.SENDING]
     )
@@ -60,8 +76,11 @@ def reap_expired_claims(*, gateway=None, dry_run: bool = False) -> Outcome:
         finished_at=now,
         error="The worker stopped before this run finished (killed, or past Celery's hard time limit).",
     )
-    detail = f"requeued {d} deletions, {s} sends interrupted, {closed} broadcast(s) closed, {runs} dead run(s) failed"
-    return Outcome(d + s, detail=detail)
+    detail = (
+        f"requeued {d} deletions, {r} sends to send again (same random_id), {s} sends interrupted, "
+        f"{closed} broadcast(s) closed, {runs} dead run(s) failed"
+    )
+    return Outcome(d + r + s, detail=detail)
 
 
-job_register(Job("reap_expired_claims", reap_expired_claims, {"minute": "*/5"}, "Settle claims whose worker died"))
+job_register(Job("reap_expired_claims", reap_expired_claims, {"minute": "*"}, "Settle claims whose worker died"))

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 
@@ -16,7 +17,7 @@ from botapp import clock
 from botapp.metrics import sends_count
 from botapp.models import BotSettings, ButtonClick, SequenceMessage, SequenceStep, TelegramUser
 from botapp.models.buttons import buttons_parse
-from botapp.services.outgoing import Outgoing, send_failure
+from botapp.services.outgoing import Outgoing, send_failure, send_key
 from botapp.services.posts import PostCopy
 from botapp.services.send_window import SendWindow, send_window_due, send_window_of
 from botapp.services.users import users_mark_unreachable
@@ -28,6 +29,7 @@ from scheduler.jobs.sweep import message_or_error, sends_outcome
 log = logging.getLogger(__name__)
 
 Status = SequenceMessage.Status
+LATE = "outcome unknown, and its random_id is past TELEGRAM_RANDOM_ID_WINDOW: not sent again"
 Condition = SequenceStep.Condition
 LEASE = timedelta(minutes=5)
 
@@ -38,7 +40,14 @@ class Due:
     step_id: int
     user_id: int
     chat_id: int
+    due_at: datetime
+    retry_from: datetime | None  # its first attempt of unknown outcome (None: none)
     skip: str = ""  # why it is not sent
+    late: bool = False  # that attempt is older than TELEGRAM_RANDOM_ID_WINDOW: not sent again
+
+    @property
+    def key(self) -> str:
+        return send_key(kind="s", row_id=self.id, made_at=self.due_at)
 
 
 @dataclass(slots=True)
@@ -49,6 +58,7 @@ class Result:
     message_id: int | None = None
     error: str = ""
     unreachable: str = ""
+    retry_from: datetime | None = None  # set: to be sent again with the same random_id (since then)
 
 
 @dataclass
@@ -77,7 +87,7 @@ class SequenceSendSweep:
                 for r in SequenceMessage.objects.select_for_update(skip_locked=True, of=("self",))
                 .filter(~Exists(earlier), status=Status.PENDING, due_at__lte=now)
                 .order_by("due_at")
-                .values_list("id", "step_id", "user_id", "chat_id")[:n]
+                .values_list("id", "step_id", "user_id", "chat_id", "due_at", "retry_from")[:n]
             ]
             if not rows:
                 return []
@@ -96,8 +106,10 @@ class SequenceSendSweep:
             if keys
             else set()
         )
+        cutoff = now - timedelta(seconds=settings.TELEGRAM_RANDOM_ID_WINDOW)
         for row in rows:
             step = steps[row.step_id]
+            row.late = row.retry_from is not None and row.retry_from < cutoff
             if states.get(row.user_id) != TelegramUser.State.ACTIVE:
                 row.skip = f"user is {states.get(row.user_id, 'gone')}"
             elif step.condition == Condition.NOT_CLICKED and (row.user_id, step.condition_button) in clicked:
@@ -112,20 +124,32 @@ class SequenceSendSweep:
     def work(self, due: Due) -> Result:
         if due.skip:
             return Result(due.id, due.user_id, Status.SKIPPED, error=due.skip)
+        if due.late:
+            return Result(due.id, due.user_id, Status.INTERRUPTED, error=LATE)
         message = self.messages[due.step_id]
         if isinstance(message, Exception):
             raise message  # handed back untouched, until the step can be built
         try:
-            sent = message.send(self.gateway, due.chat_id, user_id=due.user_id)
+            sent = message.send(self.gateway, due.chat_id, user_id=due.user_id, key=due.key)
         except TelegramError as exc:
             failure = send_failure(exc=exc, unreachable_status=Status.SKIPPED)
             if failure.status == Status.FAILED:
                 log.warning("sequence send failed message=%s chat=%s: %s", due.id, due.chat_id, exc)
-            return Result(due.id, due.user_id, failure.status, error=failure.error, unreachable=failure.unreachable)
+            if failure.repeat:
+                log.warning("sequence send of unknown outcome message=%s chat=%s, to be sent again: %s", due.id, due.chat_id, exc)
+            return Result(
+                due.id, due.user_id, failure.status, error=failure.error, unreachable=failure.unreachable,
+                retry_from=(due.retry_from or clock.now()) if failure.repeat else None,
+            )  # fmt: skip
         return Result(due.id, due.user_id, Status.SENT, message_id=sent.message_id)
 
     def handback(self, due: Due, exc: Exception) -> Result:
-        return Result(due.id, due.user_id, Status.PENDING, error=f"handed back: {exc}"[:255])
+        """As a broadcast's: a bug that struck while the send was on its way starts its repeats' window."""
+        maybe = getattr(exc, "maybe_delivered", False)
+        return Result(
+            due.id, due.user_id, Status.PENDING, error=f"handed back: {exc}"[:255],
+            retry_from=(due.retry_from or clock.now()) if maybe else None,
+        )  # fmt: skip
 
     def record(self, results: list[Result]) -> tuple[int, int]:
         with transaction.atomic():  # results and the counters they move, together
@@ -145,6 +169,8 @@ class SequenceSendSweep:
                 ],
                 ["status", "message_id", "error", "lease_until", "sent_at"],
             )
+            repeats = [{"id": r.id, "retry_from": r.retry_from} for r in results if r.retry_from is not None]
+            rows_update(SequenceMessage, repeats, ["retry_from"])  # kept otherwise: a handback leaves it as it was
             users_mark_unreachable(by_pk={r.user_id: r.unreachable for r in results if r.unreachable})
             sends_count("sequence", (r.status for r in results if r.status != Status.PENDING))  # handed back: not a send
             return sum(r.status in (Status.SENT, Status.SKIPPED) for r in results), sum(

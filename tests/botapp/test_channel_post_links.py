@@ -93,9 +93,11 @@ def test_posts_in_other_channels_are_not_linked(bot, telegram, links):
 def test_posts_made_while_runbot_was_down_get_their_links_at_start(telegram, conf, links, tmp_path, shortener):
     from botapp.bot.router import Router
     from botapp.services.users import user_access_hash
-    from offline.telegram.clients import OfflineBot
+    from offline.telegram.clients import MemoryPositions, OfflineBot
 
     links(BotSettings.ChannelPostLinks.BUTTON)
+
+    positions = MemoryPositions()  # runbot's stored position, from one run to the next
 
     def start():
         return OfflineBot(
@@ -103,6 +105,7 @@ def test_posts_made_while_runbot_was_down_get_their_links_at_start(telegram, con
             lambda gw: Router(gw, admin_ids=frozenset(), storage_channel_id=STORAGE, shortener=shortener),
             peers=user_access_hash,
             workdir=tmp_path,
+            positions=positions,
         )
 
     first = start()
@@ -111,7 +114,7 @@ def test_posts_made_while_runbot_was_down_get_their_links_at_start(telegram, con
     first.stop()
 
     missed = telegram.post(STORAGE, "posted while down")  # nobody is listening
-    again = start()  # kurigram asks for the channel's difference (updates.getChannelDifference)
+    again = start()  # runbot asks for the channel's difference from its stored position (getChannelDifference)
     try:
         again.pump.process(posts=True)
     finally:

@@ -149,3 +149,68 @@ def test_auto_delete_survives_a_restart(alice, conf, stored, telegram, chat, bot
     assert Sweep(job).run() == (1, 0, 1)
     assert all(telegram.message(alice.id, i).deleted for i in delivered)
     assert not PendingDeletion.objects.exists()
+
+
+# --- intent before effect ------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)  # a trigger refuses the write, as a database going away would
+def test_a_delivery_whose_ids_cannot_be_written_is_deleted_at_once_and_the_user_asked_to_try_again(
+    chat, alice, conf, stored, telegram
+):
+    """No copy stays in a chat without a row that deletes it: the pending deletion is written
+    before the copy; when its ids cannot be written after it, the copies go at once."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "CREATE FUNCTION courier_test_refuse() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN RAISE EXCEPTION 'database gone'; END $$"
+        )
+        cursor.execute(
+            "CREATE TRIGGER courier_test_refuse BEFORE UPDATE OF message_ids ON botapp_pendingdeletion "
+            "FOR EACH ROW EXECUTE FUNCTION courier_test_refuse()"
+        )
+    try:
+        events = chat(alice, f"/start {stored.share_id}")
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("DROP TRIGGER courier_test_refuse ON botapp_pendingdeletion")
+            cursor.execute("DROP FUNCTION courier_test_refuse()")
+    copied = [i for e in events if e.action in ("copy", "send") and e.text != SORRY for i in e.message_ids]
+    assert len(copied) == 3  # the two files and the "deleted in 30 min" warning went out...
+    assert telegram.live(copied) == []  # ...and were deleted at once
+    assert [e.text for e in events if e.action == "send"][-1] == SORRY  # the user is asked to try again
+
+
+def test_the_pending_deletion_exists_before_the_copy(chat, alice, conf, stored, telegram, monkeypatch):
+    from botapp.telegram import pyrogram_gateway
+
+    rows_at_copy = []
+    copy = pyrogram_gateway.PyrogramGateway.copy_messages
+
+    def copy_messages(self, *args, **kwargs):
+        rows_at_copy.append(list(PendingDeletion.objects.values_list("chat_id", "message_ids")))
+        return copy(self, *args, **kwargs)
+
+    monkeypatch.setattr(pyrogram_gateway.PyrogramGateway, "copy_messages", copy_messages)
+    chat(alice, f"/start {stored.share_id}")
+    assert rows_at_copy == [[(alice.id, [])]]  # written, its ids not known yet
+    assert len(PendingDeletion.objects.get().message_ids) == 3
+
+
+def test_a_copy_telegram_refused_leaves_no_pending_deletion(chat, alice, conf, stored, telegram):
+    for message_id in stored.message_ids:
+        telegram.delete_post(STORAGE, message_id)
+    chat(alice, f"/start {stored.share_id}")
+    assert PendingDeletion.objects.count() == 0
+
+
+def test_a_delivery_cut_off_before_its_ids_is_said_at_its_time_never_noticed(alice, telegram, gateway, conf, caplog):
+    from botapp.services.autodelete import UNRECORDED
+    from scheduler.jobs.registry import job_run
+
+    row = PendingDeletion.objects.create(chat_id=alice.id, message_ids=[], delete_at=clock.now(), share_id="x")
+    before = len(telegram.events)
+    job_run("delete_due_messages", trigger="test", gateway=gateway)
+    assert telegram.events[before:] == []  # nothing deleted, no "deleted" notice
+    assert not PendingDeletion.objects.filter(pk=row.pk).exists()
+    assert UNRECORDED in caplog.text

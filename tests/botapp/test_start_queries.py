@@ -1,6 +1,8 @@
 """/start is runbot's hot path: every variant runs a small, fixed number of SQL queries, whatever the
 number of files behind the link (counted around the whole update: runbot's client receives it, the
-router and the services answer it)."""
+router and the services answer it). Each update also costs its claim and its done mark
+(services/updates.py: one INSERT before, one UPDATE after), checked in `counted` and left out of
+the counts below, which are the handler's own."""
 
 from datetime import timedelta
 
@@ -24,6 +26,7 @@ pytestmark = pytest.mark.django_db
 SIZES = (1, 50)  # files behind the link
 # Tables the hot path must not touch: settings come from the cache, counters go to Redis.
 NOT_TOUCHED = ("botapp_botsettings", "botapp_dailystat", 'UPDATE "botapp_storedfile"')
+CLAIMS = "botapp_handledupdate"
 
 
 @pytest.fixture
@@ -53,13 +56,17 @@ def verification_on(settings_cached):
 
 
 def counted(chat, user, text):
-    """The bot's actions after `user` sends `text`, and the SQL it ran meanwhile."""
+    """The bot's actions after `user` sends `text`, and the SQL the handler ran meanwhile (the
+    update's claim before it and done mark after it checked, and left out)."""
     with CaptureQueriesContext(connection) as ctx:
         events = chat(user, text)
     queries = [q["sql"] for q in ctx.captured_queries]
     for sql in queries:
         assert not any(name in sql for name in NOT_TOUCHED), sql
-    return events, queries
+    claims = [q for q in queries if CLAIMS in q]
+    assert [q.split()[0] for q in claims] == ["INSERT", "UPDATE"], listing(claims)
+    assert queries[0] == claims[0] and queries[-1] == claims[-1], listing(queries)  # before and after everything
+    return events, [q for q in queries if CLAIMS not in q]
 
 
 def actions(events):

@@ -44,6 +44,24 @@ class Figures:
 TABLE: list[Figures] = []  # every scenario's line, printed at the end of the run (conftest)
 
 
+@dataclass
+class UpdateFigures:
+    """One line of the table of runbot's scenarios (updates users sent, and what became of them)."""
+
+    scenario: str
+    updates: int = 0  # messages users (and the admin) sent to runbot
+    handled: int = 0  # of them answered
+    replayed: int = 0  # times Telegram handed back an update runbot had taken on (recognised)
+    twice: int = 0  # updates handled twice though recorded handled before the kill (users served twice)
+    lost: int = 0  # updates never answered
+    recover: float = 0.0  # seconds from the restart until every update was answered
+    note: str = ""
+    problems: list[str] = field(default_factory=list)
+
+
+UPDATES_TABLE: list[UpdateFigures] = []
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -12,16 +12,27 @@ from pathlib import Path
 import pytest
 
 from botapp import clock
-from tests.chaos.cluster import DEPLOYMENT_DB_APP, TABLE, RedisServer, Workers
+from tests.chaos.cluster import DEPLOYMENT_DB_APP, TABLE, UPDATES_TABLE, RedisServer, Workers
 from tests.conftest import ADMIN, STORAGE
 
 RATE = 300  # TELEGRAM_RATE of the workers: quick scenarios on a shared 2-core machine
 
 
 def pytest_terminal_summary(terminalreporter):
+    write = terminalreporter.write_line
+    if UPDATES_TABLE:
+        write("")
+        write("| scenario | updates | handled | replayed | handled twice | lost | recovered in | notes |")
+        write("|---|--:|--:|--:|--:|--:|--:|---|")
+        for f in UPDATES_TABLE:
+            write(
+                f"| {f.scenario} | {f.updates} | {f.handled} | {f.replayed} | {f.twice} | {f.lost} | {f.recover:.1f} s | {f.note} |"
+            )
+        for f in UPDATES_TABLE:
+            for problem in f.problems:
+                write(f"{f.scenario}: {problem}")
     if not TABLE:
         return
-    write = terminalreporter.write_line
     write("")
     write("| scenario | rows | sends | duplicates | lost | interrupted | recovered in | notes |")
     write("|---|--:|--:|--:|--:|--:|--:|---|")

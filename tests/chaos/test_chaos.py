@@ -28,24 +28,30 @@ from django.db import connection
 from botapp import clock
 from botapp.bot.router import SORRY
 from botapp.models import (
+    AdminCommand,
     BotSettings,
     Broadcast,
     BroadcastDelivery,
     ClaimStatus,
+    HandledUpdate,
     PendingDeletion,
+    PremiumPlan,
     SequenceMessage,
     SequenceStep,
     TelegramUser,
+    UpdatePosition,
 )
 from botapp.services.autodelete import LEASE
 from botapp.services.broadcasts import broadcast_start
+from botapp.services.files import file_store
 from botapp.telegram.gateway import TgUser
 from scheduler.jobs.claims import RUN_GRACE
 from scheduler.jobs.registry import job_run
 from scheduler.models import JobRun
 from scheduler.tasks import TASKS
-from tests.chaos.cluster import DEPLOYMENT_DB_APP, TABLE, Figures, wait_for
+from tests.chaos.cluster import DEPLOYMENT_DB_APP, TABLE, UPDATES_TABLE, Figures, UpdateFigures, wait_for
 from tests.chaos.conftest import RATE
+from tests.conftest import ADMIN, STORAGE
 from tests.factories import (
     BroadcastFactory,
     PendingDeletionFactory,
@@ -174,9 +180,13 @@ def warm(cluster) -> None:
 
 
 def reap() -> None:
-    """The reaper, as it runs once the dead worker's leases and Celery's hard time limit are over."""
-    clock.clock_advance(LEASE + timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT) + RUN_GRACE + timedelta(seconds=1))
+    """The reaper, as it runs (every minute) once the dead worker's leases are over, which puts its
+    sends back to be sent again within TELEGRAM_RANDOM_ID_WINDOW; and once Celery's hard time limit
+    is over, which fails its run."""
+    clock.clock_advance(LEASE + timedelta(seconds=1))
     try:
+        job_run("reap_expired_claims", trigger="chaos")
+        clock.clock_advance(timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT) + RUN_GRACE)
         job_run("reap_expired_claims", trigger="chaos")
     finally:
         clock.clock_reset()
@@ -318,6 +328,7 @@ def test_a_worker_killed_mid_broadcast(cluster):
     assert set(BroadcastDelivery.objects.filter(chat_id__in=stoppers).values_list("status", flat=True)) == {"skipped"}
     figures.note = f"{len(stoppers)} users who sent /stop meanwhile got nothing"
     check(figures)
+    assert figures.interrupted == 0, figures  # the dead worker's sends went again with their random_ids: once each
 
 
 def test_a_worker_killed_mid_deletion_sweep(cluster):
@@ -342,6 +353,7 @@ def test_a_worker_killed_mid_sequence(cluster):
     recover(cluster, figures, fault, "send_sequence_messages")
     audit(cluster, figures)
     check(figures)
+    assert figures.interrupted == 0, figures  # sent again with their random_ids: once each
 
 
 def both_sweeps(cluster, base: int, n: int) -> tuple[dict[int, int], int]:
@@ -487,3 +499,132 @@ def test_a_hostile_telegram(cluster):
     audit(cluster, figures, deleted=deleted)
     check(figures)
     assert all(did[k] > 2 for k in ("rotations", "floods", "services", "splits", "drops", "internals")), did
+
+
+# --- runbot killed ---------------------------------------------------------------------------------------
+
+FILE_TEXT = "Chaos file"
+
+
+def shared_file(cluster, tag: str) -> tuple[str, str]:
+    """A file in the storage channel, stored for sharing: (its share id, the text its copies start with)."""
+    text = f"{FILE_TEXT} {tag}"
+    post = cluster.remote.post(STORAGE, text)
+    return file_store(source_chat_id=STORAGE, message_ids=[post], title=tag).share_id, text
+
+
+def stored_pts() -> int:
+    row = UpdatePosition.objects.filter(box=UpdatePosition.ACCOUNT).first()
+    return row.pts if row is not None else 0
+
+
+def runbot_ready(cluster, user_id: int) -> None:
+    """runbot up and answering, its position stored in this test's database (the suite empties the
+    database between scenarios while runbot runs on): a user writes, runbot answers and stores the
+    position past that message."""
+    if "bot" in cluster.workers.dead():
+        cluster.workers.start("bot")
+    sent = cluster.remote.update_state()["pts"] + 1  # the pts of the message, made next
+    cluster.remote.user_sends(TgUser(id=user_id, first_name="Warm"), "/help")
+    wait_for(lambda: cluster.remote.received().get(user_id), timeout=60, what="runbot to answer")
+    wait_for(lambda: stored_pts() >= sent, timeout=30, what="runbot to store its position")
+
+
+def runbot_restart(cluster, figures: UpdateFigures, answered) -> None:
+    """Start runbot again; figures.recover: seconds until `answered()`."""
+    restarted = time.monotonic()
+    cluster.workers.start("bot")  # returns once it listens: what came meanwhile is being fetched
+    wait_for(answered, timeout=SETTLE_TIMEOUT, what="every user answered after the restart", interval=0.1)
+    figures.recover = time.monotonic() - restarted
+
+
+def replays() -> int:
+    """Times Telegram handed back an update runbot had claimed already (each recognised)."""
+    return sum(n - 1 for n in HandledUpdate.objects.values_list("attempts", flat=True))
+
+
+def test_runbot_killed_idle_after_answering_100_users(cluster):
+    figures = UpdateFigures("kill -9 of runbot idle after answering 100 users, 20 writing while it is down")
+    UPDATES_TABLE.append(figures)
+    runbot_ready(cluster, 9_099_999)
+    share, text = shared_file(cluster, "idle")
+    early = [TgUser(id=9_000_000 + i, first_name=f"Early{i}") for i in range(100)]
+    for user in early:
+        cluster.remote.user_sends(user, f"/start {share}")
+    wait_for(lambda: len(cluster.remote.received(text=text)) == 100, timeout=SETTLE_TIMEOUT, what="100 users served")
+    premium = early[0].id
+    command = cluster.remote.update_state()["pts"] + 1  # runbot is idle: the command's pts
+    cluster.remote.user_sends(TgUser(id=ADMIN, first_name="Admin"), f"/addpremium {premium} 30d")
+    wait_for(lambda: cluster.remote.received(text="⭐").get(ADMIN), timeout=60, what="the admin's command answered")
+    # Idle, and the position is stored as updates are handled (not only at a clean stop): it passes
+    # the admin's command within a second or two; then the kill.
+    wait_for(lambda: stored_pts() >= command, timeout=30, what="runbot's stored position to pass the admin's command")
+    cluster.workers.kill("bot")
+
+    late = [TgUser(id=9_100_000 + i, first_name=f"Late{i}") for i in range(20)]
+    for user in late:  # runbot is down
+        cluster.remote.user_sends(user, f"/start {share}")
+    runbot_restart(cluster, figures, lambda: len(cluster.remote.received(text=text)) == 120)
+
+    copies = cluster.remote.received(text=text)
+    figures.updates = len(early) + 1 + len(late)
+    figures.handled = sum(1 for u in early + late if copies.get(u.id)) + AdminCommand.objects.filter(command="addpremium").count()
+    figures.twice = sum(1 for u in early + late if copies.get(u.id, 0) > 1)
+    figures.lost = sum(1 for u in early + late if not copies.get(u.id))
+    figures.replayed = replays()
+    plans = list(PremiumPlan.objects.filter(user__telegram_id=premium))
+    if AdminCommand.objects.filter(command="addpremium").count() != 1 or [p.ends_at - p.starts_at for p in plans] != [
+        timedelta(days=30)
+    ]:
+        figures.problems.append(f"/addpremium ran again: {[(p.starts_at, p.ends_at) for p in plans]}")
+        figures.twice += 1
+    told = cluster.remote.received(text="⭐")
+    if (told.get(ADMIN), told.get(premium)) != (1, 1):
+        figures.problems.append(f"the admin and the user were told {told.get(ADMIN)} and {told.get(premium)} times")
+    figures.note = f"/addpremium {premium} 30d ran once (30 days); the 20 who wrote while it was down answered"
+    assert (figures.twice, figures.lost, figures.problems) == (0, 0, []), figures
+
+
+def test_runbot_killed_mid_burst_of_200_file_requests(cluster):
+    figures = UpdateFigures("kill -9 of runbot mid-burst of 200 /start <file>")
+    UPDATES_TABLE.append(figures)
+    runbot_ready(cluster, 9_299_999)
+    share, text = shared_file(cluster, "burst")
+    users = [TgUser(id=9_200_000 + i, first_name=f"Burst{i}") for i in range(200)]
+    for user in users:
+        cluster.remote.user_sends(user, f"/start {share}")
+    wait_for(
+        lambda: len(cluster.remote.received(text=text)) >= len(users) * MIDWAY,
+        timeout=60,
+        what="the burst to get going",
+        interval=0.02,
+    )
+    cluster.workers.kill("bot")
+    claims = dict(
+        HandledUpdate.objects.filter(kind=HandledUpdate.Kind.MESSAGE, chat_id__in=[u.id for u in users]).values_list(
+            "chat_id", "done_at"
+        )
+    )
+    recorded = {chat for chat, done in claims.items() if done is not None}  # handled, as the database says
+    in_flight = {chat for chat, done in claims.items() if done is None}  # claimed when the kill struck
+    served_before = len(cluster.remote.received(text=text))
+
+    runbot_restart(cluster, figures, lambda: len(cluster.remote.received(text=text)) == len(users))
+
+    copies = cluster.remote.received(text=text)
+    figures.updates = len(users)
+    figures.handled = sum(1 for u in users if copies.get(u.id))
+    figures.lost = len(users) - figures.handled
+    figures.replayed = replays()
+    figures.twice = sum(1 for u in users if copies.get(u.id, 0) > 1)  # the mid-handling ones too: same random_ids
+    again = sum(1 for chat in in_flight if copies.get(chat, 0) > 1)
+    # A delivery cut off between Telegram's answer and writing its ids: its copies cannot be deleted.
+    unrecorded = (
+        PendingDeletion.objects.filter(chat_id__in=[u.id for u in users], message_ids=[]).values("chat_id").distinct().count()
+    )
+    figures.note = (
+        f"{served_before} served before the kill, {len(recorded)} recorded handled, {len(in_flight)} mid-handling "
+        f"(handled again with the same random_ids: {again} got the file twice); {unrecorded} users' deliveries cut "
+        "off before their message ids were written (not deletable)"
+    )
+    assert (figures.twice, figures.lost) == (0, 0), figures

@@ -283,3 +283,87 @@ def test_lengths_are_counted_as_telegram_counts_them_in_utf16_units(telegram, ra
     with pytest.raises(BadRequest, match="MESSAGE_TOO_LONG"):
         raw_gateway.send_text(ANN.id, "😀" * 2049)  # 4098 units
     raw_gateway.send_text(ANN.id, "😀" * 2048)  # 4096 units
+
+
+# --- what a bot that was down gets back: updates.getDifference ---------------------------------------
+
+
+def difference(gateway, *, pts, qts=0, date=0, pts_total_limit=None):
+    query = raw.functions.updates.GetDifference(pts=pts, qts=qts, date=date, pts_total_limit=pts_total_limit)
+    return gateway._run(_on_loop(gateway.client.invoke, query))
+
+
+def test_a_long_difference_comes_in_slices_each_asked_from_where_the_last_ended(telegram, raw_gateway):
+    from offline.telegram.methods import DIFFERENCE_SLICE
+
+    start = telegram.update_state()
+    ids = [telegram.user_sends(TgUser(id=3000 + i, first_name="U"), f"/start {i}") for i in range(2 * DIFFERENCE_SLICE + 50)]
+    got, state, slices = [], start, 0
+    while True:
+        answer = difference(raw_gateway, pts=state["pts"], qts=state["qts"])
+        slices += 1
+        got += [m.id for m in answer.new_messages]
+        if isinstance(answer, raw.types.updates.Difference):
+            break
+        assert isinstance(answer, raw.types.updates.DifferenceSlice)
+        assert len(answer.new_messages) == DIFFERENCE_SLICE
+        state = {"pts": answer.intermediate_state.pts, "qts": answer.intermediate_state.qts}
+    assert (got, slices) == (ids, 3)  # each message once, in order
+    assert answer.state.pts == telegram.update_state()["pts"]
+    assert {u.id for u in answer.users} >= {3000 + i for i in range(2 * DIFFERENCE_SLICE, 2 * DIFFERENCE_SLICE + 50)}
+
+
+def test_the_bots_own_messages_move_pts_but_are_not_handed_back(telegram, raw_gateway):
+    start = telegram.update_state()
+    raw_gateway.send_text(ANN.id, "a reply")
+    answer = difference(raw_gateway, pts=start["pts"], qts=start["qts"])
+    assert isinstance(answer, raw.types.updates.Difference)  # not differenceEmpty: the state moved
+    assert (answer.new_messages, answer.state.pts) == ([], start["pts"] + 1)
+    assert isinstance(difference(raw_gateway, pts=start["pts"] + 1, qts=start["qts"]), raw.types.updates.DifferenceEmpty)
+
+
+def test_bot_events_come_back_by_qts_alone(telegram, raw_gateway):
+    start = telegram.update_state()
+    telegram.block(ANN.id)
+    telegram.unblock(ANN.id)
+    far = 2**31 - 1  # a date after everything: it narrows nothing
+    answer = difference(raw_gateway, pts=start["pts"], qts=start["qts"], date=far)
+    assert [(u.user_id, u.stopped, u.qts) for u in answer.other_updates] == [
+        (ANN.id, True, start["qts"] + 1),
+        (ANN.id, False, start["qts"] + 2),
+    ]
+    answer = difference(raw_gateway, pts=start["pts"], qts=start["qts"] + 1)
+    assert [u.stopped for u in answer.other_updates] == [False]
+
+
+def test_a_forwarded_post_in_the_difference_names_its_channel(telegram, raw_gateway):
+    start = telegram.update_state()
+    post = telegram.post(STORAGE, "stored")
+    telegram.user_sends(ANN, forward_from=(STORAGE, post))
+    answer = difference(raw_gateway, pts=start["pts"], qts=start["qts"])
+    assert [c.id for c in answer.chats] == [-1_000_000_000_000 - STORAGE]
+
+
+def test_updates_are_forgotten_after_a_day_and_a_client_behind_them_told_too_long(telegram, raw_gateway):
+    from datetime import timedelta
+
+    from botapp import clock
+    from offline.telegram.methods import UPDATES_KEPT
+
+    start = telegram.update_state()
+    telegram.user_sends(ANN, "/help")
+    clock.clock_advance(UPDATES_KEPT + timedelta(minutes=1))
+    recent = telegram.update_state()
+    telegram.user_sends(BEN, "/help")
+    answer = difference(raw_gateway, pts=start["pts"], qts=start["qts"])
+    assert answer == raw.types.updates.DifferenceTooLong(pts=telegram.update_state()["pts"])
+    assert [m.message for m in difference(raw_gateway, pts=recent["pts"], qts=recent["qts"]).new_messages] == ["/help"]
+
+
+def test_a_difference_larger_than_the_clients_limit_is_too_long(telegram, raw_gateway):
+    start = telegram.update_state()
+    for _ in range(6):
+        telegram.user_sends(ANN, "hi")
+    answer = difference(raw_gateway, pts=start["pts"], qts=start["qts"], pts_total_limit=5)
+    assert isinstance(answer, raw.types.updates.DifferenceTooLong)
+    assert len(difference(raw_gateway, pts=start["pts"], qts=start["qts"], pts_total_limit=6).new_messages) == 6

@@ -11,6 +11,7 @@ from botapp import clock
 from botapp.models import Broadcast, BroadcastDelivery, TelegramUser
 from botapp.services.broadcasts import broadcast_cancel, broadcast_start
 from botapp.services.health import heartbeat_forget, heartbeat_record
+from botapp.services.outgoing import ALREADY_SENT
 from botapp.telegram.gateway import Media
 from scheduler.jobs.broadcast_send import BroadcastSendSweep
 from scheduler.jobs.registry import job_run
@@ -146,12 +147,34 @@ def test_only_drafts_start_and_cancel_stops_the_rest(telegram, gateway):
 
 
 @pytest.mark.django_db
-def test_a_crash_mid_send_is_interrupted_not_resent(telegram, gateway):
+@pytest.mark.parametrize("delivered", [False, True], ids=["before the call", "after Telegram accepted"])
+def test_a_crash_mid_send_is_sent_again_and_delivered_once(telegram, gateway, delivered):
+    """A worker killed after claiming (and maybe after Telegram delivered, before it recorded it):
+    the reaper puts the row back, the next run sends it with the same random_id, and the user has
+    it once, recorded sent."""
     user = users(telegram, 1)[0]
     broadcast_start(broadcast=draft())
     sweep = BroadcastSendSweep(gateway)
-    sweep.claim(10)  # claimed and marked sending... then the worker dies
+    (row,) = sweep.claim(10)  # claimed and marked sending... then the worker dies
+    if delivered:  # ...right after its send went out with the delivery's random_id
+        gateway.send_many([sweep.messages[row.broadcast_id].item(row.chat_id, user_id=row.user_id, key=sweep._key(row))])
     clock.clock_advance(timedelta(minutes=6))
+    job_run("reap_expired_claims", trigger="test")
+    job_run("send_broadcasts", trigger="test", gateway=gateway)
+
+    assert BroadcastDelivery.objects.get().status == "sent"
+    assert [m.text for m in telegram.bot_messages(user.telegram_id)] == ["50% off today"]
+    broadcast = Broadcast.objects.get()
+    assert broadcast.status == "done"
+    assert (broadcast.sent, broadcast.interrupted, broadcast.total) == (1, 0, 1)
+
+
+@pytest.mark.django_db
+def test_a_crash_mid_send_past_the_random_id_window_is_interrupted_not_resent(telegram, gateway, settings):
+    user = users(telegram, 1)[0]
+    broadcast_start(broadcast=draft())
+    BroadcastSendSweep(gateway).claim(10)  # claimed and marked sending... then the worker dies
+    clock.clock_advance(timedelta(seconds=settings.TELEGRAM_RANDOM_ID_WINDOW + 1))  # nobody reaped it in time
     job_run("reap_expired_claims", trigger="test")
     job_run("send_broadcasts", trigger="test", gateway=gateway)
 
@@ -411,7 +434,7 @@ def test_a_user_who_stops_after_the_broadcast_was_queued_gets_nothing(telegram, 
 
 
 @pytest.mark.django_db
-def test_a_lost_answer_is_interrupted_counted_and_the_progress_reaches_the_end(telegram, gateway, monkeypatch):
+def test_a_lost_answer_is_delivered_once_counted_sent_and_the_progress_reaches_the_end(telegram, gateway, monkeypatch):
     from pyrogram.session import Session
 
     from botapp.admin.broadcasts import BroadcastAdmin
@@ -427,7 +450,8 @@ def test_a_lost_answer_is_interrupted_counted_and_the_progress_reaches_the_end(t
     job_run("send_broadcasts", trigger="test", gateway=gateway)
 
     broadcast.refresh_from_db()
-    assert (broadcast.sent, broadcast.interrupted, broadcast.status) == (2, 1, "done")
+    assert (broadcast.sent, broadcast.interrupted, broadcast.status) == (3, 0, "done")
+    assert sorted(BroadcastDelivery.objects.values_list("error", flat=True)) == ["", "", ALREADY_SENT]
     assert BroadcastAdmin.progress(None, broadcast) == "3/3 (100%)"
 
 

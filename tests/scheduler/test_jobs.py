@@ -59,15 +59,20 @@ def test_reset_token_counts_deletes_earlier_days_only():
     assert list(DailyTokenCount.objects.values_list("date", "count")) == [(today, 3)]
 
 
-def test_reaper_requeues_deletions_and_interrupts_sends():
+def test_reaper_requeues_deletions_and_sends_within_the_random_id_window(settings):
     now = clock.now()
     stale = PendingDeletionFactory(status=ClaimStatus.CLAIMED, lease_until=now - timedelta(seconds=1))
     live = PendingDeletionFactory(status=ClaimStatus.CLAIMED, lease_until=now + timedelta(minutes=1))
     sending = BroadcastDeliveryFactory(status="sending", lease_until=now - timedelta(seconds=1))
+    window = timedelta(seconds=settings.TELEGRAM_RANDOM_ID_WINDOW)
+    # claimed (lease_until - 5 min) more than the window ago: Telegram may have forgotten its random_id
+    forgotten = BroadcastDeliveryFactory(status="sending", lease_until=now - window + timedelta(minutes=5) - timedelta(seconds=1))
 
-    assert job_run("reap_expired_claims", trigger="test").processed == 2
-    stale.refresh_from_db(), live.refresh_from_db(), sending.refresh_from_db()
-    assert (stale.status, live.status, sending.status) == ("pending", "claimed", "interrupted")
+    assert job_run("reap_expired_claims", trigger="test").processed == 3
+    for row in (stale, live, sending, forgotten):
+        row.refresh_from_db()
+    assert (stale.status, live.status, sending.status, forgotten.status) == ("pending", "claimed", "pending", "interrupted")
+    assert sending.retry_from == now - timedelta(seconds=1) - timedelta(minutes=5)  # when it was claimed
 
 
 def test_broadcast_deleter(telegram, gateway):
@@ -311,6 +316,7 @@ def test_job_names_never_change_whatever_their_modules_are_called():
         ("flush_counters", "scheduler.jobs.counters"),
         ("delete_due_messages", "scheduler.jobs.deletions"),
         ("prune_job_runs", "scheduler.jobs.housekeeping"),
+        ("prune_handled_updates", "scheduler.jobs.housekeeping"),
         ("end_premium_plans", "scheduler.jobs.premium_expiry"),
         ("prune_deliveries", "scheduler.jobs.retention"),
         ("send_sequence_messages", "scheduler.jobs.sequence_send"),

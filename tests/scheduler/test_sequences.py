@@ -96,19 +96,23 @@ def test_stop_skips_the_rest_and_blocking_is_noticed(chat, alice, telegram, gate
     }
 
 
-def test_a_crash_mid_send_is_interrupted_not_resent(chat, alice, telegram, gateway, onboarding):
+def test_a_crash_mid_send_is_sent_again_and_delivered_once(chat, alice, telegram, gateway, onboarding):
     chat(alice, "/start")
     clock.clock_advance(timedelta(minutes=11))
-    SequenceSendSweep(gateway).claim(10)  # marked sending... then the worker dies
+    sweep = SequenceSendSweep(gateway)
+    (due,) = sweep.claim(10)  # marked sending...
+    sweep.messages[due.step_id].send(gateway, due.chat_id, user_id=due.user_id, key=due.key)  # sent; then the worker dies
     clock.clock_advance(timedelta(minutes=6))
     job_run("reap_expired_claims", trigger="test")
     run(gateway)
-    assert SequenceMessage.objects.get(step__delay_seconds=600).status == "interrupted"
-    assert "Join us" not in texts(telegram, alice)
+    assert SequenceMessage.objects.get(step__delay_seconds=600).status == "sent"
+    assert texts(telegram, alice).count("Join us") == 1
 
 
 @pytest.mark.django_db(transaction=True)  # the sender's pool threads read users runbot stored
-def test_a_send_whose_answer_was_lost_is_interrupted_and_never_repeated(chat, alice, telegram, gateway, onboarding, monkeypatch):
+def test_a_send_whose_answer_was_lost_is_sent_again_once_and_recorded_sent(
+    chat, alice, telegram, gateway, onboarding, monkeypatch
+):
     monkeypatch.setattr(pyrogram_gateway, "CALL_TIMEOUT", 0.5)  # how long the gateway waits for an answer
     chat(alice, "/start")
     clock.clock_advance(timedelta(minutes=11))
@@ -117,11 +121,12 @@ def test_a_send_whose_answer_was_lost_is_interrupted_and_never_repeated(chat, al
     outcome = run(gateway)
 
     message = SequenceMessage.objects.get(step__delay_seconds=600)
-    assert (message.status, outcome.processed, outcome.failed) == ("interrupted", 0, 1)
+    assert (message.status, outcome.processed, outcome.failed) == ("pending", 0, 1)  # outcome unknown
+    assert message.retry_from is not None
     clock.clock_advance(timedelta(minutes=1))
     run(gateway)
     assert texts(telegram, alice).count("Join us") == 1  # it did arrive (the answer was lost): once, never twice
-    assert SequenceMessage.objects.get(pk=message.pk).status == "interrupted"
+    assert SequenceMessage.objects.get(pk=message.pk).status == "sent"  # the repeat was refused: it had arrived
     assert TelegramUser.objects.get(telegram_id=alice.id).state == "active"
 
 

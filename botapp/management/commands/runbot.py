@@ -59,6 +59,7 @@ class Command(BaseCommand):
         """Serve until SIGTERM or SIGINT; `ready(username)` once updates are being handled."""
         from botapp.bot.router import Router
         from botapp.services.health import heartbeat_start
+        from botapp.services.updates import UpdatePositions
         from botapp.services.users import user_access_hash
         from botapp.telegram.limiter import RedisLimiter
         from botapp.telegram.pyrogram_gateway import PyrogramGateway, client_configured, client_start
@@ -82,7 +83,9 @@ class Command(BaseCommand):
             storage_channel_id=config.storage_channel_id,
             broadcast_channel_id=config.broadcast_channel_id,
         )
-        pump = UpdatePump(router, threads=threads)
+        # The pump stores runbot's place in the update stream as it handles updates, and fetches
+        # what came while runbot was down when it starts (docs/reliability.md#updates).
+        pump = UpdatePump(router, threads=threads, positions=UpdatePositions())
         pump.register(client)
 
         stop = asyncio.Event()
@@ -91,6 +94,7 @@ class Command(BaseCommand):
 
         await client_start(client)
         await loop.run_in_executor(pump.executor, _remember_username, gateway.bot_username)
+        await pump.resume(client)
         log.info("runbot started as @%s; admins=%s", gateway.bot_username, sorted(config.admin_ids))
         heartbeat = heartbeat_start(process="bot")  # the console's dashboard: is the bot running?
         if ready is not None:
@@ -100,6 +104,7 @@ class Command(BaseCommand):
         log.info("runbot stopping: finishing updates in flight")
         await pump.drain()
         await client.stop()
+        await pump.close()  # the position of the last update handled
         log.info("runbot stopped")
 
 

@@ -82,6 +82,11 @@ class Command(BaseCommand):
             logging.getLogger().setLevel(logging.WARNING)
 
         call_command("migrate", verbosity=0, interactive=False)
+        # A new in-memory Telegram numbers messages from 1 again: claims on another one's updates
+        # (services/updates.py) would take its new messages for repeats.
+        from botapp.models import HandledUpdate
+
+        HandledUpdate.objects.all().delete()
         # One in-memory Telegram; runbot's client and a worker's client talk to it over MTProto.
         # The sandbox moves a virtual clock, so real-time rate windows would mean nothing here.
         telegram = TelegramServer(username=_remember_username("CourierBot"), enforce_rates=False)

@@ -13,6 +13,7 @@ from botapp.services.delivery import FILE_RESTRICTED, file_deliver
 from botapp.services.files import file_store
 from botapp.services.users import user_access_hash
 from botapp.telegram.gateway import (
+    AlreadySent,
     BadRequest,
     BotUnauthorized,
     Button,
@@ -21,7 +22,6 @@ from botapp.telegram.gateway import (
     FloodWait,
     Media,
     MessageNotFound,
-    OutcomeUnknown,
     PeerUnknown,
     TgUser,
     UserBlocked,
@@ -290,12 +290,13 @@ def test_courier_outlasts_kurigrams_own_retries():
 
 
 @pytest.mark.slow
-def test_a_send_whose_answer_is_lost_is_delivered_once_and_reported_unknown(telegram, limited, met, monkeypatch):
+def test_a_send_whose_answer_is_lost_is_delivered_once_and_reported_already_sent(telegram, limited, met, monkeypatch):
+    """kurigram asks again with the same random_id; Telegram refuses the repeat: it was delivered."""
     monkeypatch.setattr(Session, "WAIT_TIMEOUT", 0.3)
     monkeypatch.setattr(Session, "RETRY_DELAY", 0.05)
     telegram.fail_next(LOSE_ANSWER, methods={"messages.SendMessage"})
     before = len(telegram.bot_messages(met.id))
-    with pytest.raises(OutcomeUnknown):
+    with pytest.raises(AlreadySent):
         limited.send_text(met.id, "once")
     assert [m.text for m in telegram.bot_messages(met.id)[before:]] == ["once"]
 
@@ -305,7 +306,9 @@ def test_a_send_whose_answer_is_lost_is_delivered_once_and_reported_unknown(tele
 
 def test_runbot_answers_messages_sent_while_it_was_down(telegram, db, tmp_path, shortener):
     from botapp.bot.router import Router
-    from offline.telegram.clients import OfflineBot
+    from offline.telegram.clients import MemoryPositions, OfflineBot
+
+    positions = MemoryPositions()  # runbot's stored position, from one run to the next
 
     def start():
         return OfflineBot(
@@ -313,6 +316,7 @@ def test_runbot_answers_messages_sent_while_it_was_down(telegram, db, tmp_path, 
             lambda gw: Router(gw, admin_ids=frozenset(), storage_channel_id=STORAGE, shortener=shortener),
             peers=user_access_hash,
             workdir=tmp_path,
+            positions=positions,
         )
 
     first = start()

@@ -107,7 +107,8 @@ def test_answers_split_late_and_last_first_are_each_matched_to_their_message(tel
 def test_a_connection_dropped_around_a_container_delivers_each_message_once_without_a_long_stall(telegram, worker, users):
     """Before the container is processed: all sent again, delivered once. Halfway: what was
     processed comes back as RANDOM_ID_DUPLICATE (outcome unknown: it did arrive), the rest is
-    delivered. After: all unknown, all arrived. No wait for WAIT_TIMEOUT (60 s here)."""
+    delivered (asked again with the same random_id: AlreadySent). After: all arrived, all
+    AlreadySent. No wait for WAIT_TIMEOUT (60 s here)."""
     telegram.hostile_start(salt_every=0, flood_every=0, drop_every=1)
     outcomes = {}
     for when in ("before", "during", "after"):
@@ -119,18 +120,18 @@ def test_a_connection_dropped_around_a_container_delivers_each_message_once_with
     assert telegram.hostile_stop()["drops"] == 3
     half = len(users) // 2
     assert outcomes["before"] == ["Sent"] * len(users)
-    assert outcomes["during"] == ["OutcomeUnknown"] * half + ["Sent"] * (len(users) - half)
-    assert outcomes["after"] == ["OutcomeUnknown"] * len(users)
+    assert outcomes["during"] == ["AlreadySent"] * half + ["Sent"] * (len(users) - half)
+    assert outcomes["after"] == ["AlreadySent"] * len(users)
 
 
 def test_internal_errors_on_a_send_are_asked_again_with_the_same_random_id_never_a_refusal(telegram, worker, users):
     """Telegram's own trouble may or may not have delivered the message: asked again with the same
     random_id, it is delivered now (-503 before processing) or refused as a duplicate (500 after
-    delivering it: the outcome stays unknown, never a second copy, never a final failure)."""
+    delivering it: AlreadySent, it was delivered; never a second copy, never a final failure)."""
     telegram.hostile_start(salt_every=0, flood_every=0, internal_every=2)  # every other send: not the asking again
     worker.send_many([SendItem(users[3].id, "first")])
     delivered = worker.send_many([SendItem(users[4].id, "internal")])  # 500 INTERNAL after delivering it
     timed_out = worker.send_many([SendItem(users[5].id, "timeout")])  # -503 Timeout before processing it
     assert telegram.hostile_stop()["internals"] == 2
-    assert [type(r).__name__ for r in delivered + timed_out] == ["OutcomeUnknown", "Sent"]
+    assert [type(r).__name__ for r in delivered + timed_out] == ["AlreadySent", "Sent"]
     assert received(telegram, "internal") == [users[4].id] and received(telegram, "timeout") == [users[5].id]

@@ -79,3 +79,126 @@ def test_blocking_and_unblocking_the_bot_update_the_user_at_once(running):
     assert wait_for(lambda: TelegramUser.objects.get(telegram_id=ALICE.id).state == "blocked")
     telegram.unblock(ALICE.id)
     assert wait_for(lambda: TelegramUser.objects.get(telegram_id=ALICE.id).state == "active")
+
+
+# --- runbot's place in the update stream, stored as it handles updates ------------------------------
+
+
+def keeping_start(telegram, router_class=Router):
+    """runbot's pump with its position in PostgreSQL (services/updates.py), started."""
+    from botapp.services.updates import UpdatePositions
+    from botapp.services.users import user_access_hash
+
+    gateway = offline_gateway(telegram, name="bot", no_updates=False, start=False, peers=user_access_hash)
+    pump = UpdatePump(router_class(gateway, admin_ids=frozenset()), threads=2, positions=UpdatePositions())
+    gateway.start(before_start=pump.register, after_start=pump.resume)
+    return gateway, pump
+
+
+def stored_pts() -> int:
+    from botapp.models import UpdatePosition
+
+    row = UpdatePosition.objects.filter(box=UpdatePosition.ACCOUNT).first()
+    return row.pts if row is not None else -1
+
+
+def test_the_position_is_stored_as_updates_are_handled_not_only_at_a_stop(transactional_db):
+    telegram = TelegramServer(enforce_rates=False)
+    gateway, pump = keeping_start(telegram)
+    try:
+        users = [TgUser(id=2001 + i, first_name=f"U{i}") for i in range(5)]
+        for user in users:
+            telegram.user_sends(user, "/help")
+        last = telegram.pts  # the pts of the last user's message (runbot has not answered yet)
+        assert wait_for(lambda: all(telegram.bot_messages(u.id) for u in users))
+        # Without a stop: the stored position passes the last message within about a second (the
+        # replies' own numbers are holes closed after HOLE_WAIT).
+        assert wait_for(lambda: stored_pts() >= last)
+    finally:
+        gateway.stop(after_stop=pump.close)
+
+
+def test_an_update_still_being_handled_holds_the_stored_position_back(transactional_db):
+    release = threading.Event()
+
+    class Slow(Router):
+        def handle_message(self, msg):
+            if msg.text == "/slow":
+                release.wait(60)
+            super().handle_message(msg)
+
+    telegram = TelegramServer(enforce_rates=False)
+    gateway, pump = keeping_start(telegram, Slow)
+    try:
+        telegram.user_sends(ALICE, "/slow")
+        slow = telegram.pts
+        bob = TgUser(id=1002, first_name="Bob")
+        telegram.user_sends(bob, "/help")
+        assert wait_for(lambda: telegram.bot_messages(bob.id))
+        from botapp.models import UpdatePosition
+
+        answered = telegram.bot_messages(bob.id)[0].date
+        # A write after Bob was answered (the position moved: it is written within a second).
+        assert wait_for(lambda: UpdatePosition.objects.filter(box=0, updated_at__gt=answered).exists())
+        assert stored_pts() == slow - 1  # a restart now would ask for /slow again
+        release.set()
+        assert wait_for(lambda: telegram.bot_messages(ALICE.id))
+        assert wait_for(lambda: stored_pts() >= slow + 1)
+    finally:
+        release.set()
+        gateway.stop(after_stop=pump.close)
+
+
+def test_after_a_crash_what_came_meanwhile_is_answered_and_what_was_handled_is_not_again(transactional_db):
+    from botapp.models import HandledUpdate, UpdatePosition
+
+    telegram = TelegramServer(enforce_rates=False)
+    gateway, pump = keeping_start(telegram)
+    try:
+        start = telegram.pts
+        telegram.user_sends(ALICE, "/help")
+        assert wait_for(lambda: telegram.bot_messages(ALICE.id))
+        assert wait_for(lambda: stored_pts() > start)
+    finally:
+        gateway.stop(after_stop=pump.close)
+    # As if runbot had been killed before it stored the position past Alice's /help.
+    UpdatePosition.objects.filter(box=0).update(pts=start)
+    bob = TgUser(id=1002, first_name="Bob")
+    telegram.user_sends(bob, "/help")  # while runbot is down: a user it never met
+
+    gateway, pump = keeping_start(telegram)
+    try:
+        assert wait_for(lambda: telegram.bot_messages(bob.id))
+        assert wait_for(lambda: HandledUpdate.objects.filter(chat_id=ALICE.id, attempts=2).exists())
+        assert pump.recovered == 2  # Alice's /help again, and Bob's
+    finally:
+        gateway.stop(after_stop=pump.close)
+    assert len(telegram.bot_messages(ALICE.id)) == 1
+    assert len(telegram.bot_messages(bob.id)) == 1
+
+
+def test_a_position_that_is_not_this_bots_is_forgotten_with_its_claims(transactional_db):
+    """BOT_TOKEN now names another bot, or Telegram's numbers are below the stored ones (a test
+    server started afresh): asking from there would fetch nothing, and the old claims would take
+    new messages (numbered from 1 again) for repeats."""
+    from botapp.models import HandledUpdate, UpdatePosition
+    from botapp.services.updates import Kind, UpdatePositions, update_claim
+    from botapp.telegram.position import PositionState
+
+    telegram = TelegramServer(enforce_rates=False)
+    UpdatePositions().save(PositionState(pts=5000, qts=40, date=0, bot_id=telegram.bot.id))
+    update_claim(kind=Kind.MESSAGE, chat_id=ALICE.id, update_id=1, once=False, run="old")  # the next message's ids
+    gateway, pump = keeping_start(telegram)
+    try:
+        telegram.user_sends(ALICE, "/help")
+        assert wait_for(lambda: telegram.bot_messages(ALICE.id))  # not taken for a repeat
+        assert wait_for(lambda: 0 < stored_pts() <= telegram.pts)
+        assert HandledUpdate.objects.get(chat_id=ALICE.id).attempts == 1
+    finally:
+        gateway.stop(after_stop=pump.close)
+
+    UpdatePosition.objects.update(bot_id=telegram.bot.id + 1)  # another bot's
+    gateway, pump = keeping_start(telegram)
+    gateway.stop(after_stop=pump.close)
+    assert not HandledUpdate.objects.exists()
+    assert UpdatePosition.objects.get(box=0).bot_id == telegram.bot.id
