@@ -7,8 +7,8 @@ real Celery worker (`celery -A config worker -c 4`, the Procfile's default) on t
 bench database and Redis (broker, limiter at the configured rate: TELEGRAM_RATE, 30/s).
 
 Each run, for each kind, `--rows` rows are written through the services production writes them
-with, due at random times spread over `--spread` seconds starting 10 s later, written in random
-order (so earlier rows keep re-arming the wake-up):
+with, due at random times spread over `--spread` seconds starting `--lead` (30) s later, written
+in random order (so earlier rows keep re-arming the wake-up):
 
   steps      sequences_enroll: one step (delay 0) of a sequence for the bench's start payload,
              each user joined at the row's due time; sent = Telegram receives the step;
@@ -17,6 +17,11 @@ order (so earlier rows keep re-arming the wake-up):
   deletions  deletion_schedule: an auto-delete due then; sent = Telegram receives the
              "deleted" notice that follows the deletion.
 
+Bot settings have a send window (quiet hours) open for the whole run, from an hour before it to
+six hours after, in TIME_ZONE: steps and broadcasts go through its check as in a deployment that
+sets one (each run of their jobs, each claim, and `due_next`); `--no-send-window` measures with
+none (every moment open). The window found in the database is put back afterwards.
+
 Lateness = when Telegram received the send (the server's time.monotonic(), the machine's clock)
 minus the due time; p50 / p95 / max per run, then min / median / max of the runs. Last, idle
 queries: one beat round of the four waking jobs on an empty database, as beat's tasks run them
@@ -24,6 +29,7 @@ now (job + `wakeup_after_run`) and as they ran before (the job alone), counted w
 CaptureQueriesContext.
 
     .venv/bin/python bench/lateness.py [--runs 3] [--rows 1000] [--spread 60] [--kinds steps,messages,deletions]
+                                       [--lead 30] [--no-send-window]
 """
 
 from __future__ import annotations
@@ -47,11 +53,13 @@ from django.conf import settings
 from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from botapp import clock
-from botapp.models import Broadcast, PendingDeletion, Sequence, SequenceMessage, TelegramUser
+from botapp.models import BotSettings, Broadcast, PendingDeletion, Sequence, SequenceMessage, TelegramUser
 from botapp.services.autodelete import deletion_schedule
 from botapp.services.messages import message_schedule
+from botapp.services.send_window import send_window_current
 from botapp.services.sequences import sequence_steps_forget, sequences_enroll
 from botapp.services.users import user_access_hash
 from offline.telegram.clients import offline_gateway
@@ -62,7 +70,9 @@ FIRST = 91_000_001
 PAYLOAD = "bench-lateness"
 TITLE = "bench: lateness"
 KINDS = ("steps", "messages", "deletions")
-LEAD = 10.0  # seconds from the start of writing to the first due time
+# Seconds from the start of writing to the first due time (--lead): writing 1,000 rows takes a few
+# seconds, and over 10 on a shared machine that other runs load; the lead is set-up, not measured.
+LEAD = 30.0
 GONE_MESSAGE = 999_999_999  # the deletion's message: not there (Telegram deletes nothing, the notice goes out)
 WAKING = ("send_sequence_messages", "delete_due_messages", "send_broadcasts", "end_premium_plans")
 
@@ -73,10 +83,10 @@ def clean(ids: list[int]) -> None:
     PendingDeletion.objects.filter(chat_id__in=ids).delete()
 
 
-def write(kind: str, ids: list[int], spread_s: float, rng: random.Random) -> dict[int, float]:
-    """The rows of `kind`, one per user, due over `spread_s` seconds from LEAD on; returns each
+def write(kind: str, ids: list[int], spread_s: float, rng: random.Random, lead: float = LEAD) -> dict[int, float]:
+    """The rows of `kind`, one per user, due over `spread_s` seconds from `lead` on; returns each
     chat's due time on the monotonic clock."""
-    base = clock.now() + timedelta(seconds=LEAD)
+    base = clock.now() + timedelta(seconds=lead)
     offsets = {chat: rng.uniform(0, spread_s) for chat in ids}
     order = list(ids)
     rng.shuffle(order)
@@ -94,7 +104,7 @@ def write(kind: str, ids: list[int], spread_s: float, rng: random.Random) -> dic
         else:
             deletion_schedule(chat_id=chat, message_ids=[GONE_MESSAGE], share_id="", minutes=0, now=due)
     if time.monotonic() > min(due_mono.values()):
-        raise SystemExit(f"bench/lateness.py: writing {len(ids)} {kind} took longer than the {LEAD:.0f} s lead")
+        raise SystemExit(f"bench/lateness.py: writing {len(ids)} {kind} took longer than the {lead:.0f} s lead (--lead)")
     return due_mono
 
 
@@ -162,6 +172,31 @@ def idle_queries(path) -> tuple[int, int]:
     return before, now
 
 
+@contextlib.contextmanager
+def send_window(enabled: bool):
+    """Bot settings' send window open from an hour ago to six hours on (TIME_ZONE), or none; the
+    window found is put back on the way out. Yields the window the jobs read."""
+    conf = BotSettings.load()
+    found = (conf.send_window_start, conf.send_window_end, conf.send_window_tz)
+    local = timezone.localtime(clock.now()).replace(second=0, microsecond=0)
+    if enabled:
+        conf.send_window_start, conf.send_window_end = (local - timedelta(hours=1)).time(), (local + timedelta(hours=6)).time()
+    else:
+        conf.send_window_start = conf.send_window_end = None
+    conf.send_window_tz = ""
+    conf.full_clean()
+    conf.save()
+    try:
+        window = send_window_current()
+        if enabled and (window.always or not window.is_open(clock.now())):
+            raise SystemExit(f"bench/lateness.py: the send window {window} is not a window open now")
+        yield window
+    finally:
+        conf = BotSettings.load()
+        conf.send_window_start, conf.send_window_end, conf.send_window_tz = found
+        conf.save()
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=3)
@@ -169,6 +204,8 @@ def main():
     parser.add_argument("--spread", type=float, default=60.0)
     parser.add_argument("--kinds", default=",".join(KINDS))
     parser.add_argument("--seed", type=int, default=26)
+    parser.add_argument("--lead", type=float, default=LEAD, help="seconds of set-up before the first row is due")
+    parser.add_argument("--no-send-window", action="store_true", help="no send window (by default one open for the run)")
     args = parser.parse_args()
     kinds = [k for k in args.kinds.split(",") if k]
     if set(kinds) - set(KINDS):
@@ -184,7 +221,12 @@ def main():
     sequence_steps_forget()
     rng = random.Random(args.seed)
 
-    with telegram_process() as (path, remote, _proc), tempfile.TemporaryDirectory(prefix="courier-bench-") as tmp:
+    with (
+        send_window(not args.no_send_window) as window,
+        telegram_process() as (path, remote, _proc),
+        tempfile.TemporaryDirectory(prefix="courier-bench-") as tmp,
+    ):
+        print(f"send window: {'none' if window.always else f'{window.start:%H:%M}-{window.end:%H:%M} {window.zone}'}", flush=True)
         users_meet_bot(remote, ids)
         hashes: dict[int, int] = {}
         setup = offline_gateway(str(path), name="setup", peers=hashes.get)
@@ -204,7 +246,7 @@ def main():
             for run in range(args.runs):
                 for kind in kinds:
                     since = len(remote.call_times())
-                    due_mono = write(kind, ids, args.spread, rng)
+                    due_mono = write(kind, ids, args.spread, rng, args.lead)
                     deadline = max(due_mono.values()) + 120
                     while not settled(kind, ids):
                         if time.monotonic() > deadline:

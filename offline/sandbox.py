@@ -4,7 +4,8 @@ Reads a conversation (one line each) and prints every bot action:
 
     1001: /start            a message from user 1001
     1001 tap Close          user 1001 taps a button (by its text or callback data) on their latest message that has it
-    wait 31m                move the clock forward (s, m, h, d; e.g. 1h30m) and run the background jobs that became due
+    wait 31m                move the clock forward (s, m, h, d; e.g. 1h30m): due work wakes its job at its due
+                            time, to the second; then the jobs whose beat schedule fired run
     1001 blocks             user 1001 blocks the bot
     1000 sends document report.pdf[2.5MB] Price list
                             a user sends media (photo, video, document, animation, audio), with an optional
@@ -49,9 +50,10 @@ from botapp.telegram.gateway import Button, Gateway, Media, TgUser
 from botapp.telegram.limits import ALBUM_SIZE, DATE_MAX, USER_FILE_SIZE, USER_ID_MAX
 from offline.telegram.clients import OfflineBot
 from offline.telegram.server import Event, TelegramServer
-from scheduler.jobs.registry import Outcome, job_fires_between, job_run, jobs_due_between
+from scheduler.jobs.registry import JOBS, Outcome, job_fires_between, job_run, jobs_due_between
 
 RUNS_MAX = 10  # runs of one job per `wait`, at most
+WAKES_MAX = 500  # wake-ups per `wait`, at most (a due row no run can settle must not spin)
 
 
 def jobs_run_between(before: datetime, after: datetime, *, gateway: Gateway) -> list[tuple[str, Outcome]]:
@@ -126,8 +128,8 @@ def duration_parse(span: str) -> timedelta:
 
 class Sandbox:
     """`telegram` is the in-memory Telegram; `bot` is runbot on it (its client, pump and router);
-    `worker` is a worker's gateway (its own session), which the background jobs use: `wait` runs the jobs
-    that fell due on it (`jobs_run_between`)."""
+    `worker` is a worker's gateway (its own session), which the background jobs use: `wait` runs on it
+    the wake-ups that fall due (`wake_until`), then the jobs beat would have fired (`jobs_run_between`)."""
 
     def __init__(
         self, *, telegram: TelegramServer, bot: OfflineBot, worker: Gateway, out: TextIO, as_json: bool = False, links=None
@@ -425,8 +427,10 @@ class Sandbox:
                 f"it is {_fmt(before)}"
             )
             return False
-        after = clock.clock_advance(delta)
-        self.note(f"clock {_fmt(before)} -> {_fmt(after)}")
+        target = before + delta
+        self.note(f"clock {_fmt(before)} -> {_fmt(target)}")
+        self.wake_until(target)
+        after = clock.clock_advance(max(timedelta(0), target - clock.now()))
         ran, busy = [], []
         # The jobs that fell due run, as beat and a worker would, on the worker's gateway.
         for name, outcome in jobs_run_between(before, after, gateway=self.worker):
@@ -439,6 +443,30 @@ class Sandbox:
         for line in busy:
             self.note(f"job {line}")
         return True
+
+    def wake_until(self, until: datetime) -> None:
+        """The wake-ups (scheduler/wakeup.py) of the span, as a worker runs them: the clock moves to
+        the earliest due time a waking job reports (`due_next`) and that job runs then, to the
+        second, until nothing more falls due by `until`. A run that finds nothing to do for what
+        was due is not woken again in this span (a wake-up that got nothing does not re-arm):
+        beat's run at the end of the wait retries it."""
+        waking = [job for job in JOBS.values() if job.due_next is not None]
+        resting: set[str] = set()
+        for _ in range(WAKES_MAX):
+            dues = [(due, job) for job in waking if job.name not in resting and (due := job.due_next()) is not None]
+            dues = [(due, job) for due, job in dues if due <= until]
+            if not dues:
+                return
+            due, job = min(dues, key=lambda pair: pair[0])
+            if due > clock.now():
+                clock.clock_advance(due - clock.now())
+            self.note(f"{_fmt(clock.now())}: {job.name} wakes (work due at {due:%H:%M:%S})", job=job.name)
+            outcome = sandbox_job_run(job.name, gateway=self.worker)
+            if outcome.processed or outcome.failed:
+                self.note(f"job {job.name}: {outcome}")
+            if not outcome.processed or outcome.detail.startswith(RUN_FAILED):
+                resting.add(job.name)
+        self.note(f"more than {WAKES_MAX} wake-ups in one wait: the rest go at the jobs' scheduled runs")
 
     def run(self, stream: TextIO, *, interactive: bool = False) -> int:
         failures = 0

@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 SCRIPTS = {
     "calls.py": (["--runs", "1"], "Telegram calls per operation"),
-    "lateness.py": (["--runs", "1", "--rows", "20", "--spread", "3"], "idle beat round"),
+    "lateness.py": (["--runs", "1", "--rows", "20", "--spread", "3", "--lead", "5"], "idle beat round"),
     "start.py": (["--runs", "1", "--users", "5", "--burst", "10"], "runbot updates/s"),
     "sweep.py": (["--runs", "1", "--total", "400", "--due", "200", "--budget", "30"], "per CPU-second of the sweeping process"),
     "sender.py": (["--runs", "1", "--sends", "100"], "sends per CPU-second of the sender"),

@@ -129,7 +129,8 @@ def test_the_first_pages_stay_short():
 
 def shell_commands(markdown: str) -> list[tuple[str, list[str]]]:
     """(command, the output the README shows for it) for every command of the README's `sh` blocks
-    (comments dropped, `\\` continuations joined) and every `$ ` line of its `console` blocks."""
+    (comments dropped, `\\` continuations joined) and every `$ ` line of its `console` blocks. The
+    output keeps a session's `sandbox> ` lines (what was typed: the command's input)."""
     commands = []
     for lang, body in FENCE.findall(markdown):
         if lang == "sh":
@@ -158,7 +159,12 @@ def comment_dropped(line: str) -> str:
     return line
 
 
-SANDBOX = re.compile(r"(?:printf '[^']*' \| )?make sandbox")
+SANDBOX = re.compile(r"(?:printf '[^']*' \| )?make sandbox(?: DEMO=(?P<demo>files|campaign))?")
+PROMPT = "sandbox> "  # an interactive sandbox's prompt: the rest of the line is typed in
+FIRST_NOTE = {  # the sandbox's first line, per demo
+    "files": ".. demo file stored: send '1001: /start demo'",
+    "campaign": ".. demo campaign ready: send '1001: /start campaign_x'",
+}
 CHECK_DEPLOY = ".venv/bin/python manage.py check --deploy"
 
 SKIPPED = {
@@ -184,22 +190,25 @@ def test_every_readme_command_is_run_here_or_skipped_with_a_reason():
 def test_shell_commands_are_read_as_a_shell_reads_them():
     sample = "```sh\nmake sandbox   # offline\nprintf '1000 forwards #3\\n' | make sandbox\ncurl -X POST x \\\n  -d y\n```\n"
     sample += '```console\n$ make sandbox\n-> 1001 #2 send "Hi"\n```\n```python\nprint(1)\n```\n'
+    sample += '```console\n$ make sandbox DEMO=campaign\nsandbox> 1001: /start\n-> 1001 #2 send "Hi"\n```\n'
     assert shell_commands(sample) == [
         ("make sandbox", []),
         ("printf '1000 forwards #3\\n' | make sandbox", []),
         ("curl -X POST x -d y", []),
         ("make sandbox", ['-> 1001 #2 send "Hi"']),
+        ("make sandbox DEMO=campaign", ["sandbox> 1001: /start", '-> 1001 #2 send "Hi"']),
     ]
+    assert runnable("make sandbox DEMO=campaign") and not runnable("make sandbox DEMO=other")
 
 
-def run_readme_command(command: str, env: dict) -> subprocess.CompletedProcess:
-    """As a reader runs it: bash in the repository root, a pipeline failing when any part fails.
-    Waits for the command to end (the timeout only stops a hung one)."""
+def run_readme_command(command: str, env: dict, typed: str = "") -> subprocess.CompletedProcess:
+    """As a reader runs it: bash in the repository root, a pipeline failing when any part fails,
+    `typed` its input. Waits for the command to end (the timeout only stops a hung one)."""
     return subprocess.run(
         ["bash", "-o", "pipefail", "-c", command],
         cwd=ROOT,
         env=env,
-        stdin=subprocess.DEVNULL,
+        input=typed,
         capture_output=True,
         text=True,
         timeout=300,
@@ -224,14 +233,15 @@ def test_the_readme_command_runs(command, shown):
         env.update(
             DEBUG="0", SECRET_KEY="k9$Vq2!mZ7x@Lp4#Rt8&Wn1^Hs6*Jd3(Fg5)Bc0-Ye2+Ua7=Xo9", ALLOWED_HOSTS="courier.example.com"
         )
-    result = run_readme_command(command, env)
+    typed = "".join(line[len(PROMPT) :] + "\n" for line in shown if line.startswith(PROMPT))
+    result = run_readme_command(command, env, typed)
 
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
-    if SANDBOX.fullmatch(command):
+    if match := SANDBOX.fullmatch(command):
         lines = result.stdout.splitlines()
-        assert lines[0].startswith(".. demo file stored: send '1001: /start demo'")
+        assert lines[0].startswith(FIRST_NOTE[match["demo"] or "files"])
         actions = [line for line in lines if line.startswith("-> ")]
         if shown:  # the README shows what the bot does: it must be what the bot does
             assert actions == [line for line in shown if line.startswith("-> ")]
-        elif "printf" in command:
+        elif "printf" in command or typed:
             assert actions, result.stdout

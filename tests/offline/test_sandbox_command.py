@@ -90,9 +90,9 @@ def test_sandbox_whole_journey(monkeypatch):
         ("copy", "Courier handbook"),
         ("copy", "Thanks for trying Courier!"),
         ("send", "⏳ These files will be deleted "),
-        ("delete", ""),
-        ("send", "Previous message was deleted."),
         ("send", "Welcome aboard! Our channel ha"),  # the demo onboarding sequence, 10 min after /start
+        ("delete", ""),  # 30 min after the files
+        ("send", "Previous message was deleted."),
         ("copy", "Courier handbook"),
         ("copy", "Thanks for trying Courier!"),
         ("send", "⏳ These files will be deleted "),
@@ -125,3 +125,29 @@ def test_the_sandbox_knows_its_own_storage_channel_and_admins(monkeypatch, setti
     )
     assert any(line.startswith("-> 1000 #") and "Users" in line for line in lines[1:]), lines
     assert settings.STORAGE_CHANNEL_ID == "" and settings.ADMIN_IDS == ""
+
+
+@pytest.mark.django_db(transaction=True)  # committed: the step's wake-up is announced on commit
+def test_the_sandbox_does_its_own_background_work_and_leaves_celery_as_it_found_it(monkeypatch):
+    """No wake-up armed in Redis (which may be another Courier's), nothing left behind in this
+    process: the scheduler's receivers are connected again and Celery's broker is the one it had."""
+    import redis
+    from celery import current_app
+    from django.conf import settings
+
+    from botapp.signals import broadcast_queued, work_scheduled
+    from scheduler import wakeup
+
+    def connected(signal, uid):
+        return any(lookup[0] == uid for lookup, *_ in signal.receivers)
+
+    broker = current_app.conf.broker_url
+    armed = wakeup._key("send_sequence_messages", "armed")
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    client.delete(armed)
+    monkeypatch.setattr(sys, "stdin", io.StringIO("1001: /start\n"))  # the demo's sequence: a step in 10 min
+    call_command("sandbox", "--demo", stdout=io.StringIO())
+
+    assert not client.exists(armed)
+    assert current_app.conf.broker_url == broker
+    assert connected(work_scheduled, "scheduler.work_wake") and connected(broadcast_queued, "scheduler.broadcast_sender_wake")

@@ -114,17 +114,24 @@ def test_waiting_runs_the_jobs_that_fell_due_through_the_scheduler(box, telegram
     assert f"-> {alice.id} delete {' '.join(f'#{i}' for i in delivered[:2])}" in out
 
 
-def test_a_long_wait_sends_a_users_onboarding_steps_in_order(box, telegram, chat, alice):
-    """The sender takes one step per user and run; the sandbox runs a job again within one wait
-    while it fired again in the span and still had work, as beat would have."""
+def test_a_long_wait_sends_each_onboarding_step_at_its_second_in_order(box, telegram, chat, alice):
+    """Within one wait, due work wakes its job at its due time (as scheduler/wakeup.py has a
+    worker do), not at beat's next minute: each step goes out at its second, in order."""
+    from datetime import timedelta
+
+    from botapp.models import SequenceMessage
     from tests.factories import SequenceFactory
 
     sequence = SequenceFactory(name="Onboarding")
-    sequence.steps.create(delay_seconds=600, text="Welcome")
-    sequence.steps.create(delay_seconds=3600, text="Still there?")
+    sequence.steps.create(delay_seconds=640, text="Welcome")
+    sequence.steps.create(delay_seconds=3620, text="Still there?")
     chat(alice, "/start")
     assert box.feed("wait 2h")
     assert [m.text for m in telegram.bot_messages(alice.id)][1:] == ["Welcome", "Still there?"]
+    for due_at, sent_at in SequenceMessage.objects.values_list("due_at", "sent_at"):
+        assert timedelta(0) <= sent_at - due_at < timedelta(seconds=1)
     out = box.out.getvalue()
+    woken = [line.rsplit("work due at ", 1)[1].rstrip(")") for line in out.splitlines() if "send_sequence_messages wakes" in line]
+    dues = SequenceMessage.objects.order_by("due_at").values_list("due_at", flat=True)
+    assert woken == [f"{due:%H:%M:%S}" for due in dues]  # once per step: at its due time
     assert out.count(".. job send_sequence_messages: 1 processed") == 2
-    assert out.count("send_sequence_messages") == 3  # once in "jobs run", once per run with work

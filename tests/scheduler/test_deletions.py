@@ -218,14 +218,17 @@ def test_the_job_deletes_in_many_chats_with_one_call_per_hundred_messages(telegr
 
 @pytest.mark.django_db
 def test_past_the_48_hour_window_no_notice_claims_a_deletion(telegram, bot, gateway, conf, stored):
-    """Verification off, a delivery, then `wait 49h`: the sweep comes too late for Telegram to
-    delete, so the user is not told "Previous message was deleted." while the files are there."""
+    """Verification off, a delivery, then no worker for 49 h (the clock moved without a wake-up or a
+    sweep), then a `wait`: the sweep comes too late for Telegram to delete, so the user is not told
+    "Previous message was deleted." while the files are there."""
     from tests.transcripts import said, sandbox
 
     box = sandbox(telegram, bot, gateway)
     delivered = said(box, f"1001: /start {stored.share_id}")
     copies = [r["message_ids"][0] for r in delivered.to(1001, "copy")]
-    out = said(box, "wait 49h")
+    clock.clock_advance(timedelta(hours=49))
+    out = said(box, "wait 1m")
+    assert "delete_due_messages wakes" in out
     assert out.texts(1001) == [] and out.to(1001, "delete") == []
     assert not any(telegram.message(1001, i).deleted for i in copies)
     assert PendingDeletion.objects.get().status == "expired"

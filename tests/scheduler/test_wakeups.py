@@ -15,6 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from botapp import clock
 from botapp.models import SequenceMessage, TelegramUser
 from botapp.services.autodelete import deletion_schedule
+from botapp.services.broadcasts import broadcast_start
 from botapp.services.messages import message_schedule
 from botapp.services.premium import premium_grant
 from botapp.services.sequences import sequences_enroll
@@ -22,7 +23,7 @@ from scheduler import wakeup
 from scheduler.jobs.registry import JOBS, job_run
 from scheduler.models import JobRun
 from scheduler.tasks import TASKS
-from tests.factories import SequenceFactory, met_user
+from tests.factories import BroadcastFactory, SequenceFactory, met_user
 
 pytestmark = pytest.mark.django_db(transaction=True)  # rows committed: on_commit arms, pool threads read them
 
@@ -108,12 +109,17 @@ def test_an_earlier_row_re_arms_and_a_later_one_does_not(broker, steps):
             30,
         ),
         (
+            lambda: broadcast_start(broadcast=BroadcastFactory(scheduled_at=clock.now() + timedelta(seconds=45))),
+            "send_broadcasts",
+            45,
+        ),
+        (
             lambda: premium_grant(user=TelegramUser.objects.get(telegram_id=3001), duration=timedelta(minutes=5)),
             "end_premium_plans",
             300,
         ),
     ],
-    ids=["auto-deletion", "scheduled message", "premium end"],
+    ids=["auto-deletion", "scheduled message", "scheduled broadcast", "premium end"],
 )
 def test_every_kind_of_due_row_arms_its_job(broker, write, job, seconds):
     user(3001)

@@ -7,6 +7,7 @@ the lines it reads. Tooling: nothing in production imports this.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 
@@ -17,9 +18,18 @@ from django.utils import timezone
 
 from botapp.config import admin_ids_load, storage_channel_load
 from botapp.management.commands.runbot import _remember_username
+from botapp.signals import broadcast_queued, work_scheduled
+from scheduler.receivers import broadcast_sender_wake, work_wake
 
 SANDBOX_ADMIN = 1000
 SANDBOX_STORAGE = -1001000000001
+DEMOS = ("files", "campaign")
+# The scheduler's receivers that would hand the sandbox's background work to Celery, with the
+# dispatch_uid scheduler/apps.py connects each with: the sandbox does that work itself.
+PUBLISHERS = (
+    (broadcast_queued, broadcast_sender_wake, "scheduler.broadcast_sender_wake"),
+    (work_scheduled, work_wake, "scheduler.work_wake"),
+)
 
 
 class Command(BaseCommand):
@@ -28,7 +38,14 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--json", action="store_true", help="Print JSON lines.")
-        parser.add_argument("--demo", action="store_true", help="Store a demo file and print its deep link first.")
+        parser.add_argument(
+            "--demo",
+            nargs="?",
+            const="files",
+            choices=DEMOS,
+            help="Demo data: `files` (the default with --demo) stores a demo file and prints its deep link first; "
+            "`campaign` rebuilds a drip bot's campaign (offline/campaign_demo.py) and prints its /start line.",
+        )
         parser.add_argument(
             "--fresh", action="store_true", help="Drop and create the database first (`make sandbox` does): an empty bot."
         )
@@ -42,17 +59,19 @@ class Command(BaseCommand):
         for handler in handlers:
             handler.addFilter(sandbox_clock_stamp)
         try:
-            self.sandbox(as_json=options["json"], demo=options["demo"])
+            with celery_kept_out():
+                self.sandbox(as_json=options["json"], demo=options["demo"])
         finally:
             for handler in handlers:
                 handler.removeFilter(sandbox_clock_stamp)
 
-    def sandbox(self, *, as_json: bool, demo: bool) -> None:
+    def sandbox(self, *, as_json: bool, demo: str | None) -> None:
         from django.test.utils import override_settings
 
         from botapp import clock
         from botapp.bot.router import Router
         from botapp.services.users import user_access_hash
+        from offline.campaign_demo import campaign_demo_setup
         from offline.sandbox import Sandbox, demo_setup, stdin_is_tty
         from offline.shortener import MemoryShortener
         from offline.telegram.clients import OfflineBot, offline_gateway
@@ -68,11 +87,6 @@ class Command(BaseCommand):
         from botapp.models import HandledUpdate
 
         HandledUpdate.objects.all().delete()
-        # The sandbox runs background work itself (a queued broadcast is sent at once, jobs on
-        # `wait`): Celery's wake-ups go to an in-memory broker, never to a real one.
-        from celery import current_app
-
-        current_app.conf.broker_url = "memory://localhost/"
         # One in-memory Telegram; runbot's client and a worker's client talk to it over MTProto.
         # The sandbox moves a virtual clock, so real-time rate windows would mean nothing here.
         telegram = TelegramServer(username=_remember_username("CourierBot"), enforce_rates=False)
@@ -105,7 +119,13 @@ class Command(BaseCommand):
                 box = Sandbox(
                     telegram=telegram, bot=bot, worker=worker, out=self.stdout._out, as_json=as_json, links=shortener.follow
                 )
-                if demo:
+                if demo == "campaign":
+                    payload = campaign_demo_setup(telegram)
+                    box.note(
+                        f"demo campaign ready: send '1001: /start {payload}' (link t.me/{telegram.bot.username}?start={payload})",
+                        payload=payload,
+                    )
+                elif demo:
                     stored = demo_setup(telegram, storage_channel_id=storage)
                     bot.pump.process(expect=len(stored.message_ids), posts=True)  # runbot hears of the demo posts now
                     box.note(
@@ -123,6 +143,27 @@ class Command(BaseCommand):
                 bot.stop()
         if failures and not interactive:
             sys.exit(1)
+
+
+@contextlib.contextmanager
+def celery_kept_out():
+    """While the sandbox runs it does its background work itself (a queued broadcast at once, the
+    wake-ups and the jobs on `wait`): the scheduler's receivers that would publish that work
+    (PUBLISHERS; a wake-up is also armed in Redis, which may be another Courier's) are
+    disconnected, and anything else published goes to an in-memory broker. All is put back on the
+    way out: tests run the command inside their own process, whose Celery must stay as it was."""
+    from celery import current_app
+
+    broker = current_app.conf.broker_url
+    current_app.conf.broker_url = "memory://localhost/"
+    for signal, _, uid in PUBLISHERS:
+        signal.disconnect(dispatch_uid=uid)
+    try:
+        yield
+    finally:
+        for signal, receiver, uid in PUBLISHERS:
+            signal.connect(receiver, dispatch_uid=uid)
+        current_app.conf.broker_url = broker
 
 
 def sandbox_clock_stamp(record: logging.LogRecord) -> bool:
