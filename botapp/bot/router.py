@@ -10,6 +10,7 @@ button's tap or a broadcast post never runs twice.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 
 from django.utils.html import escape
@@ -87,6 +88,9 @@ class Router:
         self.broadcast_channel_id = broadcast_channel_id  # marked posts there are broadcast
         self.shortener = shortener  # None: the one configured in Bot settings, per request
         self.run = update_run()  # this runbot's claims on updates are told from a dead run's by it
+        # Per handler thread: whether the update being handled was claimed before by a run that
+        # died handling it (what it did then may be in the database: a delivery looks for its row).
+        self._handling = threading.local()
         self.commands: dict[str, Callable[[IncomingMessage, str], None]] = {
             "start": self.cmd_start,
             "help": self.cmd_help,
@@ -162,9 +166,11 @@ class Router:
             log.warning(
                 "update kind=%s chat=%s id=%s: runbot died while handling it; handling it again", kind, chat_id, update_id
             )
+        self._handling.again = claim.again
         try:
             handle()
         finally:
+            self._handling.again = None
             update_done(claim=claim)
 
     def _interrupted(self, msg: IncomingMessage) -> None:
@@ -266,7 +272,7 @@ class Router:
             users.user_resume(user=user)
         conf = BotSettings.load()
         update_key = f"m{msg.chat_id}.{msg.message_id}"  # a replay of this update delivers with the same random_ids
-        delivery = self.delivery(user, msg.chat_id, conf, new_user=created, update_key=update_key)
+        delivery = self.delivery(user, msg.chat_id, conf, new_user=created, update_key=update_key, after_id=msg.message_id)
         if payload and delivery.request(payload, campaigns=sequence_payloads()):
             return
         if not created and payload:  # a campaign tag: it becomes their latest, and its sequences start if new to them
@@ -278,11 +284,21 @@ class Router:
         self.gateway.send_text(msg.chat_id, text_render(template=conf.welcome_back_text, tg=msg.user))
 
     def delivery(
-        self, user: TelegramUser, chat_id: int, conf: BotSettings, *, new_user: bool = False, update_key: str = ""
+        self,
+        user: TelegramUser,
+        chat_id: int,
+        conf: BotSettings,
+        *,
+        new_user: bool = False,
+        update_key: str = "",
+        after_id: int | None = None,
     ) -> Delivery:
+        again = getattr(self._handling, "again", None)
         return Delivery(
             new_user=new_user,
             update_key=update_key,
+            after_id=after_id,
+            again=True if again is None else again,  # outside a claimed update: look, to be sure
             gateway=self.gateway,
             user=user,
             chat_id=chat_id,
@@ -386,4 +402,4 @@ class Router:
             return
         self.gateway.answer_callback(cq.id)
         self.gateway.delete_messages(cq.chat_id, [cq.message_id])
-        self.delivery(user, cq.chat_id, BotSettings.load(), update_key=f"c{cq.id}").request(share_id)
+        self.delivery(user, cq.chat_id, BotSettings.load(), update_key=f"c{cq.id}", after_id=cq.message_id).request(share_id)

@@ -165,6 +165,12 @@ class PendingDeletion(models.Model):
     # user-visible send happens at most once (the deletion itself is repeated: harmless).
     notice_due = models.BooleanField(default=True, help_text='Send the "deleted" notice after deleting.')
     created_at = models.DateTimeField(default=clock.now)
+    # A file delivery's row, written before the copy (intent before effect): the random_id key
+    # of its copy, so the same update handled again (runbot killed mid-delivery) finds this row
+    # instead of writing another, and the id of the message that asked for the file (the copy's
+    # ids are above it: where to look for a copy whose message ids were never written).
+    delivery_key = models.CharField(max_length=96, blank=True, default="")
+    after_id = models.BigIntegerField(null=True, blank=True)
 
     class Meta:
         indexes = [
@@ -174,6 +180,12 @@ class PendingDeletion(models.Model):
             models.Index(fields=["lease_until"], name="deletion_lease", condition=Q(status="claimed")),
             # The dashboard's count of expired deletions, and the console's list of them.
             models.Index(fields=["created_at"], name="deletion_expired", condition=Q(status="expired")),
+            # The deletion sweep's look for deliveries cut off before their ids were written.
+            models.Index(fields=["created_at"], name="deletion_delivering", condition=Q(status="delivering")),
+        ]
+        constraints = [
+            # One row per delivery: a replayed update finds the row its first handling wrote.
+            models.UniqueConstraint(fields=["delivery_key"], name="deletion_delivery_key", condition=~Q(delivery_key="")),
         ]
 
     def __str__(self) -> str:

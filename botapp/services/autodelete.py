@@ -54,6 +54,10 @@ log = logging.getLogger(__name__)
 
 WILL_DELETE = "⏳ These files will be deleted in {minutes}. Save them somewhere else if you want to keep them."
 
+# A file delivery takes seconds (a few FloodWaits: a minute or two): a row still `delivering` this
+# long after it was written belongs to a runbot that died between the copy and writing its ids.
+# Also how long after its row an attempt's copies are looked for (services/delivery.py).
+DELIVERY_GRACE = timedelta(minutes=10)
 LEASE = timedelta(minutes=5)  # a claimed row whose sweeper is silent this long goes back (the reaper)
 # A deletion not made is tried again RETRY_FIRST later, the wait doubling after each failure up to
 # RETRY_MAX; the last try comes LAST_TRY before Telegram's window closes.
@@ -71,24 +75,58 @@ def deletion_warning(*, minutes: int) -> str:
 
 
 def deletion_schedule(
-    *, chat_id: int, message_ids: Sequence[int], share_id: str, minutes: int, now: datetime, delivering: bool = False
+    *,
+    chat_id: int,
+    message_ids: Sequence[int],
+    share_id: str,
+    minutes: int,
+    now: datetime,
+    delivering: bool = False,
+    delivery_key: str = "",
+    after_id: int | None = None,
 ) -> PendingDeletion:
     """Record that these messages are to be deleted `minutes` after `now`: one INSERT, its own
     transaction, so the deletion survives any restart (and the sweep is woken for it: no query).
     `share_id` makes the notice's *Get files again* button (empty: no button). `delivering`: the
     messages are not sent yet (intent before effect): the row waits, `delivering`, until
-    `deletion_delivered` writes their ids; the reaper expires one a dead runbot left so."""
+    `deletion_delivered` writes their ids (`delivery_key`, `after_id`: PendingDeletion's)."""
     row = PendingDeletion.objects.create(
         chat_id=chat_id, message_ids=list(message_ids), delete_at=now + timedelta(minutes=minutes), share_id=share_id,
-        status=ClaimStatus.DELIVERING if delivering else ClaimStatus.PENDING,
+        status=ClaimStatus.DELIVERING if delivering else ClaimStatus.PENDING, delivery_key=delivery_key,
+        after_id=after_id,
     )  # fmt: skip
     work_scheduled_announce(work="deletion", due_at=row.delete_at)
     return row
 
 
+def deletion_intent(
+    *, chat_id: int, share_id: str, minutes: int, now: datetime, delivery_key: str, after_id: int | None, look: bool = True
+) -> tuple[PendingDeletion, bool]:
+    """The row of a delivery about to be made (`delivering`), and whether this call wrote it:
+    False when the same delivery (`delivery_key`, an update handled again after a crash) wrote
+    it before; then it is `delivering` still (cut off before its ids were written) or already
+    holds its ids. `look`: False when no earlier handling can have written it (a read saved)."""
+    if delivery_key and look:
+        earlier = PendingDeletion.objects.filter(delivery_key=delivery_key).first()
+        if earlier is not None:
+            return earlier, False
+    row = deletion_schedule(
+        chat_id=chat_id, message_ids=[], share_id=share_id, minutes=minutes, now=now, delivering=True,
+        delivery_key=delivery_key, after_id=after_id,
+    )  # fmt: skip
+    return row, True
+
+
 def deletion_delivered(*, row: PendingDeletion, message_ids: Sequence[int]) -> None:
-    """The delivery's messages are in the chat: their ids, and the row is due like any other."""
-    PendingDeletion.objects.filter(pk=row.pk).update(message_ids=list(message_ids), status=ClaimStatus.PENDING)
+    """The delivery's messages are in the chat: their ids, and the row is due like any other.
+    When the row is no longer `delivering` (the search for a cut-off delivery settled it, finding
+    nothing: this delivery was alive after all), the messages get a row of their own."""
+    written = PendingDeletion.objects.filter(pk=row.pk, status=ClaimStatus.DELIVERING).update(
+        message_ids=list(message_ids), status=ClaimStatus.PENDING
+    )
+    if not written and not PendingDeletion.objects.filter(pk=row.pk).exists():
+        log.warning("deletion=%s was settled while its delivery was alive: its messages get a row of their own", row.pk)
+        deletion_schedule(chat_id=row.chat_id, message_ids=message_ids, share_id=row.share_id, minutes=0, now=row.delete_at)
 
 
 def deletions_due_count(*, now: datetime) -> int:

@@ -6,8 +6,11 @@
 
 from __future__ import annotations
 
+import collections
+import html
 import logging
 import re
+from collections.abc import Sequence
 from datetime import timedelta
 
 from django.db import DatabaseError
@@ -17,13 +20,14 @@ from botapp.db import row_by
 from botapp.models import (
     BotSettings,
     ChannelJoinRequest,
+    ClaimStatus,
     ForceSubChannel,
     PendingDeletion,
     StoredFile,
     TelegramUser,
     VerificationToken,
 )
-from botapp.services.autodelete import deletion_delivered, deletion_schedule, deletion_warning
+from botapp.services.autodelete import DELIVERY_GRACE, deletion_delivered, deletion_intent, deletion_warning
 from botapp.services.captions import caption_render
 from botapp.services.files import deep_link
 from botapp.services.invites import force_sub_channels, invite_link_current
@@ -58,8 +62,9 @@ from botapp.telegram.gateway import (
     Sent,
     TelegramError,
     TgUser,
+    chunked,
 )
-from botapp.telegram.limits import START_PAYLOAD_LENGTH
+from botapp.telegram.limits import IDS_PER_CALL, START_PAYLOAD_LENGTH
 
 log = logging.getLogger(__name__)
 
@@ -105,8 +110,15 @@ class Delivery:
         is_admin: bool,
         new_user: bool = False,
         update_key: str = "",
+        after_id: int | None = None,
+        again: bool = True,
     ):
         self.gateway = gateway
+        # The update is handled again (runbot died handling it): its delivery may have a row already.
+        self.again = again
+        # The message being answered (the user's, or the one whose button was tapped): the ids of
+        # what this answer sends are above it (where to look for a copy whose ids were lost).
+        self.after_id = after_id
         # Names the update being answered ("m<chat>.<message id>", "c<callback id>"): a file it
         # delivers carries random_ids derived from it, so handling the update again after a crash
         # (its claim left unfinished) is refused by Telegram as a repeat, never a second copy.
@@ -191,7 +203,7 @@ class Delivery:
                 return
         file_deliver(
             gateway=self.gateway, chat_id=self.chat_id, stored=stored, conf=self.conf, user=self.user,
-            key=f"{self.update_key}.{stored.pk}" if self.update_key else "",
+            key=f"{self.update_key}.{stored.pk}" if self.update_key else "", after_id=self.after_id, again=self.again,
         )  # fmt: skip
 
     # --- gates -----------------------------------------------------------------------------------
@@ -274,7 +286,15 @@ def channels_missing(*, gateway: Gateway, user_id: int) -> list[ForceSubChannel]
 
 
 def file_deliver(
-    *, gateway: Gateway, chat_id: int, stored: StoredFile, conf: BotSettings, user: TelegramUser | None = None, key: str = ""
+    *,
+    gateway: Gateway,
+    chat_id: int,
+    stored: StoredFile,
+    conf: BotSettings,
+    user: TelegramUser | None = None,
+    key: str = "",
+    after_id: int | None = None,
+    again: bool = True,
 ) -> list[Sent]:
     """Copy the file's messages to the chat (with the caption template of Bot settings filled in
     for each message and for `user`); with auto-delete on, tell the user and record the deletion
@@ -284,15 +304,21 @@ def file_deliver(
 
     `key`: the random_id key of the update being answered (`Delivery.update_key` and the file):
     the same update handled again sends the same random_ids, refused by Telegram as a repeat.
-    Without one, the pending deletion's row is the key.
+    Without one, the pending deletion's row is the key. `after_id`: the id of the message that
+    asked for the file (the user's, or the one whose button was tapped): the copies' ids are above it.
+    `again`: the update may have been handled before (its first handling's row is looked for by
+    `key`); False saves that read on the hot path.
 
     Intent before effect: with auto-delete on, the pending deletion is written before the copy,
     so no copy is ever in a chat without a row that deletes it; its message ids are written once
     Telegram has answered. When that write fails
     (the database gone), the copies are deleted at once and the error is raised (the user is told
-    to try again). A row whose copy was cut off before its ids were written (runbot killed in
-    between) stays `delivering`: its copies cannot be found to delete, and the reaper expires it
-    with a WARNING (docs/reliability.md).
+    to try again). When runbot is killed between the copy and writing its ids, the update is
+    handled again after the restart (its claim unfinished): the same row is found by `key`, the
+    copy is refused as a repeat, and the messages the first attempt sent are found by reading
+    the bot's messages back from `after_id` (`delivery_find`); their ids are written, and they
+    are deleted on time. A row the update never came back for is searched the same way by the
+    deletion sweep once DELIVERY_GRACE has passed (docs/reliability.md).
 
     The database sees three statements with auto-delete on, each its own transaction: the pending
     deletion's INSERT, its ids, then the count (the file's deliveries, today's: an entry
@@ -300,14 +326,18 @@ def file_deliver(
     without auto-delete, the count alone."""
     now = clock.now()
     minutes = stored.auto_delete_minutes_for(conf)
-    intent = (
-        deletion_schedule(chat_id=chat_id, message_ids=[], share_id=stored.share_id, minutes=minutes, now=now, delivering=True)
-        if minutes
-        else None
-    )
+    intent = None
+    if minutes:
+        intent, fresh = deletion_intent(
+            chat_id=chat_id, share_id=stored.share_id, minutes=minutes, now=now, delivery_key=key, after_id=after_id,
+            look=again,
+        )  # fmt: skip
+        if not fresh and intent.status != ClaimStatus.DELIVERING:
+            log.info("delivery %s was made and recorded before the update came again: not made again", key)
+            return []
     if not key and intent is not None:
         key = send_key(kind="d", row_id=intent.pk, made_at=intent.created_at)
-    incomplete = None
+    incomplete = repeated = None
     sources = file_sources(stored=stored)
     try:
         for n, (source_chat_id, message_ids) in enumerate(sources, start=1):
@@ -341,7 +371,13 @@ def file_deliver(
                 log.warning("delivery stopped partway share=%s chat=%s: %s", stored.share_id, chat_id, exc)
                 sent, incomplete = exc.sent, exc
                 break
-    except (AlreadySent, OutcomeUnknown):
+            except AlreadySent as exc:
+                # An earlier attempt of this delivery (runbot killed before its ids were written)
+                # sent these: they are in the chat, to be found below.
+                log.warning("delivery %s was sent before its ids were written: looking for them", key)
+                sent, repeated = exc.sent, (source_chat_id, message_ids)
+                break
+    except OutcomeUnknown:
         raise  # it may be in the chat (ids unknown): the row stays, and says so when it comes due
     except TelegramError:
         _intent_drop(intent)  # Telegram refused it: nothing of it is in the chat
@@ -350,11 +386,19 @@ def file_deliver(
     if minutes:
         notice = " ".join(filter(None, [notice, deletion_warning(minutes=minutes)]))
     ids = [s.message_id for s in sent]
+    notice_repeated = False
     if notice:
         try:
             ids.append(gateway.send_text(chat_id, notice, key=f"{key}.notice" if key else "").message_id)
+        except AlreadySent:  # the earlier attempt's notice arrived
+            notice_repeated = True
         except TelegramError as exc:  # the files arrived: they are recorded for deletion all the same
             log.warning("delivery notice not sent share=%s chat=%s: %s", stored.share_id, chat_id, exc)
+    if intent is not None and intent.after_id is not None and (repeated is not None or notice_repeated):
+        ids += delivery_find(
+            gateway=gateway, row=intent, sources=[repeated] if repeated else [], notice=notice if notice_repeated else "",
+            known=ids,
+        )  # fmt: skip
     if intent is not None:
         try:
             deletion_delivered(row=intent, message_ids=ids)
@@ -368,6 +412,84 @@ def file_deliver(
             raise
     delivery_count(stored_id=stored.pk, at=now)  # after the promise to delete: never at its expense
     return sent
+
+
+def delivery_find(
+    *,
+    gateway: Gateway,
+    row: PendingDeletion,
+    sources: Sequence[tuple[int, Sequence[int]]],
+    notice: str,
+    known: Sequence[int] = (),
+) -> list[int]:
+    """The ids of the messages an earlier attempt of the delivery `row` sent and never recorded
+    (runbot killed between Telegram's answer and writing them): the copies of the file (the
+    first of `sources`, (chat, message ids), whose messages can be read) and the `notice` text,
+    found among the bot's messages in the row's chat above its `after_id`, sent by the time the
+    attempt must have ended (DELIVERY_GRACE after the row), each matched by what it shows
+    (`known`: ids already had, left out). Empty when nothing matches."""
+    wanted: collections.Counter[str] = collections.Counter()
+    for chat, message_ids in sources:
+        try:
+            for chunk in chunked(list(message_ids), IDS_PER_CALL):
+                wanted.update(gateway.message_contents(chat, chunk).values())
+        except (MessageNotFound, ChatNotFound) as exc:
+            log.warning("deletion=%s: the file's messages in %s cannot be read: %s", row.pk, chat, exc)
+        if wanted:
+            break
+    notice_content = f"text:{html.unescape(re.sub(r'<[^>]+>', '', notice))}" if notice else ""
+    if notice_content:
+        wanted[notice_content] += 1
+    if not wanted:
+        return []
+    found = gateway.own_messages(
+        row.chat_id, after_id=row.after_id, until=min(clock.now(), row.created_at + DELIVERY_GRACE),
+        contents=set(wanted), limit=wanted.total() + len(known),
+    )  # fmt: skip
+    ids = []
+    for message in found:
+        if message.message_id not in known and wanted[message.content] > 0:
+            wanted[message.content] -= 1
+            ids.append(message.message_id)
+    log.info("deletion=%s chat=%s: %d message(s) of an earlier attempt found: %s", row.pk, row.chat_id, len(ids), ids)
+    return ids
+
+
+def deliveries_cut_off_settle(*, gateway: Gateway, limit: int = 50) -> tuple[int, int]:
+    """Rows still `delivering` DELIVERY_GRACE after they were written, whose update never came
+    back to finish them (runbot killed mid-delivery, and the update not handled again: an answer
+    of unknown outcome, or Telegram forgot it): the messages the delivery sent are looked for
+    (`delivery_find`) and, found, recorded to be deleted (at once when due); a row with nothing
+    found is removed (nothing of it reached the chat). A row written before rows had `after_id`
+    has nothing to search from: expired, with a WARNING. Returns (found, removed)."""
+    rows = list(
+        PendingDeletion.objects.filter(status=ClaimStatus.DELIVERING, created_at__lt=clock.now() - DELIVERY_GRACE).order_by(
+            "created_at"
+        )[:limit]
+    )
+    found = removed = 0
+    for row in rows:
+        if row.after_id is None:
+            log.warning(
+                "deletion=%s chat=%s share=%s: the delivery was cut off before its message ids were written, "
+                "with nothing to search them from: expired", row.pk, row.chat_id, row.share_id,
+            )  # fmt: skip
+            PendingDeletion.objects.filter(pk=row.pk, status=ClaimStatus.DELIVERING).update(status=ClaimStatus.EXPIRED)
+            continue
+        stored = row_by(StoredFile, "share_id", row.share_id) if row.share_id else None
+        minutes = round((row.delete_at - row.created_at).total_seconds() / 60)
+        ids = delivery_find(
+            gateway=gateway, row=row, sources=file_sources(stored=stored) if stored is not None else [],
+            notice=deletion_warning(minutes=minutes),
+        )  # fmt: skip
+        if ids:
+            deletion_delivered(row=row, message_ids=ids)
+            found += 1
+        else:
+            log.info("deletion=%s chat=%s: nothing of its delivery reached the chat: removed", row.pk, row.chat_id)
+            PendingDeletion.objects.filter(pk=row.pk, status=ClaimStatus.DELIVERING).delete()
+            removed += 1
+    return found, removed
 
 
 def _intent_drop(intent: PendingDeletion | None) -> None:

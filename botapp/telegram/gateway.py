@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import abc
 import hashlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import BinaryIO
@@ -73,6 +73,16 @@ Caption = str | Callable[[CopySource], str | None] | None
 class Sent:
     chat_id: int
     message_id: int
+
+
+@dataclass(frozen=True)
+class OwnMessage:
+    """A message the bot sent, as `own_messages` reads it back: what it shows, in a form that a
+    copy shares with its source (`content_of`)."""
+
+    message_id: int
+    date: datetime
+    content: str  # "<kind>:<file unique id>" for a file (its caption aside), "text:<text>" else
 
 
 @dataclass(frozen=True)
@@ -241,7 +251,13 @@ class OutcomeUnknown(TelegramError):
 
 class AlreadySent(TelegramError):
     """Telegram refused the send as a repeat of its random_id (RANDOM_ID_DUPLICATE): an earlier
-    attempt delivered it. Its message id is not known (Telegram's refusal does not carry it)."""
+    attempt delivered it. Its message id is not known (Telegram's refusal does not carry it).
+    `sent`: for a send of several messages (a copy), the ones this attempt delivered itself (ids
+    known); the others were refused as repeats."""
+
+    def __init__(self, *args, sent: list | None = None):
+        super().__init__(*args)
+        self.sent = list(sent or [])
 
 
 @dataclass
@@ -384,6 +400,22 @@ class Gateway(abc.ABC):
         """Which of these message ids (at most IDS_PER_CALL) exist in the chat, in the order given;
         deleted and never-posted ids are left out. One read; raises ChatNotFound (or another
         TelegramError) when the chat cannot be read at all."""
+
+    @abc.abstractmethod
+    def message_contents(self, chat_id: int, message_ids: Sequence[int]) -> dict[int, str]:
+        """{message id: what it shows} for those of the ids (at most IDS_PER_CALL) that exist in
+        the chat, in OwnMessage.content's form (a copy of a message shows what it shows). One read."""
+
+    @abc.abstractmethod
+    def own_messages(
+        self, chat_id: int, *, after_id: int, until: datetime, contents: Collection[str] | None = None, limit: int = 0
+    ) -> list[OwnMessage]:
+        """The bot's own messages in the private chat `chat_id` with an id above `after_id` and
+        sent at `until` or before (only those showing one of `contents`, when given), oldest
+        first: read back by id, IDS_PER_CALL ids a call, up the bot's message box (private chats
+        share one sequence of ids), to the first message sent after `until`, the box's end, or
+        `limit` messages found. What finds a copy whose answer was lost (its message id never
+        known). Raises TelegramError when Telegram refuses the reads."""
 
     @abc.abstractmethod
     def answer_callback(self, callback_id: str, text: str = "", *, alert: bool = False) -> None: ...

@@ -25,9 +25,9 @@ import random
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
@@ -56,6 +56,7 @@ from botapp.telegram.gateway import (
     MessageNotFound,
     MessageTooOld,
     OutcomeUnknown,
+    OwnMessage,
     PeerUnknown,
     SendItem,
     Sent,
@@ -79,6 +80,11 @@ CALL_TIMEOUT = Session.MAX_RETRIES * (Session.WAIT_TIMEOUT + Session.RETRY_DELAY
 MAX_ATTEMPTS = 3
 KNOWN_PEERS_MAX = 20_000  # users whose access hash this process remembers handing to kurigram
 BACKOFF_BASE = 0.5  # seconds: 0.5, 1, 2 ...
+# own_messages: ids read back at most (a bound on a search's cost: 200 reads), and the run of
+# reads that found no message at all after which the box is taken to have ended (ids past the
+# newest message read as empty, like deleted ones: 2 × 100 deleted in a row is taken as the end).
+OWN_SCAN_MAX = 20_000
+OWN_SCAN_EMPTY_END = 2
 
 
 class Limiter(Protocol):
@@ -280,6 +286,15 @@ def copy_source(message: types.Message) -> CopySource:
         file_size=getattr(media, "file_size", None) or 0,
         caption=_html(message.caption),
     )
+
+
+def content_of(message: types.Message) -> str:
+    """What a message shows, as OwnMessage.content: a copy (forwarded without its author, or sent
+    anew from the file and its text) shows what its source shows, its caption aside."""
+    if not message.media:
+        return f"text:{message.text or ''}"
+    kind = message.media.name.lower()
+    return f"{kind}:{getattr(getattr(message, kind, None), 'file_unique_id', None) or ''}"
 
 
 def _html(text) -> str:
@@ -952,10 +967,12 @@ class PyrogramGateway(Gateway):
         header); ids Telegram cannot forward (deleted, service messages) are skipped. With a
         caption or buttons (a forward cannot carry either): one GetMessages call per 100 ids, then
         one send per message. Raises MessageNotFound when nothing could be copied, CopyIncomplete
-        when it stopped partway."""
+        when it stopped partway, AlreadySent (with what this attempt sent) when some of it was
+        refused as a repeat of an earlier attempt (`key`) and the rest went out."""
         if buttons and len(message_ids) != 1:
             raise ValueError("buttons go under one copied message, not an album or several")
         sent: list[Sent] = []
+        repeats = 0  # messages Telegram refused as repeats of their random_ids: an earlier attempt's
         try:
             if caption is None and not buttons:
                 # Telegram may count each forwarded message against its rates: no more in one call
@@ -963,11 +980,15 @@ class PyrogramGateway(Gateway):
                 size = min(DELETE_CHUNK, self.limiter.count_max) if self.limiter is not None else DELETE_CHUNK
                 for start, chunk in enumerate(chunked(list(message_ids), size)):
                     rids = [random_id_of(key, start * size + n) for n in range(len(chunk))] if key else None
-                    with _repeatable(bool(key)):
-                        ids = self._call(
-                            self._forward, chat_id, from_chat_id, chunk, protect, rids, chat_id=chat_id, send=True,
-                            count=len(chunk), paid=bool(self.paid),
-                        )  # fmt: skip
+                    try:
+                        with _repeatable(bool(key)):
+                            ids = self._call(
+                                self._forward, chat_id, from_chat_id, chunk, protect, rids, chat_id=chat_id, send=True,
+                                count=len(chunk), paid=bool(self.paid),
+                            )  # fmt: skip
+                    except AlreadySent:
+                        repeats += len(chunk)  # an earlier attempt's: there, ids unknown; the rest goes on
+                        continue
                     sent.extend(Sent(chat_id, i) for i in ids)
             else:
                 n = 0
@@ -976,8 +997,14 @@ class PyrogramGateway(Gateway):
                         text = caption(copy_source(source)) if callable(caption) else caption
                         n += 1
                         if key and (item := self._copy_item(chat_id, source, text, buttons, protect, f"{key}#{n - 1}")):
-                            with _repeatable(True):
-                                message_id = self._call(self._send_item, item, chat_id=chat_id, send=True, paid=bool(self.paid))
+                            try:
+                                with _repeatable(True):
+                                    message_id = self._call(
+                                        self._send_item, item, chat_id=chat_id, send=True, paid=bool(self.paid)
+                                    )
+                            except AlreadySent:
+                                repeats += 1
+                                continue
                             sent.append(Sent(chat_id, message_id))
                             continue
                         copy = self._call(
@@ -994,9 +1021,11 @@ class PyrogramGateway(Gateway):
                         )
                         sent.append(Sent(chat_id, copy.id))
         except (TelegramError, BotUnauthorized) as exc:
-            if sent and isinstance(exc, TelegramError):
+            if (sent or repeats) and isinstance(exc, TelegramError):
                 raise CopyIncomplete(sent=sent, cause=exc) from exc
             raise
+        if repeats:
+            raise AlreadySent(f"{repeats} of the messages were delivered by an earlier attempt", sent=sent)
         if not sent:
             raise MessageNotFound(f"none of {from_chat_id}/{list(message_ids)[:5]}… can be copied")
         return sent
@@ -1158,6 +1187,41 @@ class PyrogramGateway(Gateway):
         found = self._call(self._messages, chat_id, ids)
         there = {m.id for m in found if not m.empty}
         return [i for i in ids if i in there]
+
+    def message_contents(self, chat_id: int, message_ids: Sequence[int]) -> dict[int, str]:
+        return {m.id: content_of(m) for m in self._fetch(chat_id, [int(i) for i in message_ids])}
+
+    def own_messages(
+        self, chat_id: int, *, after_id: int, until: datetime, contents: Collection[str] | None = None, limit: int = 0
+    ) -> list[OwnMessage]:
+        # messages.getMessages takes ids of the bot's message box, whichever private chat they
+        # are in: the chat of each is read from the answer.
+        found: list[OwnMessage] = []
+        start, empty_reads, horizon = after_id + 1, 0, until.timestamp()
+        while start <= after_id + OWN_SCAN_MAX:
+            ids = list(range(start, start + DELETE_CHUNK))
+            start += DELETE_CHUNK
+            present = [m for m in self._call(self._box_messages, ids) if not m.empty]
+            empty_reads = 0 if present else empty_reads + 1
+            if empty_reads >= OWN_SCAN_EMPTY_END:
+                return found
+            for m in present:
+                if m.date.timestamp() > horizon:  # ids grow with time: nothing further was sent by then
+                    return found
+                if not (m.outgoing and m.chat is not None and m.chat.id == chat_id):
+                    continue
+                content = content_of(m)
+                if contents is None or content in contents:
+                    found.append(OwnMessage(m.id, datetime.fromtimestamp(m.date.timestamp(), tz=UTC), content))
+                    if limit and len(found) >= limit:
+                        return found
+        log.warning("own messages of chat=%s: stopped after %d ids past %s", chat_id, OWN_SCAN_MAX, after_id)
+        return found
+
+    async def _box_messages(self, ids: list[int]) -> list[types.Message]:
+        """messages.getMessages of the bot's message box (no peer: the ids name the messages)."""
+        query = raw.functions.messages.GetMessages(id=[raw.types.InputMessageID(id=i) for i in ids])
+        return await utils.parse_messages(self.client, await self.client.invoke(query, sleep_threshold=0), replies=0)
 
     async def _messages(self, chat_id: int, ids: list[int]) -> list[types.Message]:
         """messages.getMessages (channels.getMessages for a channel), parsed; any FloodWait raised."""

@@ -7,8 +7,9 @@
   once. When that is more than TELEGRAM_RANDOM_ID_WINDOW ago, it becomes `interrupted` instead and
   is never re-sent (Telegram may have forgotten the random_id). The reaper runs every minute, so a
   row a dead worker held comes back within its lease (LEASE_MAX) and a minute.
-- A pending deletion still `delivering` DELIVERY_GRACE after it was written (runbot died between
-  the copy and writing its message ids) is expired, with a WARNING: its copies cannot be deleted.
+- (A pending deletion still `delivering` DELIVERY_GRACE after it was written, runbot having died
+  between the copy and writing its message ids, is settled by the deletion sweep, which can ask
+  Telegram for the copies: services/delivery.py `deliveries_cut_off_settle`.)
 - A broadcast with nothing pending or in flight any more is done, even when its last sender died.
 - A job run still "running" after Celery's hard time limit belongs to a worker that died: it failed.
 """
@@ -33,9 +34,6 @@ log = logging.getLogger(__name__)
 
 # A run older than this cannot still be running: Celery kills a task at CELERY_TASK_TIME_LIMIT.
 RUN_GRACE = timedelta(minutes=1)
-# A file delivery takes seconds: a pending deletion still `delivering` this long after it was
-# written belongs to a runbot that died between the copy and writing its ids.
-DELIVERY_GRACE = timedelta(minutes=10)
 # The senders' lease (scheduler/jobs/broadcast_send.py, sequence_send.py: 5 minutes): the claim of a
 # reaped row was made this long before its lease ran out.
 LEASE_MAX = timedelta(minutes=5)
@@ -54,17 +52,6 @@ def reap_expired_claims(*, gateway=None, dry_run: bool = False) -> Outcome:
         d, s = deletions.count(), sends.count() + steps.count()
         return Outcome(d + s, detail=f"would requeue {d} deletions and settle {s} sends caught mid-send")
     d = deletions.update(status=ClaimStatus.PENDING, lease_until=None, notice_due=False)
-    cut_off = list(
-        PendingDeletion.objects.filter(status=ClaimStatus.DELIVERING, created_at__lt=now - DELIVERY_GRACE).values_list(
-            "id", "chat_id", "share_id"
-        )
-    )
-    for row_id, chat_id, share_id in cut_off:
-        log.warning(
-            "deletion=%s chat=%s share=%s: the delivery was cut off before its message ids were written "
-            "(runbot stopped mid-delivery): its copies cannot be deleted; expired", row_id, chat_id, share_id,
-        )  # fmt: skip
-    PendingDeletion.objects.filter(id__in=[i for i, _, _ in cut_off]).update(status=ClaimStatus.EXPIRED)
     # When the attempt of unknown outcome was made: the first such attempt, or this claim.
     tried = Coalesce("retry_from", F("lease_until") - LEASE_MAX)
     late = Q(retry_from__lt=now - timedelta(seconds=settings.TELEGRAM_RANDOM_ID_WINDOW)) | Q(
@@ -96,7 +83,7 @@ def reap_expired_claims(*, gateway=None, dry_run: bool = False) -> Outcome:
         error="The worker stopped before this run finished (killed, or past Celery's hard time limit).",
     )
     detail = (
-        f"requeued {d} deletions, {len(cut_off)} cut-off deliveries expired, {r} sends to send again (same random_id), {s} sends interrupted, "
+        f"requeued {d} deletions, {r} sends to send again (same random_id), {s} sends interrupted, "
         f"{closed} broadcast(s) closed, {runs} dead run(s) failed"
     )
     return Outcome(d + r + s, detail=detail)

@@ -8,6 +8,7 @@ from botapp import clock
 from botapp.metrics import sends_count
 from botapp.models import ClaimStatus, PendingDeletion
 from botapp.services.autodelete import DeletionSweep, Done, deletions_due_count
+from botapp.services.delivery import deliveries_cut_off_settle
 from botapp.telegram.gateway import Gateway
 from scheduler.jobs.registry import Job, Outcome, job_register
 from scheduler.jobs.sweep import sweep_outcome
@@ -25,7 +26,12 @@ class CountedDeletionSweep(DeletionSweep):
 def delete_due_messages(*, gateway: Gateway, dry_run: bool = False, batch_size: int = 500, time_budget: float = 50.0) -> Outcome:
     if dry_run:
         return Outcome(deletions_due_count(now=clock.now()), detail="deletions due")
-    return sweep_outcome(CountedDeletionSweep(gateway), batch_size=batch_size, time_budget=time_budget)
+    # Deliveries runbot was killed in the middle of: their copies found first, so that they are due now.
+    found, removed = deliveries_cut_off_settle(gateway=gateway)
+    outcome = sweep_outcome(CountedDeletionSweep(gateway), batch_size=batch_size, time_budget=time_budget)
+    if found or removed:
+        outcome.detail = f"{outcome.detail}; cut-off deliveries: {found} found, {removed} with nothing sent"
+    return outcome
 
 
 def deletion_due_next():

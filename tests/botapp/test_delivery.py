@@ -10,10 +10,12 @@ from hypothesis import strategies as st
 
 from botapp import clock
 from botapp.bot.router import SORRY
-from botapp.models import DailyStat, PendingDeletion, StoredFile, TelegramUser
+from botapp.models import BotSettings, ClaimStatus, DailyStat, PendingDeletion, StoredFile, TelegramUser
+from botapp.services.autodelete import DELIVERY_GRACE
 from botapp.services.files import file_store
 from botapp.services.stats import counters_flush
 from botapp.telegram.gateway import Media, TgUser
+from scheduler.jobs.registry import job_run
 from tests.conftest import STORAGE
 
 pytestmark = pytest.mark.django_db
@@ -204,12 +206,99 @@ def test_a_copy_telegram_refused_leaves_no_pending_deletion(chat, alice, conf, s
     assert PendingDeletion.objects.count() == 0
 
 
-def test_a_delivery_cut_off_before_its_ids_is_expired_by_the_reaper_never_noticed(alice, telegram, gateway, conf, caplog):
-    """runbot killed between the copy and writing its ids: the row stays `delivering` (the sweep
-    never takes it: no notice says anything was deleted) until the reaper expires it, loudly."""
-    from botapp.models import ClaimStatus
-    from scheduler.jobs.registry import job_run
+class Killed(BaseException):
+    """runbot killed -9 at this point: nothing of ours runs on (not an Exception: no handler catches it)."""
 
+
+def delivered_then_killed(router, monkeypatch, user, stored, *, asked: int, key: str):
+    """runbot answers `/start <file>` (the user's message `asked`) and is killed after Telegram
+    took the copies, before their ids were written."""
+    from botapp.services import delivery, users
+
+    def killed(**kwargs):
+        raise Killed
+
+    monkeypatch.setattr(delivery, "deletion_delivered", killed)
+    member, _ = users.user_seen(tg=user)
+    with pytest.raises(Killed):
+        router.delivery(member, user.id, BotSettings.load(), update_key=key, after_id=asked).request(stored.share_id)
+    monkeypatch.undo()
+    return member
+
+
+def test_runbot_killed_before_writing_the_ids_finds_the_copies_when_the_update_comes_again(
+    router, alice, conf, stored, telegram, gateway, monkeypatch
+):
+    """Killed between Telegram's answer and writing the copies' ids: after the restart the update
+    is handled again (its claim unfinished). The same row is found, the copies are refused as
+    repeats of their random_ids (never a second copy), the messages the first attempt sent are
+    found by reading the bot's messages back, and they are deleted on time."""
+    asked = telegram.user_sends(alice, f"/start {stored.share_id}")
+    key = f"m{alice.id}.{asked}"
+    member = delivered_then_killed(router, monkeypatch, alice, stored, asked=asked, key=key)
+    first = [m.id for m in telegram.bot_messages(alice.id)]
+    assert len(first) == 3  # two files and the "deleted in 30 min" warning, their ids never written
+    assert PendingDeletion.objects.get().status == ClaimStatus.DELIVERING
+
+    router.delivery(member, alice.id, BotSettings.load(), update_key=key, after_id=asked).request(stored.share_id)
+
+    assert [m.id for m in telegram.bot_messages(alice.id)] == first  # nothing sent twice
+    row = PendingDeletion.objects.get()  # the same row, not a second one
+    assert (row.status, sorted(row.message_ids)) == (ClaimStatus.PENDING, first)
+    clock.clock_advance(timedelta(minutes=31))
+    job_run("delete_due_messages", trigger="test", gateway=gateway)
+    assert telegram.live(first) == []
+
+
+def test_an_update_handled_again_after_its_delivery_was_recorded_sends_nothing(router, alice, conf, stored, telegram):
+    from botapp.services import users
+
+    asked = telegram.user_sends(alice, f"/start {stored.share_id}")
+    member, _ = users.user_seen(tg=alice)
+    for _ in range(2):  # killed after the delivery was recorded, before the update's claim was finished
+        router.delivery(member, alice.id, conf, update_key=f"m{alice.id}.{asked}", after_id=asked).request(stored.share_id)
+    assert len(telegram.bot_messages(alice.id)) == 3
+    assert PendingDeletion.objects.get().status == ClaimStatus.PENDING
+
+
+def test_a_cut_off_delivery_whose_update_never_came_back_is_found_by_the_sweep(
+    router, alice, conf, stored, telegram, gateway, monkeypatch
+):
+    """No replay (the update's answer lost for good): DELIVERY_GRACE after its row, the deletion
+    sweep looks for the copies itself, and deletes them when due; the user's other messages from
+    the bot in between (a later "Sorry") are left alone."""
+    asked = telegram.user_sends(alice, f"/start {stored.share_id}")
+    delivered_then_killed(router, monkeypatch, alice, stored, asked=asked, key=f"m{alice.id}.{asked}")
+    copies_sent = [m.id for m in telegram.bot_messages(alice.id)]
+    other = router.gateway.send_text(alice.id, SORRY).message_id
+    job_run("delete_due_messages", trigger="test", gateway=gateway)
+    assert PendingDeletion.objects.get().status == ClaimStatus.DELIVERING  # within the grace: runbot may be on it
+
+    clock.clock_advance(DELIVERY_GRACE + timedelta(seconds=1))
+    job_run("delete_due_messages", trigger="test", gateway=gateway)
+    row = PendingDeletion.objects.get()
+    assert (row.status, sorted(row.message_ids)) == (ClaimStatus.PENDING, copies_sent)
+    clock.clock_advance(timedelta(minutes=20))
+    job_run("delete_due_messages", trigger="test", gateway=gateway)
+    assert telegram.live(copies_sent + [other]) == [other]
+
+
+def test_a_cut_off_delivery_that_sent_nothing_is_removed_by_the_sweep(alice, conf, stored, telegram, gateway):
+    asked = telegram.user_sends(alice, f"/start {stored.share_id}")
+    PendingDeletion.objects.create(
+        chat_id=alice.id, message_ids=[], delete_at=clock.now() + timedelta(minutes=30), share_id=stored.share_id,
+        status=ClaimStatus.DELIVERING, delivery_key=f"m{alice.id}.{asked}.{stored.pk}", after_id=asked,
+    )  # fmt: skip
+    clock.clock_advance(DELIVERY_GRACE + timedelta(seconds=1))
+    before = len(telegram.events)
+    job_run("delete_due_messages", trigger="test", gateway=gateway)
+    assert not PendingDeletion.objects.exists()
+    assert [e.action for e in telegram.events[before:]] == []  # nothing deleted, no "deleted" notice
+
+
+def test_a_cut_off_delivery_with_nothing_to_search_from_is_expired_loudly(alice, telegram, gateway, conf, caplog):
+    """A row written before rows had `after_id`: the sweep never takes it while it is
+    `delivering` (no notice says anything was deleted), and expires it after the grace, loudly."""
     row = PendingDeletion.objects.create(
         chat_id=alice.id, message_ids=[], delete_at=clock.now(), share_id="x", status=ClaimStatus.DELIVERING
     )
@@ -217,7 +306,7 @@ def test_a_delivery_cut_off_before_its_ids_is_expired_by_the_reaper_never_notice
     job_run("delete_due_messages", trigger="test", gateway=gateway)
     assert telegram.events[before:] == []  # nothing deleted, no "deleted" notice
     clock.clock_advance(timedelta(minutes=11))
-    job_run("reap_expired_claims", trigger="test")
+    job_run("delete_due_messages", trigger="test", gateway=gateway)
     row.refresh_from_db()
     assert row.status == ClaimStatus.EXPIRED
-    assert "cut off before its message ids were written" in caplog.text
+    assert "with nothing to search them from" in caplog.text
