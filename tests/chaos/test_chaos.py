@@ -596,12 +596,13 @@ def test_runbot_killed_idle_after_answering_100_users(cluster):
     assert (figures.twice, figures.lost, figures.problems) == (0, 0, []), figures
 
 
-def test_runbot_killed_mid_burst_of_200_file_requests(cluster):
-    figures = UpdateFigures("kill -9 of runbot mid-burst of 200 /start <file>")
+def burst(cluster, figures: UpdateFigures, base: int, name: str) -> tuple[str, str, list[TgUser]]:
+    """200 users (ids from `base`) send /start <file> to runbot at once; returns (share id, the
+    copies' text, the users) once MIDWAY of them were served."""
     UPDATES_TABLE.append(figures)
-    runbot_ready(cluster, 9_299_999)
-    share, text = shared_file(cluster, "burst")
-    users = [TgUser(id=9_200_000 + i, first_name=f"Burst{i}") for i in range(200)]
+    runbot_ready(cluster, base + 99_999)
+    share, text = shared_file(cluster, name.lower())
+    users = [TgUser(id=base + i, first_name=f"{name}{i}") for i in range(200)]
     for user in users:
         cluster.remote.user_sends(user, f"/start {share}")
     wait_for(
@@ -610,6 +611,12 @@ def test_runbot_killed_mid_burst_of_200_file_requests(cluster):
         what="the burst to get going",
         interval=0.02,
     )
+    return share, text, users
+
+
+def test_runbot_killed_mid_burst_of_200_file_requests(cluster):
+    figures = UpdateFigures("kill -9 of runbot mid-burst of 200 /start <file>")
+    share, text, users = burst(cluster, figures, 9_200_000, "Burst")
     cluster.workers.kill("bot")
     claims = dict(
         HandledUpdate.objects.filter(kind=HandledUpdate.Kind.MESSAGE, chat_id__in=[u.id for u in users]).values_list(
@@ -690,18 +697,7 @@ def test_postgres_refused_while_runbot_delivers_200_files(cluster):
     once PostgreSQL is back and get the file; no copy is left in a chat without a row that
     deletes it, and every copy is deleted when due."""
     figures = UpdateFigures(f"PostgreSQL refused for {PG_OUTAGE:g} s mid-burst of 200 /start <file>")
-    UPDATES_TABLE.append(figures)
-    runbot_ready(cluster, 9_399_999)
-    share, text = shared_file(cluster, "refused")
-    users = [TgUser(id=9_300_000 + i, first_name=f"Refused{i}") for i in range(200)]
-    for user in users:
-        cluster.remote.user_sends(user, f"/start {share}")
-    wait_for(
-        lambda: len(cluster.remote.received(text=text)) >= len(users) * MIDWAY,
-        timeout=60,
-        what="the burst to get going",
-        interval=0.02,
-    )
+    share, text, users = burst(cluster, figures, 9_300_000, "Refused")
     with postgres_refused(cluster) as terminated:
         time.sleep(PG_OUTAGE)  # the outage itself: its length is the scenario
 
