@@ -161,9 +161,15 @@ class PendingDeletion(models.Model):
     status = models.CharField(max_length=16, choices=ClaimStatus.choices, default=ClaimStatus.PENDING)
     lease_until = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveSmallIntegerField(default=0, help_text="Failed tries so far (each waits longer for the next).")
-    # Cleared when a worker died holding the row: it may have sent the notice already, and a
-    # user-visible send happens at most once (the deletion itself is repeated: harmless).
+    # Cleared when the notice is given up: its outcome unknown (a lost answer, a worker that died
+    # holding the row) for longer than TELEGRAM_RANDOM_ID_WINDOW (the deletion itself is repeated:
+    # harmless).
     notice_due = models.BooleanField(default=True, help_text='Send the "deleted" notice after deleting.')
+    # The notice's first attempt of unknown outcome: it is sent again with the same random_id
+    # (`send_key` kind "n": the row) until TELEGRAM_RANDOM_ID_WINDOW after this, then given up.
+    notice_from = models.DateTimeField(
+        null=True, blank=True, help_text='First attempt of the "deleted" notice whose outcome is unknown.'
+    )
     created_at = models.DateTimeField(default=clock.now)
     # A file delivery's row, written before the copy (intent before effect): the random_id key
     # of its copy, so the same update handled again (runbot killed mid-delivery) finds this row

@@ -4,8 +4,12 @@ the one durable row a delivery writes), the `delete_due_messages` sweep deletes 
 (`deleted_notice_send`: *Get files again* and *Close*).
 
 Deletions are at-least-once: a claim whose worker died is handed back by the reaper, and deleting
-twice is harmless. The notice is at most once: a row the reaper handed back is deleted again
-without one (the dead worker may have sent it).
+twice is harmless. The notice is exactly once: it carries a random_id derived from its row
+(`Due.key`, fixed before the first attempt), so a notice whose outcome is unknown (a lost answer, a
+-503 or 500 INTERNAL, a worker that died holding the row: the reaper keeps it due) is sent again
+with the same one, which Telegram refuses as RANDOM_ID_DUPLICATE when the first one arrived
+(`AlreadySent`: told). That holds for TELEGRAM_RANDOM_ID_WINDOW after its first attempt of unknown
+outcome (`notice_from`); later the notice is given up, logged (the dead worker may have sent it).
 
 A deletion is never given up while Telegram would still make it. Whatever kept it from being made
 (an outage, a FloodWait, any refusal of Telegram's, a row handed back after an exception that was
@@ -27,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Case, DateTimeField, ExpressionWrapper, F, OuterRef, Subquery, Value, When
 from django.db.models.functions import Least
@@ -35,14 +40,17 @@ from botapp import clock
 from botapp.db import ids_delete, ids_update
 from botapp.models import BotSettings, BroadcastDelivery, ClaimStatus, PendingDeletion, TelegramUser
 from botapp.services.files import deep_link
+from botapp.services.outgoing import send_key
 from botapp.services.texts import human_span
 from botapp.services.users import unreachable_state, users_mark_unreachable
 from botapp.signals import work_scheduled_announce
 from botapp.telegram.gateway import (
     DELETE_CHUNK,
+    AlreadySent,
     Button,
     FloodWait,
     Gateway,
+    OutcomeUnknown,
     SendItem,
     Sent,
     TelegramError,
@@ -179,6 +187,14 @@ class Due:
     notice_due: bool = True
     created_at: datetime | None = None  # when the messages were sent (the row is made just before)
     attempts: int = 0  # tries that failed so far
+    notice_from: datetime | None = None  # the notice's first attempt of unknown outcome (None: none)
+    late: bool = False  # that attempt is older than TELEGRAM_RANDOM_ID_WINDOW: the notice is given up
+
+    @property
+    def key(self) -> str:
+        """The notice's random_id key (`send_key` kind "n"): the row and when it was made, the same
+        in every process and attempt."""
+        return send_key(kind="n", row_id=self.id, made_at=self.created_at) if self.created_at is not None else ""
 
     def past_window(self, now: datetime) -> bool:
         """Telegram no longer lets the bot delete these messages (DELETE_WINDOW after sending)."""
@@ -201,6 +217,9 @@ class Done:
     outcome: str
     unreachable: str = ""  # a TelegramUser.State when the user blocked the bot or is gone
     error: str = ""
+    # Set: the notice's outcome is unknown and it is sent again with the same random_id, until
+    # TELEGRAM_RANDOM_ID_WINDOW after this (its first such attempt).
+    notice_from: datetime | None = None
 
 
 def _quietly(exc: Exception) -> int:
@@ -228,13 +247,28 @@ class DeletionSweep:
                     access_hash=Subquery(TelegramUser.objects.filter(telegram_id=OuterRef("chat_id")).values("access_hash")[:1])
                 )
                 .values_list(
-                    "id", "chat_id", "message_ids", "share_id", "notice_due", "created_at", "attempts", "access_hash", named=True
+                    "id", "chat_id", "message_ids", "share_id", "notice_due", "created_at", "attempts", "notice_from",
+                    "access_hash", named=True,
                 )[:n]
-            )
+            )  # fmt: skip
             if rows:
                 ids_update(PendingDeletion, [r.id for r in rows], status=ClaimStatus.CLAIMED, lease_until=now + LEASE)
         self.gateway.peers_remember({r.chat_id: r.access_hash for r in rows})
-        return [Due(r.id, r.chat_id, r.message_ids, r.share_id, r.notice_due, r.created_at, r.attempts) for r in rows]
+        cutoff = now - timedelta(seconds=settings.TELEGRAM_RANDOM_ID_WINDOW)
+        return [
+            Due(
+                r.id,
+                r.chat_id,
+                r.message_ids,
+                r.share_id,
+                r.notice_due,
+                r.created_at,
+                r.attempts,
+                r.notice_from,
+                late=r.notice_from is not None and r.notice_from < cutoff,
+            )
+            for r in rows
+        ]
 
     def _expired(self, due: Due, error: str = "") -> Done:
         """A row whose messages Telegram will not delete any more (the window closed before a try
@@ -271,10 +305,13 @@ class DeletionSweep:
         outcome = "deleted" if deleted or not due.message_ids else "skipped"
         if not due.notice_due:
             return Done(due.id, due.chat_id, outcome)
+        if due.late:
+            return self._notice_late(due)
         try:
             deleted_notice_send(
-                gateway=self.gateway, chat_id=due.chat_id, share_id=due.share_id, text=self.conf.deleted_notice_text
-            )
+                gateway=self.gateway, chat_id=due.chat_id, share_id=due.share_id, text=self.conf.deleted_notice_text,
+                key=due.key,
+            )  # fmt: skip
         except TelegramError as exc:
             return self._noticed(due, exc, now)
         return Done(due.id, due.chat_id, outcome)
@@ -312,14 +349,19 @@ class DeletionSweep:
         except Exception as exc:  # noqa: BLE001 - Redis down in the limiter: the rows go back
             results.update({d.id: exc for d in deleting})
             private = [d for d in private if not d.message_ids]
-        notices = [d for d in private if d.notice_due]
+        notices = [d for d in private if d.notice_due and not d.late]
         results.update({d.id: Done(d.id, d.chat_id, "deleted") for d in private if not d.notice_due})
+        results.update({d.id: self._notice_late(d) for d in private if d.notice_due and d.late})
         items = []
         for due in list(notices):
             try:
                 items.append(
                     deleted_notice_item(
-                        gateway=self.gateway, chat_id=due.chat_id, share_id=due.share_id, text=self.conf.deleted_notice_text
+                        gateway=self.gateway,
+                        chat_id=due.chat_id,
+                        share_id=due.share_id,
+                        text=self.conf.deleted_notice_text,
+                        key=due.key,
                     )
                 )
             except Exception as exc:  # noqa: BLE001 - a bug building one notice: that row goes back
@@ -328,7 +370,8 @@ class DeletionSweep:
         if notices:
             # Never raises: a notice that could not be sent (Redis down, the token refused) has the
             # exception, and its row goes back (deleted again next run, harmless, then told); a
-            # notice that was sent is never sent again.
+            # notice that was sent is never sent again (one of unknown outcome only with its
+            # random_id, which Telegram delivers once).
             answers = self.gateway.send_many(items)
             for due, answer in zip(notices, answers, strict=True):
                 sent_or_refused = isinstance(answer, TelegramError) or not isinstance(answer, Exception)
@@ -337,13 +380,23 @@ class DeletionSweep:
 
     def _noticed(self, due: Due, answer: Sent | TelegramError, now: datetime) -> Done:
         """A row whose messages are deleted, after its notice's answer. A notice Telegram did not
-        send (FloodWait, an outage) is tried again later without deleting again; when no time is
-        left for a try, it is given up (the files are gone; the notice would come days late)."""
-        if isinstance(answer, (FloodWait, TransientError)):
+        send (FloodWait, an outage) is tried again later without deleting again; one whose outcome
+        is unknown (a lost answer, -503, 500 INTERNAL) too, with the same random_id (`notice_from`
+        starts its window; a later claim gives it up past TELEGRAM_RANDOM_ID_WINDOW); when no
+        time is left for a try, it is given up (the files are gone; the notice would come days
+        late). Telegram's refusal of a repeat (AlreadySent) means an earlier attempt told the user."""
+        repeat = isinstance(answer, OutcomeUnknown) and answer.repeatable
+        if isinstance(answer, (FloodWait, TransientError)) or repeat:
             if due.last_chance(now):
                 log.warning("deleted notice given up deletion=%s chat=%s: %s", due.id, due.chat_id, answer)
                 return Done(due.id, due.chat_id, "deleted", error=f"notice: {answer}")
-            return Done(due.id, due.chat_id, "notice", error=f"notice: {answer}")
+            if not repeat:
+                return Done(due.id, due.chat_id, "notice", error=f"notice: {answer}")
+            log.warning("deleted notice of unknown outcome deletion=%s chat=%s, sent again: %s", due.id, due.chat_id, answer)
+            return Done(due.id, due.chat_id, "notice", error=f"notice: {answer}", notice_from=due.notice_from or now)
+        if isinstance(answer, AlreadySent):
+            log.info("deleted notice delivered by an earlier attempt deletion=%s chat=%s", due.id, due.chat_id)
+            return Done(due.id, due.chat_id, "deleted")
         if isinstance(answer, TelegramError):
             if unreachable := unreachable_state(exc=answer):  # the user blocked the bot or deleted their account
                 return Done(due.id, due.chat_id, "skipped", unreachable=unreachable)
@@ -351,13 +404,28 @@ class DeletionSweep:
             log.warning("deleted notice not sent deletion=%s chat=%s: %s", due.id, due.chat_id, answer)
         return Done(due.id, due.chat_id, "deleted")
 
+    def _notice_late(self, due: Due) -> Done:
+        """A row whose notice's outcome has been unknown since longer ago than Telegram is known to
+        remember its random_id: it is not sent again (it may have arrived: at most once)."""
+        log.warning(
+            "deleted notice given up deletion=%s chat=%s: outcome unknown since %s, past TELEGRAM_RANDOM_ID_WINDOW",
+            due.id, due.chat_id, due.notice_from,
+        )  # fmt: skip
+        return Done(due.id, due.chat_id, "deleted", error="notice: outcome unknown, past TELEGRAM_RANDOM_ID_WINDOW")
+
     def handback(self, due: Due, exc: Exception) -> Done:
-        return Done(due.id, due.chat_id, "retry", error=f"handed back: {exc}")
+        """Tried again later; a bug that struck while its notice was on its way (`maybe_delivered`,
+        set by the gateway) starts its window of repeats as a lost answer does."""
+        maybe = due.notice_due and getattr(exc, "maybe_delivered", False)
+        notice_from = (due.notice_from or clock.now()) if maybe else None
+        return Done(due.id, due.chat_id, "retry", error=f"handed back: {exc}", notice_from=notice_from)
 
     def record(self, results: list[Done]) -> tuple[int, int]:
         """Deleted rows go; rows to try again wait with back-off (`deletion_retry_at`), those whose
-        messages are deleted without them (only the notice is left); expired rows stay. At most
-        four statements, and the users found unreachable."""
+        messages are deleted without them (only the notice is left), and those whose notice's
+        outcome became unknown keep when (`notice_from`, the earliest of the batch's: their window
+        is never longer than Telegram's memory); expired rows stay. At most five statements, and
+        the users found unreachable."""
         now = clock.now()
         ids: dict[str, list[int]] = {"deleted": [], "skipped": [], "retry": [], "notice": [], "expired": []}
         for r in results:
@@ -367,6 +435,10 @@ class DeletionSweep:
             ids_delete(PendingDeletion, finished)
         if ids["notice"]:
             ids_update(PendingDeletion, ids["notice"], message_ids=[])
+        if unknown := [r for r in results if r.notice_from is not None and r.outcome in ("retry", "notice")]:
+            PendingDeletion.objects.filter(id__in=[r.id for r in unknown], notice_from__isnull=True).update(
+                notice_from=min(r.notice_from for r in unknown)
+            )
         if again:
             PendingDeletion.objects.filter(id__in=again).update(
                 status=ClaimStatus.PENDING,
@@ -383,17 +455,18 @@ class DeletionSweep:
 # --- and then ------------------------------------------------------------------------------------
 
 
-def deleted_notice_send(*, gateway: Gateway, chat_id: int, share_id: str, text: str) -> Sent:
+def deleted_notice_send(*, gateway: Gateway, chat_id: int, share_id: str, text: str, key: str = "") -> Sent:
     """After an auto-delete: say so, with *Get files again* (the same deep link; none without a
-    share id) and *Close*. Telegram's refusal is raised to the caller."""
-    item = deleted_notice_item(gateway=gateway, chat_id=chat_id, share_id=share_id, text=text)
-    return gateway.send_text(chat_id, item.text, buttons=item.buttons)
+    share id) and *Close*. `key`: its random_id key (`Due.key`). Telegram's refusal is raised to
+    the caller."""
+    item = deleted_notice_item(gateway=gateway, chat_id=chat_id, share_id=share_id, text=text, key=key)
+    return gateway.send_text(chat_id, item.text, buttons=item.buttons, key=key)
 
 
-def deleted_notice_item(*, gateway: Gateway, chat_id: int, share_id: str, text: str) -> SendItem:
+def deleted_notice_item(*, gateway: Gateway, chat_id: int, share_id: str, text: str, key: str = "") -> SendItem:
     """The "deleted" notice as one send of a batch."""
     buttons = [[Button("❌ Close", callback_data="close")]]
     if share_id:
         again = Button("♻️ Get files again", url=deep_link(bot_username=gateway.bot_username, payload=share_id))
         buttons = [[again, buttons[0][0]]]
-    return SendItem(chat_id, text, buttons=buttons)
+    return SendItem(chat_id, text, buttons=buttons, key=key)

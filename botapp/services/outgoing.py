@@ -277,7 +277,7 @@ REPEAT = "outcome unknown, to be sent again with the same random_id: "
 
 def send_key(*, kind: str, row_id: int, made_at) -> str:
     """The random_id key of the send for one row (`random_id_of`): its kind ("b" broadcast
-    delivery, "s" sequence message, ...), id, and when its row or its parent was made, in
+    delivery, "s" sequence message, "d" file delivery, "n" "deleted" notice, "p" premium end notice), id, and when its row or its parent was made, in
     microseconds (a database started afresh numbers rows from 1 again)."""
     return f"{kind}{row_id}@{int(made_at.timestamp() * 1_000_000)}"
 

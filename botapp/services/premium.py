@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from botapp import clock
 from botapp.models import BotSettings, PremiumPlan, TelegramUser
+from botapp.services.outgoing import send_key
 from botapp.services.texts import human_span
 from botapp.signals import work_scheduled_announce
 from botapp.telegram.gateway import Button
@@ -104,6 +105,13 @@ class EndedPlan:
     chat_id: int
     access_hash: int | None
     skip: str  # why the user is not told ("" when they are)
+    ends_at: datetime | None = None  # when the plan ended (its notice's random_id key: `key`)
+
+    @property
+    def key(self) -> str:
+        """The random_id key of the plan's end notice (`send_key` kind "p"): the plan and its end,
+        the same in every process and attempt (an ended plan's end never moves)."""
+        return send_key(kind="p", row_id=self.plan_id, made_at=self.ends_at) if self.ends_at is not None else ""
 
 
 def premium_plans_end_due(*, limit: int) -> list[EndedPlan]:
@@ -124,8 +132,10 @@ def premium_plans_end_due(*, limit: int) -> list[EndedPlan]:
         for _, user_id, ends_at, *_rest in rows:
             TelegramUser.objects.filter(pk=user_id, premium_until__lte=ends_at).update(premium_until=None)
     return [
-        EndedPlan(plan_id, chat_id, access_hash, "" if state == TelegramUser.State.ACTIVE else f"not told: user is {state}")
-        for plan_id, _, _, chat_id, access_hash, state in rows
+        EndedPlan(
+            plan_id, chat_id, access_hash, "" if state == TelegramUser.State.ACTIVE else f"not told: user is {state}", ends_at
+        )
+        for plan_id, _, ends_at, chat_id, access_hash, state in rows
     ]
 
 

@@ -1,7 +1,10 @@
 """The reaper: claims whose sweeper died (the lease ran out) are settled.
 
-- A pending deletion goes back to the queue: deleting twice is harmless (at-least-once); its
-  "deleted" notice is not sent again (the dead worker may have sent it: at most once).
+- A pending deletion goes back to the queue: deleting twice is harmless (at-least-once). Its
+  "deleted" notice stays due, with `notice_from` (when it was claimed, unless an earlier attempt
+  of unknown outcome set it): it is sent with its random_id, which Telegram delivers once. When
+  that is more than TELEGRAM_RANDOM_ID_WINDOW ago, the notice is given up instead (logged): the
+  dead worker may have sent it, and Telegram may have forgotten the random_id.
 - A broadcast delivery or sequence message caught mid-send goes back to `pending` with `retry_from`
   (when it was claimed): it is sent again with the same random_id, which Telegram delivers at most
   once. When that is more than TELEGRAM_RANDOM_ID_WINDOW ago, it becomes `interrupted` instead and
@@ -27,6 +30,7 @@ from django.db.models.functions import Coalesce
 
 from botapp import clock
 from botapp.models import Broadcast, BroadcastDelivery, ClaimStatus, PendingDeletion, SequenceMessage
+from botapp.services.autodelete import LEASE as DELETION_LEASE
 from scheduler.jobs.registry import Job, Outcome, job_register
 from scheduler.models import JobRun
 
@@ -51,7 +55,19 @@ def reap_expired_claims(*, gateway=None, dry_run: bool = False) -> Outcome:
     if dry_run:
         d, s = deletions.count(), sends.count() + steps.count()
         return Outcome(d + s, detail=f"would requeue {d} deletions and settle {s} sends caught mid-send")
-    d = deletions.update(status=ClaimStatus.PENDING, lease_until=None, notice_due=False)
+    window = timedelta(seconds=settings.TELEGRAM_RANDOM_ID_WINDOW)
+    # The notice of unknown outcome: since its first such attempt, or this claim.
+    noticed = Q(notice_from__lt=now - window) | Q(notice_from__isnull=True, lease_until__lt=now - window + DELETION_LEASE)
+    given_up = list(deletions.filter(noticed, notice_due=True).values_list("id", flat=True))
+    if given_up:
+        log.warning(
+            "deletions=%s: their worker stopped mid-sweep longer than TELEGRAM_RANDOM_ID_WINDOW ago: "
+            "their \"deleted\" notices are not sent again (they may have arrived)", given_up,
+        )  # fmt: skip
+        PendingDeletion.objects.filter(id__in=given_up).update(notice_due=False)
+    d = deletions.update(
+        status=ClaimStatus.PENDING, lease_until=None, notice_from=Coalesce("notice_from", F("lease_until") - DELETION_LEASE)
+    )
     # When the attempt of unknown outcome was made: the first such attempt, or this claim.
     tried = Coalesce("retry_from", F("lease_until") - LEASE_MAX)
     late = Q(retry_from__lt=now - timedelta(seconds=settings.TELEGRAM_RANDOM_ID_WINDOW)) | Q(
@@ -83,7 +99,8 @@ def reap_expired_claims(*, gateway=None, dry_run: bool = False) -> Outcome:
         error="The worker stopped before this run finished (killed, or past Celery's hard time limit).",
     )
     detail = (
-        f"requeued {d} deletions, {r} sends to send again (same random_id), {s} sends interrupted, "
+        f"requeued {d} deletions ({len(given_up)} notices given up), {r} sends to send again (same random_id), "
+        f"{s} sends interrupted, "
         f"{closed} broadcast(s) closed, {runs} dead run(s) failed"
     )
     return Outcome(d + r + s, detail=detail)

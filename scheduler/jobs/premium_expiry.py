@@ -2,24 +2,34 @@
 
 Premium stops at `ends_at` whatever this job does (the delivery gate reads the user's
 `premium_until`); the job closes the plan and sends the notice (with the "Get premium" button of
-Bot settings). At most once: a plan is marked ended when claimed, before its notice is sent.
+Bot settings). Never twice: a plan is marked ended when claimed, before its notice is sent, and the
+notice carries a random_id derived from the plan (`EndedPlan.key`): one whose outcome is unknown (a
+lost answer, -503, 500 INTERNAL) is sent again at once with the same random_id, which Telegram
+delivers once (a repeat refused as RANDOM_ID_DUPLICATE means it arrived: told), up to REPEATS
+times within TELEGRAM_RANDOM_ID_WINDOW of the first attempt. A worker killed between the claim and
+the send leaves the plan ended and its user untold (`notice` empty): at most once.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from datetime import timedelta
+
+from django.conf import settings
 
 from botapp import clock
 from botapp.models import BotSettings, PremiumPlan
 from botapp.services.premium import ENDED_NOTICE, EndedPlan, premium_offer, premium_plans_end_due
 from botapp.services.users import unreachable_state, users_mark_unreachable
-from botapp.telegram.gateway import Gateway, TelegramError
+from botapp.telegram.gateway import AlreadySent, Gateway, OutcomeUnknown, TelegramError
 from scheduler.jobs.bulk import rows_update
 from scheduler.jobs.registry import Job, Outcome, job_register
 from scheduler.jobs.sweep import sweep_outcome
 
 log = logging.getLogger(__name__)
+
+REPEATS = 3  # a notice of unknown outcome is sent again (same random_id) at most this many times
 
 
 @dataclass(slots=True)
@@ -44,14 +54,33 @@ class PremiumExpirySweep:
     def work(self, plan: EndedPlan) -> Told:
         if plan.skip:
             return Told(plan.plan_id, plan.chat_id, plan.skip)
-        text, rows = premium_offer(conf=self.conf)
         try:
-            self.gateway.send_text(plan.chat_id, "\n\n".join(filter(None, [ENDED_NOTICE, text])), buttons=rows or None)
+            self._send(plan)
+        except AlreadySent:
+            log.info("premium end notice delivered by an earlier attempt plan=%s user=%s", plan.plan_id, plan.chat_id)
+            return Told(plan.plan_id, plan.chat_id, f"sent {clock.now():%Y-%m-%d %H:%M} (an earlier attempt arrived)")
         except TelegramError as exc:
             log.info("premium end not told plan=%s user=%s: %s", plan.plan_id, plan.chat_id, exc)
             unreachable = unreachable_state(exc=exc)
             return Told(plan.plan_id, plan.chat_id, f"not told: {exc}"[:255], unreachable, failed=not unreachable)
         return Told(plan.plan_id, plan.chat_id, f"sent {clock.now():%Y-%m-%d %H:%M}")
+
+    def _send(self, plan: EndedPlan) -> None:
+        """The notice, with its random_id; sent again when its outcome is unknown (REPEATS)."""
+        text, rows = premium_offer(conf=self.conf)
+        first, window = clock.now(), timedelta(seconds=settings.TELEGRAM_RANDOM_ID_WINDOW)
+        for repeat in range(REPEATS + 1):
+            try:
+                self.gateway.send_text(
+                    plan.chat_id, "\n\n".join(filter(None, [ENDED_NOTICE, text])), buttons=rows or None, key=plan.key
+                )
+                return
+            except OutcomeUnknown as exc:
+                if not exc.repeatable or repeat == REPEATS or clock.now() - first >= window:
+                    raise
+                log.warning(
+                    "premium end notice of unknown outcome plan=%s user=%s, sent again: %s", plan.plan_id, plan.chat_id, exc
+                )
 
     def handback(self, plan: EndedPlan, exc: Exception) -> Told:
         return Told(plan.plan_id, plan.chat_id, f"not told: {exc}"[:255], failed=True)

@@ -142,3 +142,53 @@ def test_the_expiry_job_tells_each_user_once_and_not_users_who_stopped(telegram,
     assert notices[told.pk].startswith("sent ") and notices[stopped.pk] == "not told: user is stopped"
     assert TelegramUser.objects.filter(premium_until__isnull=False).count() == 0
     assert job_run("end_premium_plans", trigger="test", gateway=gateway).processed == 0
+
+
+@pytest.fixture
+def impatient(monkeypatch):
+    """The gateway waits half a second for an answer (less than kurigram's one-second pause before
+    its own retry of a 500): a call answered INTERNAL, or whose answer is lost, ends with its
+    outcome unknown."""
+    from botapp.telegram import pyrogram_gateway
+
+    monkeypatch.setattr(pyrogram_gateway, "CALL_TIMEOUT", 0.5)
+
+
+@pytest.mark.parametrize("fault", ["lost answer", "INTERNAL"])
+def test_a_premium_end_notice_of_unknown_outcome_is_sent_again_with_its_random_id_and_arrives_once(
+    telegram, gateway, db, impatient, fault
+):
+    from offline.telegram.server import LOSE_ANSWER
+    from tests.factories import met_user
+
+    user = met_user(telegram)
+    PremiumPlanFactory(user=user, ends_at=clock.now() - timedelta(minutes=1))
+    if fault == "lost answer":
+        telegram.fail_next(LOSE_ANSWER, methods={"messages.SendMessage"})
+    else:  # and again when the gateway asks again at once (botapp/telegram/kurigram.py, ASK_AGAIN_CODES)
+        telegram.fail_next(fault, methods={"messages.SendMessage"}, times=2)
+
+    outcome = job_run("end_premium_plans", trigger="test", gateway=gateway)
+
+    assert (outcome.processed, outcome.failed) == (1, 0)
+    assert [m.text for m in telegram.bot_messages(user.telegram_id)] == [
+        "⭐ Your premium plan has ended. File links ask you to verify again."
+    ]  # told, once: a lost answer's notice had arrived, and its repeat was refused
+    assert PremiumPlan.objects.get().notice.startswith("sent ")
+
+
+def test_a_premium_end_notice_whose_outcome_stays_unknown_is_given_up_after_its_repeats(telegram, gateway, db, impatient, caplog):
+    from scheduler.jobs.premium_expiry import REPEATS
+    from tests.factories import met_user
+
+    user = met_user(telegram)
+    PremiumPlanFactory(user=user, ends_at=clock.now() - timedelta(minutes=1))
+    telegram.fail_next("INTERNAL", methods={"messages.SendMessage"}, times=1000)
+
+    outcome = job_run("end_premium_plans", trigger="test", gateway=gateway)
+
+    assert (outcome.processed, outcome.failed) == (1, 1)
+    assert caplog.text.count("premium end notice of unknown outcome") == REPEATS  # each with the same random_id
+    assert telegram.bot_messages(user.telegram_id) == []
+    plan = PremiumPlan.objects.get()
+    assert plan.status == "ended" and plan.notice.startswith("not told: ")

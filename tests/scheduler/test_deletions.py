@@ -101,23 +101,96 @@ def test_flood_wait_hands_the_row_back_for_later(telegram, gateway, conf):
     assert sweep(gateway) == (1, 0, 1)
 
 
+def notices_in(telegram, chat_id: int) -> int:
+    """How many "deleted" notices the chat received."""
+    return sum(m.text == "Previous message was deleted." for m in telegram.bot_messages(chat_id))
+
+
 @pytest.mark.django_db
-def test_a_deletion_whose_worker_died_is_done_again_without_a_second_notice(telegram, gateway, conf):
+@pytest.mark.parametrize("noticed", [False, True], ids=["before the notice", "after the notice arrived"])
+def test_a_deletion_whose_worker_died_is_done_again_and_its_user_told_once(telegram, gateway, conf, noticed):
+    """A worker killed holding the row (before its notice left, or after Telegram delivered it):
+    the reaper keeps the notice due, the next run sends it with the same random_id, and the chat
+    has it once."""
     met_user(telegram, telegram_id=1)
     row = schedule(gateway, 1, minutes=-1)
     job = DeletionSweep(gateway)
     (due,) = job.claim(10)
-    job.work(due)  # files deleted, notice sent; then the worker is killed before it records the row
+    if noticed:
+        job.work(due)  # files deleted, notice sent; then the worker is killed before it records the row
     clock.clock_advance(LEASE + timedelta(seconds=1))
 
     job_run("reap_expired_claims", trigger="test")
+    assert PendingDeletion.objects.get().notice_due  # within TELEGRAM_RANDOM_ID_WINDOW: still to be told
     assert job_run("delete_due_messages", trigger="test", gateway=gateway).processed == 1
 
     assert not PendingDeletion.objects.exists()
     assert all(telegram.message(1, i).deleted for i in row.message_ids)
-    notices = [e for e in telegram.events if e.action == "send" and e.text == "Previous message was deleted."]
-    assert len(notices) == 1  # not twice
-    assert telegram.count("messages.DeleteMessages") == 2  # the deletion itself is repeated (harmless)
+    assert notices_in(telegram, 1) == 1  # told, and never twice
+    assert telegram.count("messages.SendMessage") == 2 + 1 + noticed  # the files, the notice (and its refused repeat)
+
+
+@pytest.mark.django_db
+def test_a_deletion_whose_worker_died_past_the_random_id_window_is_done_without_a_notice(
+    telegram, gateway, conf, settings, caplog
+):
+    met_user(telegram, telegram_id=1)
+    row = schedule(gateway, 1, minutes=-1)
+    DeletionSweep(gateway).claim(10)  # claimed... then the worker is killed, maybe as its notice left
+    clock.clock_advance(timedelta(seconds=settings.TELEGRAM_RANDOM_ID_WINDOW + 1))  # nobody reaped it in time
+
+    job_run("reap_expired_claims", trigger="test")
+    assert not PendingDeletion.objects.get().notice_due  # Telegram may have forgotten the random_id: given up
+    assert "notices are not sent again" in caplog.text
+    assert job_run("delete_due_messages", trigger="test", gateway=gateway).processed == 1
+
+    assert not PendingDeletion.objects.exists()
+    assert all(telegram.message(1, i).deleted for i in row.message_ids)
+    assert notices_in(telegram, 1) == 0  # at most once: never a second notice
+
+
+@pytest.mark.django_db(transaction=True)  # the sweep's threads read the user's access hash
+@pytest.mark.parametrize("fault", ["lost answer", "INTERNAL"])
+def test_a_notice_of_unknown_outcome_is_sent_again_with_its_random_id_and_arrives_once(
+    telegram, gateway, conf, monkeypatch, fault
+):
+    from botapp.telegram import pyrogram_gateway
+    from offline.telegram.server import LOSE_ANSWER
+
+    monkeypatch.setattr(pyrogram_gateway, "CALL_TIMEOUT", 0.5)  # how long the gateway waits for an answer
+    met_user(telegram, telegram_id=1)
+    row = schedule(gateway, 1, minutes=-1)
+    telegram.fail_next(LOSE_ANSWER if fault == "lost answer" else fault, methods={"messages.SendMessage"}, times=20)
+
+    assert sweep(gateway) == (0, 1, 1)
+    pending = PendingDeletion.objects.get()
+    assert (pending.status, pending.message_ids, pending.notice_due) == ("pending", [], True)  # the files are gone
+    assert pending.notice_from is not None  # its window of repeats started
+    telegram.faults.clear()
+    clock.clock_advance(timedelta(minutes=2))
+    assert sweep(gateway) == (1, 0, 1)
+
+    assert not PendingDeletion.objects.exists()
+    assert all(telegram.message(1, i).deleted for i in row.message_ids)
+    assert notices_in(telegram, 1) == 1  # a lost answer's notice had arrived: its repeat was refused
+    assert telegram.count("messages.DeleteMessages") == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_notice_of_unknown_outcome_past_the_random_id_window_is_given_up(telegram, gateway, conf, monkeypatch, caplog):
+    met_user(telegram, telegram_id=1)
+    schedule(gateway, 1, minutes=-1)
+    telegram.fail_next("INTERNAL", methods={"messages.SendMessage"}, times=1000)  # every try of it
+
+    runs = 0
+    while PendingDeletion.objects.exists():
+        sweep(gateway)
+        clock.clock_advance(timedelta(minutes=15))  # past each back-off
+        runs += 1
+        assert runs < 5
+    assert runs == 2  # tried once more with its random_id, then past TELEGRAM_RANDOM_ID_WINDOW: given up
+    assert "past TELEGRAM_RANDOM_ID_WINDOW" in caplog.text
+    assert notices_in(telegram, 1) == 0
 
 
 @pytest.mark.django_db
