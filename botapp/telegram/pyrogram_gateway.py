@@ -375,6 +375,28 @@ def _keyed(error, item: SendItem):
     return error
 
 
+class InFlightError(Exception):
+    """A bug (not Telegram's answer) that struck while a keyed send was on its way, raised from it:
+    the send may have arrived (`maybe_delivered`). Not a TelegramError: the sweep hands the row
+    back and fails the run loudly; the row is sent again with its random_id (delivered once)."""
+
+    maybe_delivered = True
+
+
+def _in_flight(exc: Exception, item: SendItem) -> Exception:
+    """A batch item's result when a bug struck while its group was on its way. A keyed item gets
+    InFlightError: handed back to be sent again with the same random_id, and the run fails (as
+    OutcomeUnknown it would be recorded as Telegram's lost answer, and the bug go unreported when
+    it struck the batch's last group). An item without a key cannot be sent again safely:
+    OutcomeUnknown, at most once."""
+    message = f"unexpected error while sending: {type(exc).__name__}: {exc}"[:200]
+    if item.key:
+        error = InFlightError(message)
+        error.__cause__ = exc
+        return error
+    return OutcomeUnknown(message)
+
+
 async def _noop():
     return None
 
@@ -675,8 +697,8 @@ class PyrogramGateway(Gateway):
         retried, up to MAX_ATTEMPTS; every other error is that item's result. When the batch
         cannot go on (the limiter's Redis down, the bot's token refused, an exception that is not
         Telegram's: a bug), what was sent stays Sent and every item not sent gets that exception;
-        the items of a group in flight when a bug struck may have arrived: OutcomeUnknown (never
-        sent again). runbot (which parses its answers) and media given by URL go one by one."""
+        the items of a group in flight when a bug struck may have arrived: InFlightError (keyed:
+        sent again with the same random_id) or OutcomeUnknown (no key: never sent again). runbot (which parses its answers) and media given by URL go one by one."""
         by_url = any(i.media is not None and (i.media.kind not in MEDIA_FILE_TYPES or "://" in i.media.file) for i in items)
         if self._parses_answers or by_url:
             return super().send_many(items)
@@ -716,9 +738,7 @@ class PyrogramGateway(Gateway):
             except Exception as exc:  # a bug while this group was on its way: it may have arrived
                 log.error("unexpected error sending a group of %d: nothing more of this batch is sent", len(group), exc_info=exc)
                 for n in group:
-                    results[n] = _keyed(
-                        OutcomeUnknown(f"unexpected error while sending: {type(exc).__name__}: {exc}"[:200]), items[n]
-                    )
+                    results[n] = _in_flight(exc, items[n])
                 stop = exc
                 break
             retry, flood, wait = [], 0, 0.0

@@ -134,7 +134,8 @@ class Workers:
         if name == "bot":
             argv = [sys.executable, "manage.py", "runbot"]
         else:
-            argv = [sys.executable, "-m", "celery", "-A", "config", "worker", "-n", f"{name}@chaos", "-c", "1",
+            # The project's Celery app, with the faults the suite can inject (inert until armed).
+            argv = [sys.executable, "-m", "celery", "-A", "tests.chaos.faults", "worker", "-n", f"{name}@chaos", "-c", "1",
                     "--without-gossip", "--without-mingle"]  # fmt: skip
         log = open(self.logs / f"{name}.log", "a")  # noqa: SIM115 - the process holds it
         bot = name == "bot"

@@ -1,9 +1,10 @@
 """Faults an operator's worst day brings, against the real processes: Celery workers
-(`celery -A config worker`, the project's tasks), PostgreSQL, a Redis server of the suite's own,
-and the in-memory Telegram (`manage.py telegram_server`), which counts what every chat received.
+(`celery -A tests.chaos.faults worker`: the project's app and tasks, plus exceptions a scenario
+can inject), PostgreSQL, a Redis server of the suite's own, and the in-memory Telegram
+(`manage.py telegram_server`), which counts what every chat received.
 
-Each scenario loads work (a broadcast, due deletions, due sequence steps), breaks something in
-the middle of it, then recovers as an operator's deployment would: dead workers restarted, the
+Each scenario loads work (a broadcast, a scheduled message, due deletions, due sequence steps),
+breaks something in the middle of it, then recovers as an operator's deployment would: dead workers restarted, the
 jobs fired again (as beat does every minute) and the reaper run. Two waits of production are
 skipped, not shortened: the reaper runs on a clock moved past the claims' 5-minute lease and
 Celery's hard time limit (so it settles what the dead worker held at once, and only while the live
@@ -47,6 +48,7 @@ from botapp.models import (
 from botapp.services.autodelete import LEASE, WILL_DELETE
 from botapp.services.broadcasts import broadcast_start
 from botapp.services.files import file_store
+from botapp.services.outgoing import ALREADY_SENT
 from botapp.telegram.gateway import TgUser
 from scheduler.jobs.claims import RUN_GRACE
 from scheduler.jobs.registry import job_run
@@ -318,9 +320,16 @@ def kill_midway(cluster, job: str, total_calls: int, since: int) -> float:
     return time.monotonic()
 
 
+def held_again(started: Broadcast) -> str:
+    """What became of the deliveries the dead worker held (the reaper put them back)."""
+    rows = BroadcastDelivery.objects.filter(broadcast=started)
+    again, repeats = rows.filter(retry_from__isnull=False).count(), rows.filter(error=ALREADY_SENT).count()
+    return f"{again} rows the dead worker held went again with their random_ids, {repeats} refused as repeats (*sent*)"
+
+
 def test_a_worker_killed_mid_broadcast(cluster):
-    figures = scenario(cluster, "kill -9 of a worker mid-broadcast")
-    n = 1000
+    figures = scenario(cluster, "kill -9 of a worker mid-broadcast of 5,000 users")
+    n = 5000
     since = mark(cluster)
     started = broadcast(cluster, 1_000_000, n)  # its wake-up is one task
     TASKS["send_broadcasts"].apply_async(kwargs={"trigger": "chaos"})  # and the minute's run, for the other worker
@@ -334,7 +343,10 @@ def test_a_worker_killed_mid_broadcast(cluster):
     got = cluster.remote.received(text=started.text)
     assert [got.get(u, 0) for u in stoppers] == [0] * len(stoppers)
     assert set(BroadcastDelivery.objects.filter(chat_id__in=stoppers).values_list("status", flat=True)) == {"skipped"}
-    figures.note = f"{len(stoppers)} users who sent /stop meanwhile got nothing"
+    # Everyone else got it exactly once, as Telegram counted what it delivered.
+    others = [u for u in range(1_000_000, 1_000_000 + n) if u not in stoppers]
+    assert collections.Counter(got.get(u, 0) for u in others) == {1: len(others)}
+    figures.note = f"{held_again(started)}; {len(stoppers)} users who sent /stop meanwhile got nothing"
     check(figures)
     assert figures.interrupted == 0, figures  # the dead worker's sends went again with their random_ids: once each
 
@@ -508,6 +520,153 @@ def test_a_hostile_telegram(cluster):
     audit(cluster, figures, deleted=deleted)
     check(figures)
     assert all(did[k] > 2 for k in ("rotations", "floods", "services", "splits", "drops", "internals")), did
+
+
+# --- a scheduled message, exceptions in the send path, Telegram's own trouble ---------------------------
+
+
+def test_a_worker_killed_mid_scheduled_message(cluster, plain_http):
+    """A scheduled message with a photo to 2,000 listed users, made through the HTTP API as a
+    client makes it; once it is due and 30 % of it has reached Telegram, a worker is killed."""
+    from rest_framework.test import APIClient
+
+    from api.clients import apiclient_create
+
+    figures = scenario(cluster, "kill -9 of a worker mid-scheduled message (photo, 2,000 listed users)")
+    n, base, media = 2000, 10_000_000, "messages.SendMedia"
+    recipients = [u.telegram_id for u in users(cluster, base, n)]
+    _, token = apiclient_create(name="chaos", scopes="read,write")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    send_at = clock.now() + timedelta(seconds=2)
+    created = client.post(
+        "/api/v1/messages/",
+        {
+            "send_at": send_at.isoformat(),
+            "recipients": "users",
+            "user_ids": recipients,
+            "text": "Chaos scheduled catalogue",
+            "attachments": [{"kind": "photo", "file_id": cluster.remote.file_id("photo", "catalogue.jpg")}],
+        },
+        format="json",
+    )
+    assert created.status_code == 201, created.json()
+    message = Broadcast.objects.get(pk=created.json()["id"])
+    assert message.kind == Broadcast.Kind.MESSAGE and message.status == Broadcast.Status.SCHEDULED
+    since = mark(cluster)
+    wait_for(lambda: clock.now() >= send_at, timeout=10, what="the message to be due", interval=0.05)
+    TASKS["send_broadcasts"].apply_async(kwargs={"trigger": "chaos"})  # beat's minute run (or its wake-up): starts it
+    wait_for(lambda: BroadcastDelivery.objects.filter(broadcast=message).exists(), timeout=60, what="the message to start")
+    TASKS["send_broadcasts"].apply_async(kwargs={"trigger": "chaos"})  # and the other worker's
+    wait_for(lambda: running("send_broadcasts") >= 2, timeout=60, what="both workers to send it")
+    wait_for(lambda: calls(cluster, media, since=since) >= n * MIDWAY, timeout=60, what="the message to get going", interval=0.02)
+    cluster.workers.kill("w1")
+    fault = time.monotonic()
+    recover(cluster, figures, fault, "send_broadcasts")
+    audit(cluster, figures)
+    message.refresh_from_db()
+    got = cluster.remote.received(text="Chaos scheduled catalogue")
+    assert collections.Counter(got.get(u, 0) for u in recipients) == {1: n}, "every recipient once, as Telegram counted"
+    assert (message.status, message.sent, message.interrupted) == (Broadcast.Status.DONE, n, 0)
+    detail = client.get(f"/api/v1/messages/{message.pk}/").json()  # what the client reads back
+    assert collections.Counter(r["status"] for r in detail["results"]) == {"sent": n}
+    figures.note = f"made through the API; {held_again(message)}"
+    check(figures)
+    assert figures.interrupted == 0, figures
+
+
+STAGES = {
+    "request": "building a request (nothing left)",
+    "answer": "reading Telegram's answer (delivered)",
+    "record": "recording the outcome (rolled back), twice",
+}
+
+
+@pytest.mark.parametrize("stage", list(STAGES))
+def test_an_exception_in_the_send_path_of_a_worker(cluster, stage):
+    """An exception that is not Telegram's (a bug, a kurigram upgrade) raised inside a real worker
+    mid-broadcast, at one stage of the send path (tests/chaos/faults.py): the run fails with its
+    traceback, nothing is recorded failed or as Telegram's refusal, and every user has the message
+    once: what had not left is handed back untouched and sent by the next run, what Telegram had
+    delivered is recorded sent (sent again with its random_id, refused as a repeat)."""
+    from tests.chaos.faults import fault_arm, fault_disarm
+
+    figures = scenario(cluster, f"an exception in a worker's send path: {STAGES[stage]}")
+    n, base = 1000, {"request": 11_000_000, "answer": 11_100_000, "record": 11_200_000}[stage]
+    since = mark(cluster)
+    started = broadcast(cluster, base, n)
+    TASKS["send_broadcasts"].apply_async(kwargs={"trigger": "chaos"})
+    wait_for(lambda: running("send_broadcasts") >= 2, timeout=60, what="both workers to send")
+    wait_for(lambda: calls(cluster, since=since) >= n * MIDWAY, timeout=60, what="the broadcast to get going", interval=0.02)
+    faults = redis.Redis.from_url(cluster.redis.url)
+    # The record's first try and the sweep's last try to record what was sent both fail: the rows
+    # stay `sending`, for the reaper. The other stages strike once.
+    fault_arm(faults, stage, calls=2 if stage == "record" else 1)
+    fault = time.monotonic()
+    try:
+        wait_for(
+            lambda: JobRun.objects.filter(job="send_broadcasts", status=JobRun.Status.FAILED).exists(),
+            timeout=60,
+            what="the run the fault struck to fail",
+        )
+        recover(cluster, figures, fault, "send_broadcasts")
+    finally:
+        fault_disarm(faults)
+    audit(cluster, figures)
+    (failed,) = JobRun.objects.filter(job="send_broadcasts", status=JobRun.Status.FAILED)
+    assert "InjectedFault" in failed.error and "Traceback" in failed.error, failed.error
+    refused = BroadcastDelivery.objects.filter(broadcast=started).exclude(status__in=["sent", "skipped"])
+    assert not refused.exists(), collections.Counter(refused.values_list("status", flat=True))
+    got = cluster.remote.received(text=started.text)
+    assert collections.Counter(got.get(u, 0) for u in range(base, base + n)) == {1: n}
+    again = BroadcastDelivery.objects.filter(broadcast=started, retry_from__isnull=False).count()
+    repeats = BroadcastDelivery.objects.filter(broadcast=started, error=ALREADY_SENT).count()
+    figures.note = (
+        f"the run failed with the traceback ({failed.error.splitlines()[0][:60]}…); {again} rows sent again "
+        f"with their random_ids, {repeats} of them refused as repeats (*sent*); 0 failed"
+    )
+    check(figures)
+    assert figures.interrupted == 0, figures
+    if stage == "request":  # nothing had left: handed back untouched, sent by a later run as a first try
+        assert again == 0, again
+    else:  # Telegram had delivered them: each went again and was refused as a repeat
+        assert again == repeats > 0, (again, repeats)
+
+
+def test_telegram_losing_answers_and_failing_sends(cluster):
+    """Telegram's own trouble on sends, mid-broadcast of 2,000: 30 sends answered `500 INTERNAL`
+    before processing, every 100th `-503 Timeout` before or `500 INTERNAL` after it was delivered,
+    and 10 answers lost after delivery. Each is asked again with the same random_id: delivered
+    once, recorded sent, never failed or interrupted."""
+    from offline.telegram.server import LOSE_ANSWER
+
+    figures = scenario(cluster, "500 INTERNAL, -503 and lost answers on sends")
+    n, base = 2000, 12_000_000
+    cluster.remote.fail_next("INTERNAL", methods=[SEND], times=30, after=200)
+    cluster.remote.fail_next(LOSE_ANSWER, methods=[SEND], times=10, after=600)
+    cluster.remote.hostile_start(salt_every=0, flood_every=0, internal_every=100)
+    try:
+        fault = time.monotonic()
+        started = broadcast(cluster, base, n)
+        TASKS["send_broadcasts"].apply_async(kwargs={"trigger": "chaos"})
+        recover(cluster, figures, fault, "send_broadcasts")
+    finally:
+        did = cluster.remote.hostile_stop()
+    audit(cluster, figures)
+    got = cluster.remote.received(text=started.text)
+    assert collections.Counter(got.get(u, 0) for u in range(base, base + n)) == {1: n}
+    repeats = BroadcastDelivery.objects.filter(broadcast=started, error=ALREADY_SENT).count()
+    runs = collections.Counter(JobRun.objects.filter(job="send_broadcasts").values_list("status", flat=True))
+    figures.note = (
+        f"30 × 500 before processing, {did['internals']} × -503 before or 500 after (alternately), 10 answers "
+        f"lost: each asked again with its random_id, {repeats} refused as repeats (*sent*); runs {dict(runs)}"
+    )
+    check(figures)
+    assert figures.interrupted == 0, figures
+    assert set(runs) == {JobRun.Status.OK}, runs  # Telegram's trouble is no failure of ours
+    assert did["internals"] >= n // 100 - 2, did
+    # Each send delivered before its answer went missing (10 lost, half the hostile ones) was refused as a repeat.
+    assert repeats >= 10 + did["internals"] // 2, repeats
 
 
 # --- runbot killed ---------------------------------------------------------------------------------------

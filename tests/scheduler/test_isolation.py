@@ -348,3 +348,46 @@ def test_an_exception_after_telegram_accepted_a_send_records_it_sent_once_and_fa
     broadcast.refresh_from_db()
     assert (broadcast.status, broadcast.sent, broadcast.failed, broadcast.interrupted) == (Broadcast.Status.DONE, 6, 0, 0)
     assert [len(telegram.bot_messages(u.telegram_id)) for u in users] == [1] * 6  # delivered once each
+
+
+def test_an_exception_reading_the_answers_of_a_batch_fails_the_run_and_sends_it_once(telegram, monkeypatch, settings):
+    """The same bug when the worker sends in batches (a rate where a limiter grant is several
+    sends, `work_many`) and it strikes the batch's last group: the run fails loudly (the group's
+    rows were once recorded as Telegram's lost answers and the run said *ok*: issue 21's chaos
+    run), the rows go again with their random_ids, and each user has the message once."""
+    from botapp.telegram import pyrogram_gateway
+    from botapp.telegram.limiter import send_batch_size
+    from scheduler.jobs.registry import job_run
+    from scheduler.models import JobRun
+
+    settings.TELEGRAM_RATE = 300
+    settings.TELEGRAM_RATE_HEADROOM = 1.0
+    users, broadcast = started_broadcast(telegram, send_batch_size())  # one group: the last
+    real, struck = pyrogram_gateway.sent_ids, []
+
+    def sent_ids(answer):
+        if not struck:
+            struck.append(answer)
+            raise KeyError("an answer of a shape never seen")
+        return real(answer)
+
+    monkeypatch.setattr(pyrogram_gateway, "sent_ids", sent_ids)
+    worker = offline_gateway(telegram, peers=user_access_hash)
+    try:
+        with pytest.raises(RowsHandedBack, match="KeyError"):
+            job_run("send_broadcasts", trigger="test", gateway=worker)
+        run_ = JobRun.objects.get(job="send_broadcasts")
+        assert run_.status == JobRun.Status.FAILED and "Traceback" in run_.error
+        assert set(BroadcastDelivery.objects.values_list("status", flat=True)) == {Status.PENDING}
+        assert not BroadcastDelivery.objects.filter(retry_from__isnull=True).exists()  # delivered: to go again
+        send_broadcasts(gateway=worker)
+    finally:
+        worker.stop()
+    broadcast.refresh_from_db()
+    assert (broadcast.status, broadcast.sent, broadcast.failed, broadcast.interrupted) == (
+        Broadcast.Status.DONE,
+        len(users),
+        0,
+        0,
+    )
+    assert [len(telegram.bot_messages(u.telegram_id)) for u in users] == [1] * len(users)
