@@ -365,8 +365,8 @@ def test_a_worker_killed_mid_deletion_sweep(cluster):
 
 
 def test_a_worker_killed_mid_sequence(cluster):
-    figures = scenario(cluster, "kill -9 of a worker mid-sequence")
-    n = 600
+    figures = scenario(cluster, "kill -9 of a worker mid-sequence of 5,000 users")
+    n = 5000  # as many as the broadcast's (issue 21: "the same for a sequence")
     since = mark(cluster)
     sequence_steps(cluster, 3_000_000, n)
     fire(cluster, "send_sequence_messages")
