@@ -206,6 +206,31 @@ end
 return string.format('%.6f', wait)
 """
 
+# ACQUIRE, then, when the slot it reserved is now (no wait), WINDOW at once in the same round trip:
+# the call leaves right after either way, so admitting it here is what asking WINDOW next would do,
+# without the second trip (two of a reply's four Redis calls). KEYS: ACQUIRE's, then WINDOW's;
+# ARGV: how many of each are ACQUIRE's, then ACQUIRE's ARGV, then WINDOW's. Returns what ACQUIRE
+# returns when the slot is later (or "-": ask again), else "<ACQUIRE's delay> <WINDOW's answer>".
+ACQUIRE_ADMIT = (
+    "local function acquire(KEYS, ARGV)\n" + ACQUIRE + "end\n"
+    "local function window(KEYS, ARGV)\n" + WINDOW + "end\n"
+    """
+local nk, na = tonumber(ARGV[1]), tonumber(ARGV[2])
+local akeys, aargs, wkeys, wargs = {}, {}, {}, {}
+for i = 1, #KEYS do
+  if i <= nk then akeys[#akeys + 1] = KEYS[i] else wkeys[#wkeys + 1] = KEYS[i] end
+end
+for i = 3, #ARGV do
+  if i <= 2 + na then aargs[#aargs + 1] = ARGV[i] else wargs[#wargs + 1] = ARGV[i] end
+end
+local slot = acquire(akeys, aargs)
+if string.sub(slot, 1, 1) == '-' or tonumber(slot) > 0 then
+  return slot
+end
+return slot .. ' ' .. window(wkeys, wargs)
+"""
+)
+
 # A reply of a few messages (files, then "deleted in 30 min") may go at once (PRIVATE_CHAT_BURST);
 # the per-chat rate holds over time. The global rate has no burst: sends are spaced evenly.
 CHAT_BURST = PRIVATE_CHAT_BURST
@@ -317,6 +342,7 @@ class RedisLimiter:
         self._pause = client.register_script(PAUSE)
         self._paused = client.register_script(PAUSED)
         self._window = client.register_script(WINDOW)
+        self._acquire_admit = client.register_script(ACQUIRE_ADMIT)
         self.free_key = f"{prefix}:free"
         self.pause_key = f"{prefix}:pause"  # everyone
         self.bulk_pause_key = f"{prefix}:pause:bulk"
@@ -383,8 +409,9 @@ class RedisLimiter:
 
     def _acquire_shared(self, chat_id: int | None, count: int = 1, paid: bool = False) -> float:
         """Block until this process may make one call to Telegram (to `chat_id`). Returns seconds
-        waited. One round trip to Redis for the slot, one more after a sleep long enough for a
-        pause to have arrived meanwhile, and one to be admitted by the windows."""
+        waited. One round trip to Redis for the slot and, when it is now, the windows' admission
+        with it (ACQUIRE_ADMIT); after a wait, one more if the sleep was long enough for a pause to
+        have arrived meanwhile, and one to be admitted by the windows."""
         # Bulk takes a slot only if it is free within one interval: replies find the queue empty.
         max_ahead = self.interval if self.lane == BULK else -1
         chat_key = self._chat_key(chat_id) if chat_id is not None else self.global_key
@@ -401,17 +428,29 @@ class RedisLimiter:
             len(rates),
             *(i for _, i in rates),
         ]
+        window_keys, window_args = self._windows(count, paid)
+        if window_keys:  # the windows asked in the same trip when the slot is now (ACQUIRE_ADMIT)
+            acquire, keys, args = self._acquire_admit, [*keys, *window_keys], [len(keys), len(args), *args, *window_args]
+        else:
+            acquire = self._acquire
         waited = 0.0
         while True:
             with self._gate if self.lane == BULK else contextlib.nullcontext():
                 while True:
-                    answer = self._acquire(keys=keys, args=args)
+                    answer = acquire(keys=keys, args=args)
                     answer = answer.decode() if isinstance(answer, bytes) else str(answer)
                     if not answer.startswith("-"):
                         break
                     retry = max(float(answer[1:]), self.interval / 2)  # the queue is busy: ask again then
                     self.sleep(retry)
                     waited += retry
+            answer, _, admitted = answer.partition(" ")
+            if admitted:  # the slot was now, and the windows were asked with it
+                wait = float(admitted)
+                if wait <= 0:
+                    return waited  # admitted and logged
+                self.sleep(wait)
+                return waited + wait + self._admit(count, paid)
             delay = float(answer)
             if delay > 0:
                 self.sleep(delay)
@@ -420,17 +459,22 @@ class RedisLimiter:
                     continue  # a FloodWait arrived while we slept: take a new slot after the pause
             return waited + self._admit(count, paid)
 
-    def _admit(self, count: int, paid: bool) -> float:
-        """Wait until the windows admit a call of `count` messages leaving now (see WINDOW)."""
+    def _windows(self, count: int, paid: bool) -> tuple[list[str], list]:
+        """WINDOW's keys and arguments for a call of `count` messages (no keys: no windows)."""
         windows = []
         if self.allowed:
             windows.append((f"{self.prefix}:window", self.allowed))
         if self.free_allowed and not paid:
             windows.append((f"{self.prefix}:window:free", self.free_allowed))
         if not windows:
+            return [], []
+        return [k for key, _ in windows for k in (key, f"{key}:sum")], [self.span, *(cap for _, cap in windows), count]
+
+    def _admit(self, count: int, paid: bool) -> float:
+        """Wait until the windows admit a call of `count` messages leaving now (see WINDOW)."""
+        keys, args = self._windows(count, paid)
+        if not keys:
             return 0.0
-        keys = [k for key, _ in windows for k in (key, f"{key}:sum")]
-        args = [self.span, *(cap for _, cap in windows), count]
         waited = 0.0
         while (wait := float(self._window(keys=keys, args=args))) > 0:
             self.sleep(wait)
