@@ -37,7 +37,7 @@ from django.db.models import Case, DateTimeField, ExpressionWrapper, F, OuterRef
 from django.db.models.functions import Least
 
 from botapp import clock
-from botapp.db import ids_delete, ids_update
+from botapp.db import ids_delete, ids_update, row_insert, row_update
 from botapp.models import BotSettings, BroadcastDelivery, ClaimStatus, PendingDeletion, TelegramUser
 from botapp.services.files import deep_link
 from botapp.services.outgoing import send_key
@@ -98,10 +98,12 @@ def deletion_schedule(
     `share_id` makes the notice's *Get files again* button (empty: no button). `delivering`: the
     messages are not sent yet (intent before effect): the row waits, `delivering`, until
     `deletion_delivered` writes their ids (`delivery_key`, `after_id`: PendingDeletion's)."""
-    row = PendingDeletion.objects.create(
-        chat_id=chat_id, message_ids=list(message_ids), delete_at=now + timedelta(minutes=minutes), share_id=share_id,
-        status=ClaimStatus.DELIVERING if delivering else ClaimStatus.PENDING, delivery_key=delivery_key,
-        after_id=after_id,
+    row = row_insert(
+        PendingDeletion(
+            chat_id=chat_id, message_ids=list(message_ids), delete_at=now + timedelta(minutes=minutes), share_id=share_id,
+            status=ClaimStatus.DELIVERING if delivering else ClaimStatus.PENDING, delivery_key=delivery_key,
+            after_id=after_id,
+        )
     )  # fmt: skip
     work_scheduled_announce(work="deletion", due_at=row.delete_at)
     return row
@@ -129,9 +131,10 @@ def deletion_delivered(*, row: PendingDeletion, message_ids: Sequence[int]) -> N
     """The delivery's messages are in the chat: their ids, and the row is due like any other.
     When the row is no longer `delivering` (the search for a cut-off delivery settled it, finding
     nothing: this delivery was alive after all), the messages get a row of their own."""
-    written = PendingDeletion.objects.filter(pk=row.pk, status=ClaimStatus.DELIVERING).update(
-        message_ids=list(message_ids), status=ClaimStatus.PENDING
-    )
+    written = row_update(
+        PendingDeletion, row.pk, where={"status": ClaimStatus.DELIVERING}, message_ids=list(message_ids),
+        status=ClaimStatus.PENDING,
+    )  # fmt: skip
     if not written and not PendingDeletion.objects.filter(pk=row.pk).exists():
         log.warning("deletion=%s was settled while its delivery was alive: its messages get a row of their own", row.pk)
         deletion_schedule(chat_id=row.chat_id, message_ids=message_ids, share_id=row.share_id, minutes=0, now=row.delete_at)

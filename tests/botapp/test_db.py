@@ -1,4 +1,5 @@
-"""row_by: a lookup by a unique column, compiled once, returns what `.first()` returns."""
+"""botapp/db.py: row_by (a lookup by a unique column, compiled once, returns what `.first()` returns),
+row_insert and row_update (one row written as the ORM writes it), ids_update and ids_delete."""
 
 import pytest
 
@@ -56,3 +57,39 @@ def test_ids_update_and_ids_delete_touch_exactly_those_rows():
     assert ids_delete(PendingDeletion, ids[1:4]) == 3
     assert sorted(PendingDeletion.objects.values_list("pk", flat=True)) == [ids[0], ids[4]]
     assert ids_delete(PendingDeletion, []) == 0
+
+
+def test_row_insert_saves_what_create_saves_and_sets_the_primary_key():
+    from botapp import clock
+    from botapp.db import row_insert
+    from botapp.models import ClaimStatus, PendingDeletion
+
+    now = clock.now()
+    values = dict(chat_id=7, message_ids=[1, 2], delete_at=now, share_id="abc", status=ClaimStatus.DELIVERING, after_id=9)
+    made = row_insert(PendingDeletion(delivery_key="k1", **values))
+    created = PendingDeletion.objects.create(delivery_key="k2", **values)
+    assert made.pk is not None and not made._state.adding and made.pk != created.pk
+    stored = fields(PendingDeletion.objects.get(pk=made.pk))
+    assert stored == fields(made)  # defaults (created_at, attempts, notice_due) written as the object has them
+    assert {k: v for k, v in stored.items() if k not in ("id", "delivery_key", "created_at")} == {
+        k: v
+        for k, v in fields(PendingDeletion.objects.get(pk=created.pk)).items()
+        if k not in ("id", "delivery_key", "created_at")
+    }
+
+
+def test_row_update_changes_the_row_only_where_its_conditions_hold():
+    from botapp import clock
+    from botapp.db import row_update
+    from botapp.models import ClaimStatus, PendingDeletion
+
+    row = PendingDeletion.objects.create(chat_id=7, message_ids=[], delete_at=clock.now(), status=ClaimStatus.DELIVERING)
+    other = PendingDeletion.objects.create(chat_id=8, message_ids=[], delete_at=clock.now(), status=ClaimStatus.DELIVERING)
+    assert (
+        row_update(PendingDeletion, row.pk, where={"status": ClaimStatus.DELIVERING}, message_ids=[4, 5], status="pending") == 1
+    )
+    assert row_update(PendingDeletion, row.pk, where={"status": ClaimStatus.DELIVERING}, message_ids=[6]) == 0  # no longer
+    row.refresh_from_db()
+    other.refresh_from_db()
+    assert (row.message_ids, row.status) == ([4, 5], ClaimStatus.PENDING)
+    assert (other.message_ids, other.status) == ([], ClaimStatus.DELIVERING)
