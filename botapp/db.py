@@ -10,9 +10,11 @@ value converters, JSONField's included) and only binds the new value, so it retu
 from __future__ import annotations
 
 import functools
+import select
 from typing import TypeVar
 
 from django.db import connections, models, router
+from psycopg import pq
 
 M = TypeVar("M", bound=models.Model)
 
@@ -139,3 +141,22 @@ def ids_delete(model: type[models.Model], ids) -> int:
     """`model.objects.filter(pk__in=ids).delete()` for a model nothing references and no signal
     watches, as one statement with the ids as one array (see `ids_update`)."""
     return _by_ids(model, ids, lambda connection, quote, table, where: (f"DELETE FROM {table} WHERE {where}", []))
+
+
+def connections_quiet_trusted() -> None:
+    """Django's CONN_HEALTH_CHECKS asks PostgreSQL "SELECT 1" before the first statement of every
+    request, and runbot's every update is one (close_old_connections): a round trip per update,
+    a ninth statement beside /start's eight. What ends a connection the database side (a backend
+    terminated, PostgreSQL shut down or restarted, an idle timeout, a pooler restarted) first
+    makes its socket readable: the server's FATAL message, or the connection's end. So an open,
+    idle connection whose socket has nothing to read is taken as checked; one with anything to
+    read gets Django's check (and is replaced if it fails). Call after close_old_connections()."""
+    for conn in connections.all(initialized_only=True):
+        raw = conn.connection
+        if raw is None or conn.health_check_done or not conn.health_check_enabled or conn.vendor != "postgresql":
+            continue
+        if raw.closed or raw.info.transaction_status != pq.TransactionStatus.IDLE:
+            continue  # Django's own check decides
+        readable, _, _ = select.select([raw.pgconn.socket], [], [], 0)
+        if not readable:
+            conn.health_check_done = True

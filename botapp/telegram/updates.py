@@ -23,6 +23,7 @@ from pyrogram import Client, errors, filters, raw
 from pyrogram import types as ptypes
 from pyrogram.handlers import CallbackQueryHandler, ChatJoinRequestHandler, MessageHandler, RawUpdateHandler
 
+from botapp.db import connections_quiet_trusted
 from botapp.metrics import UPDATE_SECONDS
 from botapp.telegram.entities import entities_html
 from botapp.telegram.gateway import Button, CallbackQuery, ChannelPost, IncomingMessage, Media, ReplyTo, TgUser
@@ -406,8 +407,10 @@ def _with_connection(fn, *args):
 
 
 def _with_db(handle, update, arrived: float) -> None:
-    """Like a Django request: drop broken or expired connections before and after."""
+    """Like a Django request: drop broken or expired connections before and after (a quiet one is
+    not asked "SELECT 1" first: botapp/db.py, connections_quiet_trusted)."""
     close_old_connections()
+    connections_quiet_trusted()
     try:
         handle_reported(handle, update, arrived=arrived)
     finally:

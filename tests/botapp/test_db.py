@@ -93,3 +93,60 @@ def test_row_update_changes_the_row_only_where_its_conditions_hold():
     other.refresh_from_db()
     assert (row.message_ids, row.status) == ([4, 5], ClaimStatus.PENDING)
     assert (other.message_ids, other.status) == ([], ClaimStatus.DELIVERING)
+
+
+def _health_checks(monkeypatch):
+    """The "SELECT 1" health checks Django runs (each call of is_usable), counted; the check itself is real."""
+    from django.db.backends.postgresql.base import DatabaseWrapper
+
+    checks = []
+    real = DatabaseWrapper.is_usable
+    monkeypatch.setattr(DatabaseWrapper, "is_usable", lambda self: checks.append(1) or real(self))
+    return checks
+
+
+def _handled(results):
+    from django.db import connection
+
+    def handle(_):
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            results.append(cursor.fetchone()[0])
+
+    return handle
+
+
+@pytest.mark.django_db(transaction=True)
+def test_updates_on_a_quiet_connection_ask_postgresql_no_health_check_first(monkeypatch):
+    import time
+
+    from botapp.telegram.updates import _with_db
+
+    checks, backends = _health_checks(monkeypatch), []
+    for _ in range(3):
+        _with_db(_handled(backends), None, time.monotonic())
+    assert len(backends) == 3 and len(set(backends)) == 1  # one connection, kept
+    assert checks == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_connection_the_server_ended_is_checked_and_replaced_before_the_next_update(monkeypatch):
+    import select
+    import time
+
+    import psycopg
+    from django.db import connection
+
+    from botapp.telegram.updates import _with_db
+
+    checks, backends = _health_checks(monkeypatch), []
+    _with_db(_handled(backends), None, time.monotonic())
+    db = connection.settings_dict
+    with psycopg.connect(
+        dbname=db["NAME"], user=db["USER"], password=db["PASSWORD"] or None, host=db["HOST"], port=db["PORT"], autocommit=True
+    ) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", [backends[0]])
+    assert select.select([connection.connection.pgconn.socket], [], [], 10)[0]  # the server's goodbye arrived
+    _with_db(_handled(backends), None, time.monotonic())
+    assert checks == [1]  # asked, failed, replaced: the update ran on a new connection
+    assert len(backends) == 2 and backends[1] != backends[0]
