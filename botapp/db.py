@@ -157,6 +157,7 @@ def connections_quiet_trusted() -> None:
             continue
         if raw.closed or raw.info.transaction_status != pq.TransactionStatus.IDLE:
             continue  # Django's own check decides
-        readable, _, _ = select.select([raw.pgconn.socket], [], [], 0)
-        if not readable:
+        poller = select.poll()  # not select.select: it refuses descriptors past 1023
+        poller.register(raw.pgconn.socket, select.POLLIN | select.POLLERR | select.POLLHUP)
+        if not poller.poll(0):
             conn.health_check_done = True

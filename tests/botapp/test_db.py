@@ -150,3 +150,29 @@ def test_a_connection_the_server_ended_is_checked_and_replaced_before_the_next_u
     _with_db(_handled(backends), None, time.monotonic())
     assert checks == [1]  # asked, failed, replaced: the update ran on a new connection
     assert len(backends) == 2 and backends[1] != backends[0]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_quiet_check_works_for_a_connection_whose_descriptor_is_past_1023(monkeypatch):
+    """runbot holds many sockets (a Redis pool of up to 1024): select.select refuses such a descriptor."""
+    import os
+    import time
+
+    from django.db import connection
+
+    from botapp.telegram.updates import _with_db
+
+    held = []
+    try:
+        while not held or held[-1] < 1100:
+            held.append(os.open(os.devnull, os.O_RDONLY))
+        connection.close()
+        checks, backends = _health_checks(monkeypatch), []
+        _with_db(_handled(backends), None, time.monotonic())  # connects: its socket past 1100
+        assert connection.connection.pgconn.socket > 1023
+        _with_db(_handled(backends), None, time.monotonic())
+        assert checks == [] and len(backends) == 2
+    finally:
+        connection.close()
+        for fd in held:
+            os.close(fd)
