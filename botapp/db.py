@@ -11,10 +11,26 @@ from __future__ import annotations
 
 import functools
 import select
+from importlib import metadata
 from typing import TypeVar
 
 from django.db import connections, models, router
 from psycopg import pq
+
+# The Django version the internals below were read against (tests/botapp/test_db.py fails on any
+# other, listing RECHECK): `BaseDatabaseWrapper.health_check_enabled` / `health_check_done` (set
+# by close_if_health_check_failed, read by ensure_connection), `Model._meta` and `from_db`.
+DJANGO_CHECKED = "5.2.19"
+RECHECK = (
+    "django/db/backends/base/base.py: health_check_enabled, health_check_done, close_if_health_check_failed, "
+    "ensure_connection (connections_quiet_trusted)",
+    "django/db/models/base.py: Model.from_db; django/db/models/options.py: concrete_fields, pk (row_by, row_insert, row_update)",
+)
+
+
+def django_version() -> str:
+    return metadata.version("Django")
+
 
 M = TypeVar("M", bound=models.Model)
 

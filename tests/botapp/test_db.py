@@ -176,3 +176,15 @@ def test_the_quiet_check_works_for_a_connection_whose_descriptor_is_past_1023(mo
         connection.close()
         for fd in held:
             os.close(fd)
+
+
+def test_the_installed_django_is_the_one_botapp_db_was_checked_against():
+    """botapp/db.py uses Django internals (the connection's health-check flags, `_meta`): an
+    upgrade must re-read them, then move DJANGO_CHECKED."""
+    from botapp.db import DJANGO_CHECKED, RECHECK, django_version
+
+    installed = django_version()
+    assert installed == DJANGO_CHECKED, (
+        f"Django {installed} is installed; botapp/db.py was checked against {DJANGO_CHECKED}. "
+        "Re-read, then set DJANGO_CHECKED:\n  " + "\n  ".join(RECHECK)
+    )
