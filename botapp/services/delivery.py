@@ -399,7 +399,10 @@ def file_deliver(
             gateway=gateway, row=intent, sources=[repeated] if repeated else [], notice=notice if notice_repeated else "",
             known=ids,
         )  # fmt: skip
-    if intent is not None:
+    if intent is not None and not ids:  # an earlier attempt's copies, none of them found (gone since)
+        log.warning("delivery %s: nothing of it found in chat=%s: no deletion kept", key, chat_id)
+        _intent_drop(intent)
+    elif intent is not None:
         try:
             deletion_delivered(row=intent, message_ids=ids)
         except DatabaseError:

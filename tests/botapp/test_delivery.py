@@ -250,6 +250,22 @@ def test_runbot_killed_before_writing_the_ids_finds_the_copies_when_the_update_c
     assert telegram.live(first) == []
 
 
+def test_an_update_handled_again_whose_earlier_copies_are_gone_keeps_no_empty_deletion(
+    router, alice, conf, stored, telegram, gateway, monkeypatch
+):
+    """The earlier attempt's copies were deleted meanwhile (by the user): nothing is found, and no
+    row is kept that would tell the user files were deleted when none are left to delete."""
+    asked = telegram.user_sends(alice, f"/start {stored.share_id}")
+    key = f"m{alice.id}.{asked}"
+    member = delivered_then_killed(router, monkeypatch, alice, stored, asked=asked, key=key)
+    router.gateway.delete_messages(alice.id, [m.id for m in telegram.bot_messages(alice.id)])
+
+    router.delivery(member, alice.id, BotSettings.load(), update_key=key, after_id=asked).request(stored.share_id)
+
+    assert telegram.bot_messages(alice.id) == []  # nothing sent again
+    assert not PendingDeletion.objects.exists()
+
+
 def test_an_update_handled_again_after_its_delivery_was_recorded_sends_nothing(router, alice, conf, stored, telegram):
     from botapp.services import users
 
