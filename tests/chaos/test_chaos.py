@@ -407,22 +407,9 @@ def test_postgres_connections_terminated_mid_sweep(cluster):
     figures = scenario(cluster, f"PostgreSQL: connections terminated, none for {OUTAGE:g} s, mid-sweep")
     deleted, since = both_sweeps(cluster, 5_000_000, 600)
     fault = time.monotonic()
-    database = connection.ops.quote_name(cluster.database)
-    db = connection.settings_dict
-    # From the server's maintenance database: a database cannot refuse connections to itself.
-    with psycopg.connect(
-        dbname="postgres", user=db["USER"], password=db["PASSWORD"] or None, host=db["HOST"], port=db["PORT"], autocommit=True
-    ) as admin:
-        admin.execute(f"ALTER DATABASE {database} WITH ALLOW_CONNECTIONS false")
-        try:
-            terminated = admin.execute(
-                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = %s AND datname = %s",
-                [DEPLOYMENT_DB_APP, cluster.database],
-            ).fetchone()[0]
-            answered = answer_time(cluster, 5_999_999, timeout=OUTAGE)  # "Sorry" at least, not silence
-            time.sleep(max(0.0, OUTAGE - (time.monotonic() - fault)))
-        finally:
-            admin.execute(f"ALTER DATABASE {database} WITH ALLOW_CONNECTIONS true")
+    with postgres_refused(cluster) as terminated:
+        answered = answer_time(cluster, 5_999_999, timeout=OUTAGE)  # "Sorry" at least, not silence
+        time.sleep(max(0.0, OUTAGE - (time.monotonic() - fault)))
     sorry = cluster.remote.received(text=SORRY).get(5_999_999)
     figures.note = f"{terminated} connections terminated; a user writing meanwhile: " + (
         f"answered {'“Sorry…”' if sorry else ''} in {answered:.1f} s" if answered else "no answer"

@@ -17,6 +17,7 @@ from scheduler.jobs.claims import reap_expired_claims
 from scheduler.jobs.deletions import delete_due_messages
 from scheduler.jobs.sequence_send import send_sequence_messages
 from scheduler.jobs.sweep import RowsHandedBack
+from tests.conftest import answers_unreadable_once
 from tests.factories import BroadcastFactory, PendingDeletionFactory, SequenceMessageFactory, SequenceStepFactory, met_user
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the sweeps' pool threads read committed rows
@@ -328,18 +329,9 @@ def test_an_exception_after_telegram_accepted_a_send_records_it_sent_once_and_fa
     upgrade changing their shape could): the run fails loudly, nothing is recorded as Telegram's
     refusal, and the group goes again with its random_ids: refused as repeats, recorded sent. Each
     user has the message once."""
-    from botapp.telegram import pyrogram_gateway
 
     users, broadcast = started_broadcast(telegram, 6)
-    real, struck = pyrogram_gateway.sent_ids, []
-
-    def sent_ids(answer):
-        if not struck:
-            struck.append(answer)
-            raise KeyError("an answer of a shape never seen")
-        return real(answer)
-
-    monkeypatch.setattr(pyrogram_gateway, "sent_ids", sent_ids)
+    answers_unreadable_once(monkeypatch)
     with pytest.raises(Exception):  # noqa: B017, PT011 - the run fails loudly, whatever the sweep wraps it in
         run(send_broadcasts, telegram)
     assert BroadcastDelivery.objects.filter(status__in=["failed", "interrupted"]).count() == 0
@@ -355,7 +347,6 @@ def test_an_exception_reading_the_answers_of_a_batch_fails_the_run_and_sends_it_
     sends, `work_many`) and it strikes the batch's last group: the run fails loudly (the group's
     rows were once recorded as Telegram's lost answers and the run said *ok*: issue 21's chaos
     run), the rows go again with their random_ids, and each user has the message once."""
-    from botapp.telegram import pyrogram_gateway
     from botapp.telegram.limiter import send_batch_size
     from scheduler.jobs.registry import job_run
     from scheduler.models import JobRun
@@ -363,15 +354,7 @@ def test_an_exception_reading_the_answers_of_a_batch_fails_the_run_and_sends_it_
     settings.TELEGRAM_RATE = 300
     settings.TELEGRAM_RATE_HEADROOM = 1.0
     users, broadcast = started_broadcast(telegram, send_batch_size())  # one group: the last
-    real, struck = pyrogram_gateway.sent_ids, []
-
-    def sent_ids(answer):
-        if not struck:
-            struck.append(answer)
-            raise KeyError("an answer of a shape never seen")
-        return real(answer)
-
-    monkeypatch.setattr(pyrogram_gateway, "sent_ids", sent_ids)
+    answers_unreadable_once(monkeypatch)
     worker = offline_gateway(telegram, peers=user_access_hash)
     try:
         with pytest.raises(RowsHandedBack, match="KeyError"):

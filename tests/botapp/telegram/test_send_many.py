@@ -14,6 +14,7 @@ from botapp.services.users import user_access_hash
 from botapp.telegram.gateway import FloodWait, Media, PeerUnknown, SendItem, Sent, TgUser, UserBlocked
 from botapp.telegram.limiter import BATCH_WINDOW, BULK, RedisLimiter, send_batch_size
 from offline.telegram.clients import offline_gateway
+from tests.conftest import answers_unreadable_once
 
 pytestmark = pytest.mark.django_db
 
@@ -298,18 +299,9 @@ def test_a_bug_reading_the_answers_of_the_last_group_is_no_answer_of_telegrams(t
     kurigram upgrade could): keyed items get the bug, marked maybe delivered (the sweep sends them
     again with their random_ids and fails the run), never a TelegramError the sweep would record as
     Telegram's lost answer; an item without a key cannot go again: OutcomeUnknown, at most once."""
-    from botapp.telegram import pyrogram_gateway
     from botapp.telegram.gateway import OutcomeUnknown, TelegramError
 
-    real, struck = pyrogram_gateway.sent_ids, []
-
-    def sent_ids(answer):
-        if not struck:
-            struck.append(answer)
-            raise KeyError("an answer of a shape never seen")
-        return real(answer)
-
-    monkeypatch.setattr(pyrogram_gateway, "sent_ids", sent_ids)
+    struck = answers_unreadable_once(monkeypatch)
     results = worker.send_many([SendItem(u.id, "keyed", key=f"k{u.id}") for u in users[:4]])
     assert [(type(r).__name__, getattr(r, "maybe_delivered", False)) for r in results] == [("InFlightError", True)] * 4
     assert not any(isinstance(r, TelegramError) for r in results)
