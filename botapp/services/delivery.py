@@ -481,10 +481,14 @@ def deliveries_cut_off_settle(*, gateway: Gateway, limit: int = 50) -> tuple[int
             continue
         stored = row_by(StoredFile, "share_id", row.share_id) if row.share_id else None
         minutes = round((row.delete_at - row.created_at).total_seconds() / 60)
-        ids = delivery_find(
-            gateway=gateway, row=row, sources=file_sources(stored=stored) if stored is not None else [],
-            notice=deletion_warning(minutes=minutes),
-        )  # fmt: skip
+        try:
+            ids = delivery_find(
+                gateway=gateway, row=row, sources=file_sources(stored=stored) if stored is not None else [],
+                notice=deletion_warning(minutes=minutes),
+            )  # fmt: skip
+        except TelegramError as exc:  # Telegram refused the reads (a long FloodWait, an outage): next run
+            log.warning("deletion=%s chat=%s: its copies could not be looked for, next run: %s", row.pk, row.chat_id, exc)
+            continue
         if ids:
             deletion_delivered(row=row, message_ids=ids)
             found += 1

@@ -17,6 +17,7 @@ from botapp.services.stats import counters_flush
 from botapp.telegram.gateway import Media, TgUser
 from scheduler.jobs.registry import job_run
 from tests.conftest import STORAGE
+from tests.factories import PendingDeletionFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -297,6 +298,21 @@ def test_a_cut_off_delivery_whose_update_never_came_back_is_found_by_the_sweep(
     clock.clock_advance(timedelta(minutes=20))
     job_run("delete_due_messages", trigger="test", gateway=gateway)
     assert telegram.live(copies_sent + [other]) == [other]
+
+
+def test_a_cut_off_delivery_whose_search_telegram_refuses_waits_for_the_next_run(
+    router, alice, conf, stored, telegram, gateway, monkeypatch
+):
+    asked = telegram.user_sends(alice, f"/start {stored.share_id}")
+    delivered_then_killed(router, monkeypatch, alice, stored, asked=asked, key=f"m{alice.id}.{asked}")
+    due = PendingDeletionFactory(chat_id=alice.id, delete_at=clock.now())  # another user's file, due now
+    clock.clock_advance(DELIVERY_GRACE + timedelta(seconds=1))
+    telegram.fail_next("FLOOD_WAIT_120", methods=["messages.GetMessages"])  # past TELEGRAM_MAX_FLOOD_WAIT: raised
+    job_run("delete_due_messages", trigger="test", gateway=gateway)
+    assert not PendingDeletion.objects.filter(pk=due.pk).exists()  # the sweep went on
+    assert PendingDeletion.objects.get().status == ClaimStatus.DELIVERING  # looked for again next run
+    job_run("delete_due_messages", trigger="test", gateway=gateway)
+    assert PendingDeletion.objects.get().status == ClaimStatus.PENDING
 
 
 def test_a_cut_off_delivery_that_sent_nothing_is_removed_by_the_sweep(alice, conf, stored, telegram, gateway):
