@@ -175,7 +175,8 @@ class PendingDeletion(models.Model):
     # of its copy, so the same update handled again (runbot killed mid-delivery) finds this row
     # instead of writing another, and the id of the message that asked for the file (the copy's
     # ids are above it: where to look for a copy whose message ids were never written).
-    delivery_key = models.CharField(max_length=96, blank=True, default="")
+    # db_default: a row inserted without it (raw SQL, a process of the version before, mid-deploy) is fine.
+    delivery_key = models.CharField(max_length=96, blank=True, default="", db_default="")
     after_id = models.BigIntegerField(null=True, blank=True)
 
     class Meta:
