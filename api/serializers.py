@@ -19,6 +19,7 @@ from botapp.models import Broadcast, BroadcastAttachment, BroadcastDelivery, Sto
 from botapp.models.buttons import button_text_problem
 from botapp.models.files import MAX_BATCH, message_ids_problem
 from botapp.models.sequences import START_PAYLOAD_RE
+from botapp.services.broadcasts import PREPARED_IN
 from botapp.services.files import bot_username_cached, deep_link
 from botapp.services.messages import MAX_RECIPIENTS, AttachmentSpec
 from botapp.telegram.limits import (
@@ -149,11 +150,23 @@ class ProgressSerializer(serializers.Serializer):
     interrupted = serializers.IntegerField()
     not_users = serializers.IntegerField()
     done = serializers.IntegerField()
+    preparing = serializers.BooleanField(
+        help_text="A large audience's rows are still being made by a worker while it sends: `total` grows."
+    )
+    audience_size = serializers.IntegerField(
+        allow_null=True, help_text="While preparing: the recipients it will have (counted when the worker took it up)."
+    )
 
 
 def progress_of(b: Broadcast) -> dict:
     counts = {k: getattr(b, k) for k in ("total", "sent", "failed", "blocked", "skipped", "interrupted", "not_users")}
-    return {**counts, "done": sum(v for k, v in counts.items() if k != "total")}
+    preparing = b.prepare_after is not None and b.status in PREPARED_IN
+    return {
+        **counts,
+        "done": sum(v for k, v in counts.items() if k != "total"),
+        "preparing": preparing,
+        "audience_size": b.audience_size if preparing else None,
+    }
 
 
 class ResultSerializer(serializers.Serializer):

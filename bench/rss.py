@@ -142,7 +142,7 @@ def prepare(path, users: int) -> int:
             [list(ids), [hashes[i] for i in ids]],
         )
     broadcast = Broadcast.objects.create(title=TITLE, text="Broadcast: hello", status=Broadcast.Status.QUEUED, total=users)
-    with connection.cursor() as cur:  # what broadcast_start leaves: one pending delivery per user
+    with connection.cursor() as cur:  # what broadcast_start and the preparer leave: one pending delivery per user
         cur.execute(
             f"""INSERT INTO {deliveries} (broadcast_id, user_id, chat_id, status, error)
                 SELECT %s, id, telegram_id, 'pending', '' FROM {users_table}

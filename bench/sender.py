@@ -58,7 +58,7 @@ TITLE = "bench: sender cost"
 
 
 def queue_broadcast(chats) -> None:
-    """A started broadcast with one pending delivery per chat (what broadcast_start leaves)."""
+    """A started broadcast with one pending delivery per chat (what broadcast_start and the preparer leave)."""
     users = dict(TelegramUser.objects.filter(telegram_id__in=chats).values_list("telegram_id", "pk"))
     broadcast = Broadcast.objects.create(title=TITLE, text="Broadcast: hello", status=Broadcast.Status.QUEUED, total=len(chats))
     BroadcastDelivery.objects.bulk_create(

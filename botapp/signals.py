@@ -12,7 +12,9 @@ from django.db import transaction
 from django.dispatch import Signal
 
 # A broadcast's deliveries were queued and committed: the sender may start now rather than at the
-# next minute. Sent with send_robust from transaction.on_commit; kwargs: broadcast_id. Receivers
+# next minute. Sent with send_robust from transaction.on_commit; kwargs: broadcast_id, send (wake the
+# sender: False when the sender itself started it), preparing (rows are left for a worker to make,
+# services/broadcasts.py: `broadcasts_prepare`). Receivers
 # must not fail the operator's request: beat's periodic run is the fallback.
 broadcast_queued = Signal()
 

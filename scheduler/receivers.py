@@ -14,12 +14,17 @@ from scheduler.wakeup import wakeup_arm
 log = logging.getLogger(__name__)
 
 
-def broadcast_sender_wake(sender, *, broadcast_id: int, **kwargs) -> None:
-    """Start sending now rather than at the next minute; beat's schedule is the fallback."""
-    try:
-        TASKS["send_broadcasts"].apply_async(kwargs={"trigger": "start"}, retry=False)
-    except Exception:  # the broker is down: the periodic run picks it up
-        log.warning("could not wake the broadcast sender for broadcast %s; beat will start it", broadcast_id, exc_info=True)
+def broadcast_sender_wake(sender, *, broadcast_id: int, send: bool = True, preparing: bool = False, **kwargs) -> None:
+    """Start sending now rather than at the next minute (`send`), and making the rest of its rows
+    (`preparing`: an audience too large to queue at once); beat's schedules are the fallback."""
+    jobs = {"send_broadcasts": ("sender", send), "prepare_broadcasts": ("preparer", preparing)}
+    for name, (who, wanted) in jobs.items():
+        if not wanted:
+            continue
+        try:
+            TASKS[name].apply_async(kwargs={"trigger": "start"}, retry=False)
+        except Exception:  # the broker is down: the periodic run picks it up
+            log.warning("could not wake the broadcast %s for broadcast %s; beat will start it", who, broadcast_id, exc_info=True)
 
 
 def work_wake(sender, *, work: str, due_at, **kwargs) -> None:

@@ -34,6 +34,7 @@ from botapp.services.broadcasts import (
     broadcast_cancel,
     broadcast_delete_refusal,
     broadcast_duplicate,
+    broadcast_progress_text,
     broadcast_recipients_text,
     broadcast_resume,
     broadcast_start,
@@ -156,6 +157,8 @@ class BroadcastAdmin(ModelAdmin):
         if not obj.total:
             return "—"
         p = progress_of(obj)
+        if obj.prepare_after is not None and obj.status in ACTIVE:
+            return f"{p['done']:,}/{obj.total:,}, {broadcast_progress_text(obj)}"
         return f"{p['done']:,}/{obj.total:,} ({p['percent']}%)"
 
     # --- the page ---
@@ -214,6 +217,7 @@ class BroadcastAdmin(ModelAdmin):
             {
                 "b": b,
                 "p": progress_of(b),
+                "preparing": broadcast_progress_text(b) if b.prepare_after is not None and b.status in ACTIVE else "",
                 "poll": b.status in ACTIVE or test_waiting,
                 "test_waiting": test_waiting,
                 "url": reverse("admin:botapp_broadcast_progress", args=[b.pk]) + f"?from={b.status}&page=change",
@@ -339,24 +343,27 @@ class BroadcastAdmin(ModelAdmin):
         except ValidationError as exc:
             self.message_user(request, exc.messages[0], messages.ERROR)
             return self._back(broadcast)
+        users = f"{total:,} users"
+        if broadcast.prepare_after is not None:  # too many to queue at once: a worker makes the rest
+            users = f"the first {total:,} users (a worker is preparing the rest)"
         if broadcast.status == Broadcast.Status.SCHEDULED:
             self.message_user(request, f"Scheduled for {timezone.localtime(broadcast.scheduled_at):%Y-%m-%d %H:%M %Z}.")
         elif problem := broker_problem():
             self.message_user(
                 request,
-                f"Not sending yet: {problem} The {total:,} deliveries are saved; "
+                f"Not sending yet: {problem} The deliveries to {users} are saved; "
                 "sending starts within a minute of the task queue coming back.",
                 messages.WARNING,
             )
         elif (worker := processes_state()["worker"]) and not worker.ok and not worker.unknown:
             self.message_user(
                 request,
-                f"Queued for {total:,} users, but no worker is running: sending starts when one does "
+                f"Queued for {users}, but no worker is running: sending starts when one does "
                 "(celery -A config worker; the jobs page shows the processes).",
                 messages.WARNING,
             )
         else:
-            self.message_user(request, f"Sending to {total:,} users: progress below updates by itself.")
+            self.message_user(request, f"Sending to {users}: progress below updates by itself.")
         return self._back(broadcast)
 
     @action(description="Resume…", url_path="resume", icon="play_arrow", variant=ActionVariant.PRIMARY, permissions=["resume"])

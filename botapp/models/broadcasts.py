@@ -93,6 +93,13 @@ class Broadcast(models.Model):
     error_last = models.CharField(max_length=255, blank=True, editable=False)
     error_streak = models.PositiveSmallIntegerField(default=0, editable=False)
     paused_reason = models.TextField(blank=True, editable=False)
+    # Rows still being made (a large audience: services/broadcasts.py, `broadcast_prepare`): the last
+    # user whose row exists (their TelegramUser pk; with listed users, how many of the list are
+    # done). None: every row is made.
+    prepare_after = models.BigIntegerField(null=True, blank=True, editable=False)
+    # While rows are being made: how many recipients it will have, counted when the worker took it
+    # up (users who join meanwhile may add a few). Progress: "preparing `total` of `audience_size`".
+    audience_size = models.PositiveIntegerField(null=True, blank=True, editable=False)
     total = models.PositiveIntegerField(default=0)
     sent = models.PositiveIntegerField(default=0)
     failed = models.PositiveIntegerField(default=0)

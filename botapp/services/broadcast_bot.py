@@ -18,7 +18,7 @@ from django.utils.html import escape
 from botapp import clock
 from botapp.models import BotSettings, Broadcast, TelegramUser
 from botapp.models.buttons import buttons_parse
-from botapp.services.broadcasts import broadcast_start
+from botapp.services.broadcasts import broadcast_progress_text, broadcast_start
 from botapp.telegram.gateway import Button, ChannelPost, Gateway, TelegramError
 
 log = logging.getLogger(__name__)
@@ -55,8 +55,9 @@ def broadcast_report_text(*, broadcast: Broadcast) -> tuple[str, list[list[Butto
         return f"✅ Broadcast #{b.pk} finished: {b.sent} of {b.total} users got it.\n{counts}", []
     if b.status == Broadcast.Status.CANCELLED:
         return f"⛔ Broadcast #{b.pk} cancelled after {done} of {b.total} users.\n{counts}", []
+    of = f"{b.total} users" if b.prepare_after is None else f"{b.total} users so far, {broadcast_progress_text(b)}"
     return (
-        f"📤 Broadcast #{b.pk}: {done} of {b.total} users…\n{counts}",
+        f"📤 Broadcast #{b.pk}: {done} of {of}…\n{counts}",
         [[Button("⛔ Cancel", callback_data=f"bcast:stop:{b.pk}")]],
     )
 

@@ -8,11 +8,13 @@ send was cut off by a crash becomes `interrupted`, never re-sent.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
+from django.db.models import Exists, F, OuterRef
 
 from botapp import clock
 from botapp.models import BotSettings, Broadcast, BroadcastDelivery, TelegramUser
@@ -226,45 +228,183 @@ def broadcasts_start_due() -> int:
     return started
 
 
+# Starting a broadcast answers at once whatever its audience (the admin's view, the API's, /broadcast;
+# gunicorn's 30 s timeout killed a start above ~1.8M users when every row was made in the request).
+# The request makes the first START_ROWS delivery rows, so a broadcast to that many or fewer is
+# queued whole and at once, and sending starts with them; a worker makes the rest
+# (`broadcasts_prepare`, the job `prepare_broadcasts`), PREPARE_CHUNK rows per transaction.
+# A row costs ~15 µs to make on PostgreSQL (the INSERT … SELECT and its indexes): ~0.15 s for the
+# first rows, ~0.75 s a chunk (docs/benchmarks.md).
+START_ROWS = 10_000
+PREPARE_CHUNK = 50_000
+# Statuses in which rows are still made: a paused broadcast is one whose sending stopped.
+PREPARED_IN = (Broadcast.Status.QUEUED, Broadcast.Status.SENDING, Broadcast.Status.PAUSED)
+# pg_try_advisory_xact_lock(PREPARE_LOCK, broadcast id): one worker makes a broadcast's rows at a time.
+PREPARE_LOCK = 0x62726472  # "brdr"
+
+
 def _queue(broadcast: Broadcast, *, wake: bool = True) -> int:
-    """One delivery row per recipient (one INSERT ... SELECT; listed ids as one array on PostgreSQL,
-    10,000 per statement elsewhere); with `wake`, `broadcast_queued` is sent when the transaction
-    commits (the scheduler wakes the sender). Listed users are queued whatever their state: the sender records why a
-    stopped or unreachable one got nothing; listed ids that are no user count as `not_users`. Call
-    inside a transaction, row locked. Returns the number of recipients."""
+    """Queue a broadcast: its first START_ROWS delivery rows now, and, when its audience is larger,
+    the rest by a worker (`broadcasts_prepare`; `prepare_after` says how far it is). With `wake`,
+    `broadcast_queued` is sent when the transaction commits (the scheduler wakes the sender, and
+    the preparer when rows are left to make). Call inside a transaction, row locked. Returns the
+    recipients queued so far."""
+    made, not_users, after = _rows_make(broadcast, after=None, limit=START_ROWS)
+    total = made + not_users
+    now = clock.now()
+    waiting = bool(made) or after is not None
+    Broadcast.objects.filter(pk=broadcast.pk).update(
+        status=Broadcast.Status.QUEUED if waiting else Broadcast.Status.DONE,
+        total=total, not_users=not_users, started_at=now, finished_at=None if waiting else now,
+        prepare_after=after, audience_size=None,
+    )  # fmt: skip
+    if waiting and (wake or after is not None):
+        pk, preparing = broadcast.pk, after is not None
+        transaction.on_commit(
+            lambda: broadcast_queued.send_robust(sender=Broadcast, broadcast_id=pk, send=wake, preparing=preparing)
+        )
+    return total
+
+
+def _rows_make(broadcast: Broadcast, *, after: int | None, limit: int) -> tuple[int, int, int | None]:
+    """Make up to `limit` delivery rows of the broadcast's audience past `after` (None: from the
+    start), in one statement. Returns (rows made, listed ids that are no user, where the next
+    chunk starts — None when the audience is done).
+
+    Every active user (or those a start payload brought): in the order of their pk, so a chunk is a
+    walk of the primary key from `after`; users who join while the rows are being made get it too
+    (as a scheduled broadcast's later joiners do). Listed users: the list in its order, each user
+    once however often it names them, whatever their state (the sender records why a stopped or
+    unreachable one got nothing); listed ids that are no user count as `not_users`."""
     table, users = BroadcastDelivery._meta.db_table, TelegramUser._meta.db_table
-    insert = (
-        f"INSERT INTO {table} (broadcast_id, user_id, chat_id, status, error) SELECT %s, id, telegram_id, %s, '' FROM {users}"
-    )
     pending = BroadcastDelivery.Status.PENDING
-    queued = not_users = 0
     with connection.cursor() as cursor:
         if broadcast.audience == Broadcast.Audience.USERS:
-            ids = list(broadcast.recipient_ids)
-            # The whole list as one array parameter, one statement. Each user matches once however
-            # often the list names them, so no ON CONFLICT (its speculative inserts cost a third).
-            cursor.execute(f"{insert} WHERE telegram_id = ANY(%s)", [broadcast.pk, pending, ids])
-            queued = cursor.rowcount
-            not_users = len(ids) - queued
-        elif broadcast.audience == Broadcast.Audience.PAYLOAD:
+            listed = list(broadcast.recipient_ids)
+            start = after or 0
+            seen = set(listed[:start])
+            ids = [i for i in dict.fromkeys(listed[start : start + limit]) if i not in seen]
+            # The chunk as one array parameter, one statement; no ON CONFLICT (its speculative
+            # inserts cost a third): the ids are distinct and new to the broadcast.
             cursor.execute(
-                f"{insert} WHERE state = %s AND start_payload = %s",
-                [broadcast.pk, pending, TelegramUser.State.ACTIVE, broadcast.audience_payload],
+                f"INSERT INTO {table} (broadcast_id, user_id, chat_id, status, error) "
+                f"SELECT %s, id, telegram_id, %s, '' FROM {users} WHERE telegram_id = ANY(%s)",
+                [broadcast.pk, pending, ids],
             )
-            queued = cursor.rowcount
-        else:
-            cursor.execute(f"{insert} WHERE state = %s", [broadcast.pk, pending, TelegramUser.State.ACTIVE])
-            queued = cursor.rowcount
-    total = queued + not_users
-    now = clock.now()
-    status = Broadcast.Status.QUEUED if queued else Broadcast.Status.DONE
-    Broadcast.objects.filter(pk=broadcast.pk).update(
-        status=status, total=total, not_users=not_users, started_at=now, finished_at=None if queued else now
+            made = cursor.rowcount
+            end = start + limit
+            return made, len(ids) - made, end if end < len(listed) else None
+        where, params = "state = %s", [TelegramUser.State.ACTIVE]
+        if broadcast.audience == Broadcast.Audience.PAYLOAD:
+            where, params = "state = %s AND start_payload = %s", [TelegramUser.State.ACTIVE, broadcast.audience_payload]
+        cursor.execute(
+            f"WITH chunk AS (SELECT id, telegram_id FROM {users} WHERE {where} AND id > %s ORDER BY id LIMIT %s), "
+            f"made AS (INSERT INTO {table} (broadcast_id, user_id, chat_id, status, error) "
+            f"SELECT %s, id, telegram_id, %s, '' FROM chunk) "
+            "SELECT count(*), max(id) FROM chunk",
+            [*params, after or 0, limit, broadcast.pk, pending],
+        )
+        made, last = cursor.fetchone()
+        return made, 0, last if made == limit else None
+
+
+def _audience_left(broadcast: Broadcast, *, after: int) -> int:
+    """Recipients past `after` whose rows are still to be made (one count: ~1 s at 10M users)."""
+    if broadcast.audience == Broadcast.Audience.USERS:
+        listed = list(broadcast.recipient_ids)
+        return len(set(listed[after:]) - set(listed[:after]))
+    users = TelegramUser.objects.filter(state=TelegramUser.State.ACTIVE, pk__gt=after)
+    if broadcast.audience == Broadcast.Audience.PAYLOAD:
+        users = users.filter(start_payload=broadcast.audience_payload)
+    return users.count()
+
+
+@dataclass
+class Prepared:
+    rows: int = 0  # delivery rows made
+    broadcasts: int = 0  # broadcasts whose rows are now all made
+
+
+def broadcasts_prepare(*, time_budget: float = 50.0, chunk: int = PREPARE_CHUNK) -> Prepared:
+    """Make the delivery rows of started broadcasts whose audience was too large to queue at once,
+    `chunk` rows per transaction (the rows and how far they go, committed together: a worker killed
+    mid-chunk leaves nothing of it), oldest broadcast first, until none is left or `time_budget`
+    seconds have passed. A broadcast another worker is preparing is left to it; one cancelled
+    meanwhile gets no more rows. When the last rows are made and all were sent already, the
+    broadcast is marked done here (no send is left to do it)."""
+    deadline = time.monotonic() + time_budget
+    done = Prepared()
+    pks = (
+        Broadcast.objects.filter(status__in=PREPARED_IN, prepare_after__isnull=False).order_by("id").values_list("pk", flat=True)
     )
-    if queued and wake:
-        pk = broadcast.pk
-        transaction.on_commit(lambda: broadcast_queued.send_robust(sender=Broadcast, broadcast_id=pk))
-    return total
+    for pk in list(pks):
+        while time.monotonic() < deadline:
+            step = _prepare_chunk(pk, chunk=chunk)
+            if step is None:  # another worker has it, or it was cancelled or finished meanwhile
+                break
+            made, finished = step
+            done.rows += made
+            if finished:
+                done.broadcasts += 1
+                broadcasts_finish(broadcast_ids=[pk])
+                break
+    return done
+
+
+def _prepare_chunk(pk: int, *, chunk: int) -> tuple[int, bool] | None:
+    """One chunk of a broadcast's rows and its new place, in one transaction. Returns (rows made,
+    whether that was the last chunk), or None when there is nothing to do here."""
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_try_advisory_xact_lock(%s, %s)", [PREPARE_LOCK, pk])
+            if not cursor.fetchone()[0]:
+                return None
+        broadcast = Broadcast.objects.filter(pk=pk, status__in=PREPARED_IN, prepare_after__isnull=False).first()
+        if broadcast is None:
+            return None
+        size = broadcast.audience_size
+        if size is None:  # the progress's "of N": counted once, when the worker takes it up
+            size = broadcast.total + _audience_left(broadcast, after=broadcast.prepare_after)
+        made, not_users, after = _rows_make(broadcast, after=broadcast.prepare_after, limit=chunk)
+        # Only while it is still being sent: a broadcast cancelled since gets none of this chunk. The
+        # row lock this takes is held to the commit only (the sender records counters on it too).
+        moved = Broadcast.objects.filter(pk=pk, status__in=PREPARED_IN).update(
+            total=F("total") + made + not_users,
+            not_users=F("not_users") + not_users,
+            prepare_after=after,
+            audience_size=None if after is None else max(size, broadcast.total + made + not_users),
+        )
+        if not moved:
+            transaction.set_rollback(True)
+            return None
+    log.info("broadcast %s: %s rows made%s", pk, made, "" if after is not None else ", all of them")
+    return made, after is None
+
+
+def broadcasts_finish(*, broadcast_ids) -> int:
+    """Mark done those of the broadcasts being sent whose rows are all made and none is pending or
+    being sent (the sender after its last results, the preparer after its last chunk, the reaper
+    as a safety net). Returns how many."""
+    if not broadcast_ids:
+        return 0
+    Status = BroadcastDelivery.Status
+    unfinished = BroadcastDelivery.objects.filter(broadcast=OuterRef("pk"), status__in=[Status.PENDING, Status.SENDING])
+    return (
+        Broadcast.objects.filter(
+            id__in=list(broadcast_ids), status__in=(Broadcast.Status.QUEUED, Broadcast.Status.SENDING), prepare_after__isnull=True
+        )
+        .exclude(Exists(unfinished))
+        .update(status=Broadcast.Status.DONE, finished_at=clock.now())
+    )
+
+
+def broadcast_progress_text(broadcast: Broadcast) -> str:
+    """Its recipients, for the operator: "1,234 users", or while its rows are still being made
+    "preparing 3,400,000 of 10,000,000 users"."""
+    if broadcast.prepare_after is not None and broadcast.status in PREPARED_IN:
+        size = f" of {broadcast.audience_size:,}" if broadcast.audience_size is not None else ""
+        return f"preparing {broadcast.total:,}{size} users"
+    return f"{broadcast.total:,} user{'s' if broadcast.total != 1 else ''}"
 
 
 def broadcast_cancel(*, broadcast: Broadcast) -> int:

@@ -32,6 +32,8 @@ from botapp.services.broadcast_bot import broadcasts_report
 from botapp.services.broadcasts import (
     BroadcastMessage,
     broadcast_handback_note,
+    broadcasts_finish,
+    broadcasts_prepare,
     broadcasts_progress_note,
     broadcasts_start_due,
 )
@@ -147,7 +149,7 @@ class BroadcastSendSweep:
                 if len(leased) < wanted and broadcast_id not in self.drained:
                     self.drained.add(broadcast_id)
                     if not leased and not self.unrecorded[broadcast_id]:  # no record of ours will ask
-                        self._finish_done([broadcast_id], now)
+                        broadcasts_finish(broadcast_ids=[broadcast_id])
                 self.unrecorded[broadcast_id] += len(leased)
                 rows += leased
                 if len(rows) >= n:
@@ -183,14 +185,6 @@ class BroadcastSendSweep:
     def _key(self, row: Delivery) -> str:
         message = self.messages[row.broadcast_id]
         return send_key(kind="b", row_id=row.id, made_at=message.made_at) if isinstance(message, BroadcastMessage) else ""
-
-    def _finish_done(self, broadcast_ids: list[int], now) -> None:
-        """Mark done those of the broadcasts with nothing pending or being sent."""
-        if broadcast_ids:
-            unfinished = BroadcastDelivery.objects.filter(broadcast=OuterRef("pk"), status__in=[Status.PENDING, Status.SENDING])
-            Broadcast.objects.filter(id__in=broadcast_ids, status=Broadcast.Status.SENDING).exclude(Exists(unfinished)).update(
-                status=Broadcast.Status.DONE, finished_at=now
-            )
 
     def _active(self) -> list[int]:
         """The broadcasts being sent, oldest first: looked up again every ACTIVE_TTL seconds, not
@@ -338,7 +332,7 @@ class BroadcastSendSweep:
                     broadcast_handback_note(broadcast_id=broadcast_id, error=error)
             # Done when nothing is pending or being sent. Only a worker that has seen the pending
             # rows run out asks (it, or another that did, records the last results).
-            self._finish_done([b for b in counts if b in self.drained], now)
+            broadcasts_finish(broadcast_ids=[b for b in counts if b in self.drained])
             reported = [b for b in counts if getattr(self.messages[b], "reported", False)]  # /broadcast's progress message
             if reported:  # edited once committed: no row lock held during the call
                 transaction.on_commit(lambda: broadcasts_report(gateway=self.gateway, broadcast_ids=reported))
@@ -393,5 +387,27 @@ job_register(
         needs_gateway=True,
         wakes_on="broadcast",
         due_next=scheduled_due_next,
+    )
+)
+
+
+def prepare_broadcasts(*, gateway=None, dry_run: bool = False, time_budget: float = 240.0) -> Outcome:
+    """Make the delivery rows of started broadcasts too large to queue at once (services/
+    broadcasts.py: START_ROWS are made when it starts), chunk by chunk while they are being sent.
+    The budget lets one run make ~10M rows on its own (beat's run each minute finds a broadcast
+    it is preparing locked, and leaves it)."""
+    preparing = Broadcast.objects.filter(status__in=ACTIVE + (Broadcast.Status.PAUSED,), prepare_after__isnull=False)
+    if dry_run:
+        return Outcome(preparing.count(), detail="broadcasts whose rows are being made")
+    done = broadcasts_prepare(time_budget=time_budget)
+    return Outcome(done.rows, detail=f"delivery rows made, {done.broadcasts} broadcast(s) complete")
+
+
+job_register(
+    Job(
+        "prepare_broadcasts",
+        prepare_broadcasts,
+        {"minute": "*"},
+        "Make the rows of large broadcasts",
     )
 )

@@ -89,7 +89,7 @@ def reap_expired_claims(*, gateway=None, dry_run: bool = False) -> Outcome:
         broadcast=OuterRef("pk"), status__in=[BroadcastDelivery.Status.PENDING, BroadcastDelivery.Status.SENDING]
     )
     closed = (
-        Broadcast.objects.filter(status=Broadcast.Status.SENDING)
+        Broadcast.objects.filter(status=Broadcast.Status.SENDING, prepare_after__isnull=True)  # rows all made
         .exclude(Exists(unfinished))
         .update(status=Broadcast.Status.DONE, finished_at=now)
     )

@@ -348,3 +348,23 @@ def test_the_admin_adds_a_client_shows_its_token_once_and_revokes_it(admin_clien
     assert api.get("/api/v1/users/").status_code == 200
     admin_client.post(reverse("admin:api_apiclient_changelist"), {"action": "revoke", "_selected_action": [client.pk]})
     assert api.get("/api/v1/users/").status_code == 401
+
+
+def test_starting_a_large_broadcast_answers_with_its_rows_in_preparation(api, telegram, monkeypatch):
+    """The first START_ROWS rows when it starts, the rest by the worker: `progress` says so."""
+    from botapp.services import broadcasts
+    from scheduler.jobs.registry import job_run
+    from tests.factories import met_user
+
+    monkeypatch.setattr(broadcasts, "START_ROWS", 2)
+    for _ in range(5):
+        met_user(telegram)
+    client = api()
+    pk = client.post("/api/v1/broadcasts/", {"title": "Big", "text": "Hello"}, format="json").json()["id"]
+
+    progress = client.post(f"/api/v1/broadcasts/{pk}/start/").json()["progress"]
+    assert (progress["total"], progress["preparing"], progress["audience_size"]) == (2, True, None)
+
+    job_run("prepare_broadcasts", trigger="test")
+    progress = client.get(f"/api/v1/broadcasts/{pk}/").json()["progress"]
+    assert (progress["total"], progress["preparing"], progress["audience_size"]) == (5, False, None)

@@ -268,3 +268,21 @@ def test_a_personal_placeholder_in_a_broadcast_is_refused_not_sent_as_written(op
     ]
     assert not Broadcast.objects.exists()
     assert operator.post(reverse("admin:botapp_broadcast_add"), data | {"text": "Prices {from 5 €}"}).status_code == 302
+
+
+def test_starting_a_large_audience_says_a_worker_prepares_the_rest(operator, monkeypatch):
+    from botapp.services import broadcasts
+
+    monkeypatch.setattr(broadcasts, "START_ROWS", 2)
+    TelegramUserFactory.create_batch(5)
+    broadcast = BroadcastFactory()
+    response = operator.post(reverse("admin:botapp_broadcast_start_sending", args=[broadcast.pk]), follow=True)
+    page = response.content.decode()
+    assert "the first 2 users (a worker is preparing the rest)" in page
+    assert "Recipients: preparing 2 users (a worker adds them while it sends)." in page
+
+    broadcasts.broadcasts_prepare()
+    live = operator.get(reverse("admin:botapp_broadcast_progress", args=[broadcast.pk])).content.decode()
+    assert "preparing" not in live and "0 / 5 (0%)" in live
+    listing = operator.get(reverse("admin:botapp_broadcast_changelist")).content.decode()
+    assert "0/5 (0%)" in listing

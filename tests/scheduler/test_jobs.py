@@ -312,6 +312,7 @@ def test_job_names_never_change_whatever_their_modules_are_called():
     # is the jobs page's.
     assert [(name, job.func.__module__) for name, job in JOBS.items()] == [
         ("send_broadcasts", "scheduler.jobs.broadcast_send"),
+        ("prepare_broadcasts", "scheduler.jobs.broadcast_send"),
         ("delete_expired_broadcasts", "scheduler.jobs.broadcast_delete"),
         ("reap_expired_claims", "scheduler.jobs.claims"),
         ("flush_counters", "scheduler.jobs.counters"),
