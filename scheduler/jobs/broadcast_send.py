@@ -95,7 +95,7 @@ LATE = "outcome unknown, and its random_id is past TELEGRAM_RANDOM_ID_WINDOW: no
 
 LEASE_SQL = """
 WITH picked AS (
-    SELECT id FROM {deliveries} WHERE broadcast_id = %s AND status = %s ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED
+    SELECT id FROM {deliveries} WHERE broadcast_id = %s AND status = %s AND id > %s ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED
 )
 UPDATE {deliveries} AS d SET status = %s, lease_until = %s
 FROM picked, {users} AS u
@@ -104,15 +104,15 @@ RETURNING d.id, d.broadcast_id, d.user_id, d.chat_id, u.access_hash, u.state, d.
 """
 
 
-def deliveries_lease(broadcast_id: int, n: int, *, lease_until) -> list[Leased]:
-    """Lease up to n pending deliveries of the broadcast, lowest id first (rows other workers
-    hold are skipped). On
+def deliveries_lease(broadcast_id: int, n: int, *, lease_until, after: int = 0) -> list[Leased]:
+    """Lease up to n pending deliveries of the broadcast above id `after`, lowest id first (rows
+    other workers hold are skipped). On
     PostgreSQL one statement, the walk of the partial index `delivery_pending` and the lease
     together (the ORM's SELECT … FOR UPDATE then UPDATE … IN (200 ids) cost the worker 15 ms of
     CPU per batch)."""
     sql = LEASE_SQL.format(deliveries=BroadcastDelivery._meta.db_table, users=TelegramUser._meta.db_table)
     with connection.cursor() as cursor:
-        cursor.execute(sql, [broadcast_id, Status.PENDING.value, n, Status.SENDING.value, lease_until])
+        cursor.execute(sql, [broadcast_id, Status.PENDING.value, after, n, Status.SENDING.value, lease_until])
         return [Leased._make(row) for row in sorted(cursor.fetchall())]
 
 
@@ -133,6 +133,10 @@ class BroadcastSendSweep:
     optout: str = ""  # the opt-out button's text under every broadcast ("": none)
     _active_ids: list[int] = field(default_factory=list)
     _active_at: float | None = None
+    # Per broadcast, the highest row this run leased: the next claim's index walk starts there, not
+    # at the broadcast's first row past every entry its sent rows left behind (until VACUUM, a
+    # 5M-row broadcast's first claim after 500k sends walked ~1,900 index pages: 91 ms).
+    claimed_upto: dict[int, int] = field(default_factory=dict)
 
     def claim(self, n: int) -> list[Delivery]:
         """Up to n pending deliveries, oldest broadcast first. One broadcast at a time, so the
@@ -145,7 +149,14 @@ class BroadcastSendSweep:
         with transaction.atomic():
             for broadcast_id in self._active():
                 wanted = n - len(rows)
-                leased = deliveries_lease(broadcast_id, wanted, lease_until=now + LEASE)
+                after = self.claimed_upto.get(broadcast_id, 0)
+                leased = deliveries_lease(broadcast_id, wanted, lease_until=now + LEASE, after=after)
+                if len(leased) < wanted and after:
+                    # Rows below the mark may be pending again (handed back, a FloodWait's, the
+                    # reaper's): one walk from the start before the broadcast counts as drained.
+                    leased += deliveries_lease(broadcast_id, wanted - len(leased), lease_until=now + LEASE)
+                if leased:
+                    self.claimed_upto[broadcast_id] = max(after, *(r.id for r in leased))
                 if len(leased) < wanted and broadcast_id not in self.drained:
                     self.drained.add(broadcast_id)
                     if not leased and not self.unrecorded[broadcast_id]:  # no record of ours will ask

@@ -5,6 +5,7 @@ import threading
 
 import pytest
 from django.db import connection, connections, transaction
+from django.test.utils import CaptureQueriesContext
 
 from botapp.models import Broadcast, BroadcastDelivery, TelegramUser
 from botapp.services import broadcasts
@@ -175,3 +176,34 @@ def test_a_small_audience_is_queued_whole_when_it_starts(telegram, queued, djang
     assert (broadcast.status, broadcast.prepare_after, broadcast.total) == ("queued", None, 3)
     assert queued == [(broadcast.pk, True, False)]
     assert TelegramUser.objects.count() == 3
+
+
+@pytest.mark.django_db
+def test_claims_walk_on_from_the_last_row_and_go_back_for_rows_handed_back(telegram, gateway):
+    """The claim's index walk starts past the rows this run leased (not past every sent row's
+    dead entry again); a row pending again below that mark is found once the rest run out."""
+    from scheduler.jobs.broadcast_send import BroadcastSendSweep
+
+    for _ in range(5):
+        met_user(telegram)
+    broadcast = BroadcastFactory(title="Walk", text="Hi")
+    broadcast_start(broadcast=broadcast)
+    ids = sorted(BroadcastDelivery.objects.filter(broadcast=broadcast).values_list("id", flat=True))
+    sweep = BroadcastSendSweep(gateway)
+
+    assert [r.id for r in sweep.claim(2)] == ids[:2]
+    BroadcastDelivery.objects.filter(id=ids[0]).update(status="pending")  # handed back
+    with CaptureQueriesContext(connection) as walk:
+        assert [r.id for r in sweep.claim(2)] == ids[2:4]
+    assert [f"id > {ids[1]}" in q["sql"] for q in walk.captured_queries if "FOR UPDATE SKIP LOCKED" in q["sql"]] == [True]
+    assert sorted(r.id for r in sweep.claim(2)) == [ids[0], ids[4]]  # the last one, then the one handed back
+    assert sweep.claim(2) == [] and broadcast.pk in sweep.drained
+
+
+@pytest.mark.django_db
+def test_deliveries_are_vacuumed_after_a_percent_of_them_changed():
+    """Migration 0018: the claim's index walk past sent rows' dead entries stays short."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT reloptions FROM pg_class WHERE relname = %s", [BroadcastDelivery._meta.db_table])
+        (options,) = cursor.fetchone()
+    assert {"autovacuum_vacuum_scale_factor=0.01", "autovacuum_vacuum_threshold=10000"} <= set(options)
