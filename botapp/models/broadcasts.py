@@ -145,7 +145,9 @@ class BroadcastDelivery(OutgoingSend):
         SendStatus.NOT_USER,
     )
 
-    broadcast = models.ForeignKey(Broadcast, on_delete=models.CASCADE, related_name="deliveries")
+    # No index of its own: the unique (broadcast, user) index starts with it (a second one cost ~12
+    # bytes of every row, 6 %, and an index write per row made).
+    broadcast = models.ForeignKey(Broadcast, on_delete=models.CASCADE, related_name="deliveries", db_index=False)
     user = models.ForeignKey(TelegramUser, on_delete=models.CASCADE, related_name="broadcast_deliveries")
     delete_at = models.DateTimeField(null=True, blank=True)
 
