@@ -1,10 +1,14 @@
 """Celery tasks: one thin task per job (`scheduler.<job name>`), fired by beat from the schedules
 in the database, by the admin's "Run now", or by a wake-up at a due row (scheduler/wakeup.py)."""
 
+import logging
+
 from celery import shared_task
 
 from scheduler.jobs.registry import JOBS, job_run
 from scheduler.wakeup import wakeup_after_run, wakeup_current, wakeup_linger
+
+log = logging.getLogger(__name__)
 
 
 def _task_for(name: str):
@@ -18,6 +22,11 @@ def _task_for(name: str):
             return "superseded by an earlier wake-up"  # which does this work
         outcome = job_run(name, trigger=trigger, linger=wakeup_linger if wakeup is not None else None)
         wakeup_after_run(JOBS[name], outcome, token=wakeup)  # not after a failed run: beat retries
+        if outcome.more:  # the budget ran out with work left: on at once, not at beat's next minute
+            try:
+                TASKS[name].apply_async(kwargs={"trigger": "more"}, retry=False)
+            except Exception:  # the broker is down: beat's run picks it up
+                log.warning("could not queue %s again; beat will run it", name, exc_info=True)
         return str(outcome)
 
     run.__doc__ = JOBS[name].summary

@@ -323,6 +323,7 @@ def _audience_left(broadcast: Broadcast, *, after: int) -> int:
 class Prepared:
     rows: int = 0  # delivery rows made
     broadcasts: int = 0  # broadcasts whose rows are now all made
+    more: bool = False  # the budget ran out with rows left to make
 
 
 def broadcasts_prepare(*, time_budget: float = 50.0, chunk: int = PREPARE_CHUNK) -> Prepared:
@@ -338,7 +339,10 @@ def broadcasts_prepare(*, time_budget: float = 50.0, chunk: int = PREPARE_CHUNK)
         Broadcast.objects.filter(status__in=PREPARED_IN, prepare_after__isnull=False).order_by("id").values_list("pk", flat=True)
     )
     for pk in list(pks):
-        while time.monotonic() < deadline:
+        while True:
+            if time.monotonic() >= deadline:
+                done.more = True
+                return done
             step = _prepare_chunk(pk, chunk=chunk)
             if step is None:  # another worker has it, or it was cancelled or finished meanwhile
                 break

@@ -411,7 +411,7 @@ def prepare_broadcasts(*, gateway=None, dry_run: bool = False, time_budget: floa
     if dry_run:
         return Outcome(preparing.count(), detail="broadcasts whose rows are being made")
     done = broadcasts_prepare(time_budget=time_budget)
-    return Outcome(done.rows, detail=f"delivery rows made, {done.broadcasts} broadcast(s) complete")
+    return Outcome(done.rows, detail=f"delivery rows made, {done.broadcasts} broadcast(s) complete", more=done.more)
 
 
 job_register(

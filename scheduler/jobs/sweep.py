@@ -79,6 +79,8 @@ class Sweep(Generic[Row, Result]):
     handed_back: int = field(default=0, init=False)
     fatal: BaseException | None = field(default=None, init=False)
     first_error: Exception | None = field(default=None, init=False)  # the first row handed back for
+    # The budget ran out while rows were still being claimed: work is left (Outcome.more).
+    out_of_time: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
         if self.group is None:
@@ -130,7 +132,10 @@ class Sweep(Generic[Row, Result]):
             while True:
                 claimed = False
                 if not dry and outstanding < low_water and not self._stopping():
-                    rows = self.job.claim(self.batch_size) if time.monotonic() < deadline else []
+                    if time.monotonic() < deadline:
+                        rows = self.job.claim(self.batch_size)
+                    else:
+                        rows, self.out_of_time = [], True
                     claimed = bool(rows)
                     batches += claimed
                     dry = len(rows) < self.batch_size
@@ -219,7 +224,7 @@ def sends_outcome(job, *, batch_size: int, time_budget: float) -> Outcome:
 
 def _outcome(sweep: Sweep) -> Outcome:
     processed, failed, batches = sweep.run()
-    return Outcome(processed, failed, detail=f"{batches} batch(es)")
+    return Outcome(processed, failed, detail=f"{batches} batch(es)", more=sweep.out_of_time)
 
 
 def message_or_error(source, build: Callable):

@@ -59,8 +59,8 @@ def test_a_large_audience_is_queued_in_chunks_while_it_is_sent(telegram, gateway
     assert (broadcast.status, broadcast.sent) == ("sending", 3)
 
     # One chunk: the audience is counted once, for the progress.
-    made = broadcasts_prepare(chunk=small_chunks, time_budget=0.0)  # a budget spent: nothing
-    assert made.rows == 0
+    made = broadcasts_prepare(chunk=small_chunks, time_budget=0.0)  # a budget spent: nothing, more to do
+    assert (made.rows, made.more) == (0, True)
     step = broadcasts._prepare_chunk(broadcast.pk, chunk=small_chunks)
     broadcast.refresh_from_db()
     assert step == (4, False)
@@ -207,3 +207,37 @@ def test_deliveries_are_vacuumed_after_a_percent_of_them_changed():
         cursor.execute("SELECT reloptions FROM pg_class WHERE relname = %s", [BroadcastDelivery._meta.db_table])
         (options,) = cursor.fetchone()
     assert {"autovacuum_vacuum_scale_factor=0.01", "autovacuum_vacuum_threshold=10000"} <= set(options)
+
+
+@pytest.mark.django_db
+def test_a_job_whose_budget_ran_out_with_work_left_runs_again_at_once(monkeypatch):
+    """A long broadcast runs end to end: the task queues itself again (trigger "more") rather than
+    wait for beat's next minute; a run that finished its work does not."""
+    import dataclasses
+
+    from scheduler.jobs.registry import JOBS, Outcome
+    from scheduler.tasks import TASKS
+
+    queued = []
+    task = TASKS["send_broadcasts"]
+    monkeypatch.setattr(task, "apply_async", lambda **kwargs: queued.append(kwargs))
+    for more in (True, False):
+        job = dataclasses.replace(
+            JOBS["send_broadcasts"], func=lambda more=more, **kwargs: Outcome(5, more=more), needs_gateway=False
+        )
+        monkeypatch.setitem(JOBS, "send_broadcasts", job)
+        task(trigger="test")
+    assert queued == [{"kwargs": {"trigger": "more"}, "retry": False}]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_sender_says_when_its_budget_ran_out_with_rows_left(telegram, gateway):
+    from scheduler.jobs.broadcast_send import BroadcastSendSweep
+    from scheduler.jobs.sweep import sends_outcome
+
+    for _ in range(3):
+        met_user(telegram)
+    broadcast_start(broadcast=BroadcastFactory(title="Slices", text="Hi"))
+    assert sends_outcome(BroadcastSendSweep(gateway), batch_size=2, time_budget=0.0).more is True
+    outcome = sends_outcome(BroadcastSendSweep(gateway), batch_size=2, time_budget=60.0)
+    assert (outcome.processed, outcome.more) == (3, False)
