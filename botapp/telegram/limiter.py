@@ -15,14 +15,19 @@ Two lanes. Replies to users (runbot) reserve their slot whatever the queue; bulk
 scheduled messages, sequence steps) reserve a batch only when its first slot is due within one
 window (BATCH_WINDOW, or one interval if longer) of now. A bulk sender does not poll for it: it
 sleeps until the next free slot is due (the time the last grant named, or Redis' exact "not yet")
-and asks then, and a slot due now is admitted by the windows (below) in the same round trip: one
+and asks then, and a slot due now is admitted by the windows (WINDOW) in the same trip: one
 Redis call per batch while nobody else took its slot (one thread of a process asks at a time; the
 others wait for it). A sender that wakes up to a window late still has its slot: lateness costs
 no rate. So bulk traffic never queues more than a window or two in front of a reply: a broadcast
-uses what replies leave. A FloodWait pauses its scope: one chat when that chat was just sent to
-(the per-chat limit), otherwise the lane it happened in (bulk), or everyone (a reply was refused).
-Every reservation starts after the pauses that apply to it, and a sender re-checks them after
-sleeping (a sleep for a slot ends in a new reservation, which reads them again).
+uses what replies leave.
+
+A FloodWait pauses its scope: one chat when that chat was just sent to (the per-chat limit),
+otherwise the lane it happened in (bulk), or everyone (a reply was refused). With paid broadcasts
+on there are two budgets, the overall one that paid sends use and the free one of every call
+without the paid flag, and a FloodWait pauses only the refused call's budget, in that scope: a
+refused free call (a reply, a worker's deletion) never stops paid sends, and a refused paid send
+never stops replies. Every reservation starts after the pauses that apply to it, and a sender
+re-checks them after sleeping (a sleep for a slot ends in a new reservation, which reads them).
 """
 
 from __future__ import annotations
@@ -374,7 +379,7 @@ class RedisLimiter:
         self._paused = client.register_script(PAUSED)
         self._window = client.register_script(WINDOW)
         self.free_key = f"{prefix}:free"
-        self.pause_key = f"{prefix}:pause"  # everyone
+        self.pause_key = f"{prefix}:pause"  # everyone (of a budget: see _pause_key)
         self.bulk_pause_key = f"{prefix}:pause:bulk"
         self.global_key = f"{prefix}:global"
         # A bulk sender's threads ask Redis for slots one at a time: the others wait here, not in
@@ -579,14 +584,15 @@ class RedisLimiter:
     def _chat_key(self, chat_id: int) -> str:
         return f"{self.prefix}:chat:{chat_id}"
 
-    def pause(self, seconds: float, *, chat_id: int | None = None) -> float:
-        """A FloodWait of `seconds`: pause its scope (see the module's doc). Returns the pause in force."""
+    def pause(self, seconds: float, *, chat_id: int | None = None, paid: bool = False) -> float:
+        """A FloodWait of `seconds` on a call (to `chat_id`; `paid`: it carried the paid flag):
+        pause its scope (see the module's doc). Returns the pause in force."""
         FLOOD_WAITS.labels(self.lane).inc()
         FLOOD_WAIT_SECONDS.labels(self.lane).inc(seconds)
         try:
             if self.lane == REPLY and self.clock() < self._down_until:
                 raise redis.ConnectionError("Redis was unreachable moments ago")
-            return self._pause_shared(seconds, chat_id=chat_id)
+            return self._pause_shared(seconds, chat_id=chat_id, paid=paid)
         except redis.RedisError as exc:
             if self.lane == BULK:
                 raise
@@ -594,15 +600,30 @@ class RedisLimiter:
             self._fallback.next_slot = max(self._fallback.next_slot, self.clock() + seconds)
             return seconds
 
-    def _pause_shared(self, seconds: float, *, chat_id: int | None = None) -> float:
+    def _pause_shared(self, seconds: float, *, chat_id: int | None, paid: bool) -> float:
         if chat_id is not None and self._chat_was_busy(chat_id):
             return float(self._pause(keys=[f"{self._chat_key(chat_id)}:pause"], args=[seconds]))
-        key = self.bulk_pause_key if self.lane == BULK else self.pause_key
-        return float(self._pause(keys=[key], args=[seconds]))
+        return float(self._pause(keys=[self._pause_key(self.lane, self._budget(paid))], args=[seconds]))
+
+    def _budget(self, paid: bool) -> str:
+        """The budget a call draws on: the one there is ("") without paid broadcasts, else the
+        paid one for a call with the paid flag, the free one for any other."""
+        if self.free_interval is None:
+            return ""
+        return "paid" if paid else "free"
+
+    def _pause_key(self, lane: str, budget: str) -> str:
+        """Where a FloodWait on a call of `lane` and `budget` pauses: a reply's pauses every
+        call of its budget, a bulk call's the bulk lane's calls of its budget."""
+        return ":".join([self.pause_key, *(["bulk"] if lane == BULK else []), *([budget] if budget else [])])
 
     def _pause_keys(self, paid: bool) -> list[str]:
-        """The pauses a call of this lane keeps to: everyone's, and the bulk lane's."""
-        return [self.pause_key, self.bulk_pause_key] if self.lane == BULK else [self.pause_key]
+        """The pauses a call of this lane (with the paid flag: `paid`) keeps to: its budget's in
+        its lane and in every lane, and the budget-less ones (a limiter without paid broadcasts
+        sharing the Redis)."""
+        lanes = [REPLY, BULK] if self.lane == BULK else [REPLY]
+        budgets = dict.fromkeys(["", self._budget(paid)])
+        return [self._pause_key(lane, budget) for budget in budgets for lane in lanes]
 
     def _chat_was_busy(self, chat_id: int) -> bool:
         """Inferred: Telegram does not say which limit a FLOOD_WAIT is for. If this chat's bucket
@@ -615,7 +636,8 @@ class RedisLimiter:
         return float(tat) - (seconds + micros / 1_000_000) > chat_interval(chat_id) + 0.001
 
     def paused_for(self, *, paid: bool = False) -> float:
-        """Seconds until this lane may send again (0 or less: not paused)."""
+        """Seconds until this lane may send again (calls with the paid flag: `paid`), 0 or less:
+        not paused."""
         return float(self._paused(keys=self._pause_keys(paid and self.free_interval is not None)))
 
 
