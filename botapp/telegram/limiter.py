@@ -12,17 +12,26 @@ the same instant. A per-chat slot works the same way with that chat's interval, 
 of CHAT_BURST calls.
 
 Two lanes. Replies to users (runbot) reserve their slot whatever the queue; bulk sends (broadcasts,
-scheduled messages, sequence steps) reserve a batch only when its first slot is free within one
-window (BATCH_WINDOW) of now, and otherwise sleep until it is (one thread of a process asks at a
-time; the others wait for it). So bulk traffic never queues more than a window or two in front of
-a reply: a broadcast uses what replies leave. A FloodWait pauses its scope: one chat when that chat was just sent to (the per-chat limit),
-otherwise the lane it happened in (bulk), or everyone (a reply was refused). Every reservation
-starts after the pauses that apply to it, and a sender re-checks them after sleeping.
+scheduled messages, sequence steps) reserve a batch only when its first slot is due within one
+window (BATCH_WINDOW, or one interval if longer) of now. A bulk sender does not poll for it: it
+sleeps until the next free slot is due (the time the last grant named, or Redis' exact "not yet")
+and asks then, and a slot due now is admitted by the windows (WINDOW) in the same trip: one
+Redis call per batch while nobody else took its slot (one thread of a process asks at a time; the
+others wait for it). A sender that wakes up to a window late still has its slot: lateness costs
+no rate. So bulk traffic never queues more than a window or two in front of a reply: a broadcast
+uses what replies leave.
+
+A FloodWait pauses its scope: one chat when that chat was just sent to (the per-chat limit),
+otherwise the lane it happened in (bulk), or everyone (a reply was refused). With paid broadcasts
+on there are two budgets, the overall one that paid sends use and the free one of every call
+without the paid flag, and a FloodWait pauses only the refused call's budget, in that scope: a
+refused free call (a reply, a worker's deletion) never stops paid sends, and a refused paid send
+never stops replies. Every reservation starts after the pauses that apply to it, and a sender
+re-checks them after sleeping (a sleep for a slot ends in a new reservation, which reads them).
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
@@ -36,27 +45,32 @@ from botapp.telegram.limits import GROUP_CHAT_INTERVAL, PRIVATE_CHAT_BURST, PRIV
 
 # One round trip per call: the chat's slot (KEYS[1], its pause KEYS[2]), then G rate slots (KEYS[3
 # .. 2+G]: the overall one, and the free one for a call without the paid flag when paid broadcasts
-# are on), then the pauses. ARGV: chat interval, chat burst, max_ahead (-1: always reserve),
+# are on), then the pauses. ARGV: chat interval, chat burst, max_ahead (-1: always reserve), late,
 # has_chat (0/1), count (messages in the call), G, then each rate slot's interval. A call of
 # `count` messages takes `count` consecutive slots and goes at the last of them (so no span of a
-# second ever holds more than the rate). Returns the delay until the reserved slot, or "-" and the
-# delay after which to ask again.
+# second ever holds more than the rate). `late`: how far in the past a rate slot may still be
+# taken (a bulk sender told to come at its slot that woke a little late: its slot was not lost,
+# and it goes at once; a rate slot older than that was idle and is not taken back). Returns
+# "<delay until the reserved slot> <delay until the next free rate slot after it>", or "-" and
+# the delay until the next free slot is due (when it is more than max_ahead away): a sender that
+# sleeps that long and asks again is granted it (with no delay: ACQUIRE_ADMIT admits it then).
 ACQUIRE = """
 local now_parts = redis.call('TIME')
 local now = tonumber(now_parts[1]) + tonumber(now_parts[2]) / 1000000
 local chat_interval = tonumber(ARGV[1])
 local burst = tonumber(ARGV[2])
 local max_ahead = tonumber(ARGV[3])
-local has_chat = ARGV[4] == '1'
-local count = tonumber(ARGV[5])
-local g = tonumber(ARGV[6])
-local start = now
+local late = tonumber(ARGV[4])
+local has_chat = ARGV[5] == '1'
+local count = tonumber(ARGV[6])
+local g = tonumber(ARGV[7])
+local start = now - late
 local chat_tat = nil
 if has_chat then
   local chat_pause = tonumber(redis.call('GET', KEYS[2]) or '0')
   local tat = math.max(tonumber(redis.call('GET', KEYS[1]) or '0'), now, chat_pause)
   chat_tat = tat + chat_interval
-  start = math.max(chat_tat - burst * chat_interval, now, chat_pause)
+  start = math.max(chat_tat - burst * chat_interval, start, chat_pause)
 end
 local pause = 0
 for i = 3 + g, #KEYS do
@@ -64,43 +78,56 @@ for i = 3 + g, #KEYS do
 end
 local slot = math.max(start, pause)
 for i = 1, g do
-  local interval = tonumber(ARGV[6 + i])
-  local tat = math.max(tonumber(redis.call('GET', KEYS[2 + i]) or '0'), start, pause)
+  local interval = tonumber(ARGV[7 + i])
+  local tat = tonumber(redis.call('GET', KEYS[2 + i]) or '0')
+  if tat < now - late then
+    tat = now
+  end
+  tat = math.max(tat, start, pause)
   slot = math.max(slot, tat + (count - 1) * interval)
 end
 if max_ahead >= 0 and slot - now > max_ahead then
-  return '-' .. string.format('%.6f', slot - now - max_ahead)
+  return '-' .. string.format('%.6f', slot - now)
 end
 if has_chat then
   redis.call('SET', KEYS[1], string.format('%.6f', chat_tat), 'PX', math.ceil((chat_tat - now) * 1000) + 1000)
 end
+local next_ = 0
 for i = 1, g do
-  local new_tat = slot + tonumber(ARGV[6 + i])
-  redis.call('SET', KEYS[2 + i], string.format('%.6f', new_tat), 'PX', math.ceil((new_tat - now) * 1000) + 1000)
+  local new_tat = slot + tonumber(ARGV[7 + i])
+  redis.call('SET', KEYS[2 + i], string.format('%.6f', new_tat), 'PX', math.max(1, math.ceil((new_tat - now) * 1000) + 1000))
+  next_ = math.max(next_, new_tat - now)
 end
-return string.format('%.6f', slot - now)
+return string.format('%.6f %.6f', math.max(slot - now, 0), next_)
 """
 
-# A bulk sender's batch (workers only): when the next free slot is due within ARGV[2] seconds
-# (the window), it and the consecutive slots after it that fall within one window of it, each also
-# within its chat's own limit, in one round trip. KEYS: the global slot, the P = ARGV[4] pause
-# keys, then each chat's slot and pause. ARGV: global interval, window, chat burst, P, then each
-# chat's interval. Returns "<granted> <delay until the first slot>", or "-" and the delay after
-# which to ask again: when the next free slot comes within the window. So a sender that waited is
-# granted a whole batch up to a window before it is due, and a late wake-up (a busy machine's
-# scheduling) costs no slot: the batch is reserved before its time comes.
+# A bulk sender's batch (workers only): the next free slot, when it is due within ARGV[2] seconds
+# (the window), and the consecutive slots after it that fall within one window of it, each also
+# within its chat's own limit, in one round trip. KEYS: the global slot, the P = ARGV[5] pause
+# keys, then each chat's slot and pause. ARGV: global interval, window, late (as ACQUIRE's), chat
+# burst, P, then each chat's interval. Returns "<delay until the first slot> <delay until the
+# next free slot after the batch> <granted>", or "-" and the delay until the next free slot is
+# due: a sender that sleeps that long and asks again is granted the batch due then (and admitted
+# in the same trip: ACQUIRE_MANY_ADMIT). A sender that asks early is granted the batch up to a
+# window before it is due; one that wakes late (a busy machine's scheduling) loses no slot either
+# way: the slot is reserved, or still its own (`late`).
 ACQUIRE_MANY = """
 local now_parts = redis.call('TIME')
 local now = tonumber(now_parts[1]) + tonumber(now_parts[2]) / 1000000
 local interval = tonumber(ARGV[1])
 local window = tonumber(ARGV[2])
-local burst = tonumber(ARGV[3])
-local p = tonumber(ARGV[4])
+local late = tonumber(ARGV[3])
+local burst = tonumber(ARGV[4])
+local p = tonumber(ARGV[5])
 local pause = 0
 for i = 2, 1 + p do
   pause = math.max(pause, tonumber(redis.call('GET', KEYS[i]) or '0'))
 end
-local tat = math.max(tonumber(redis.call('GET', KEYS[1]) or '0'), now, pause)
+local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
+if tat < now - late then
+  tat = now
+end
+tat = math.max(tat, pause)
 local granted = 0
 local first = nil
 local wait = nil
@@ -108,11 +135,11 @@ local n = (#KEYS - 1 - p) / 2
 for i = 1, n do
   local chat_key = KEYS[2 + p + 2 * (i - 1)]
   local chat_pause = tonumber(redis.call('GET', KEYS[3 + p + 2 * (i - 1)]) or '0')
-  local chat_interval = tonumber(ARGV[4 + i])
+  local chat_interval = tonumber(ARGV[5 + i])
   local chat_tat = math.max(tonumber(redis.call('GET', chat_key) or '0'), now, chat_pause) + chat_interval
   local slot = math.max(tat, chat_tat - burst * chat_interval, chat_pause)
   if (first == nil and slot - now > window) or (first and slot - first >= window) then
-    wait = slot - now - window
+    wait = slot - now
     break
   end
   redis.call('SET', chat_key, string.format('%.6f', chat_tat), 'PX', math.ceil((chat_tat - now) * 1000) + 1000)
@@ -123,8 +150,8 @@ end
 if granted == 0 then
   return '-' .. string.format('%.6f', wait)
 end
-redis.call('SET', KEYS[1], string.format('%.6f', tat), 'PX', math.ceil((tat - now) * 1000) + 1000)
-return granted .. ' ' .. string.format('%.6f', first - now)
+redis.call('SET', KEYS[1], string.format('%.6f', tat), 'PX', math.max(1, math.ceil((tat - now) * 1000) + 1000))
+return string.format('%.6f %.6f ', math.max(first - now, 0), tat - now) .. granted
 """
 
 PAUSED = """
@@ -206,15 +233,19 @@ end
 return string.format('%.6f', wait)
 """
 
-# ACQUIRE, then, when the slot it reserved is now (no wait), WINDOW at once in the same round trip:
-# the call leaves right after either way, so admitting it here is what asking WINDOW next would do,
-# without the second trip (two of a reply's four Redis calls). KEYS: ACQUIRE's, then WINDOW's;
-# ARGV: how many of each are ACQUIRE's, then ACQUIRE's ARGV, then WINDOW's. Returns what ACQUIRE
-# returns when the slot is later (or "-": ask again), else "<ACQUIRE's delay> <WINDOW's answer>".
-ACQUIRE_ADMIT = (
-    "local function acquire(KEYS, ARGV)\n" + ACQUIRE + "end\n"
-    "local function window(KEYS, ARGV)\n" + WINDOW + "end\n"
-    """
+
+def _admitting(acquire: str, *, count_granted: bool) -> str:
+    """`acquire` (ACQUIRE or ACQUIRE_MANY), then, when the slot it reserved is now (no delay),
+    WINDOW at once in the same round trip: the call leaves right after either way, so admitting it
+    here is what asking WINDOW next would do, without the second trip. KEYS: `acquire`'s, then
+    WINDOW's; ARGV: how many of each are `acquire`'s, then its ARGV, then WINDOW's (without the
+    count when `count_granted`: the batch's count is what was granted, its answer's last field).
+    Returns what `acquire` returns when the slot is later (or "-"), else that and WINDOW's answer."""
+    count = "wargs[#wargs + 1] = string.match(answer, '(%S+)$')\n" if count_granted else ""
+    return (
+        "local function acquire(KEYS, ARGV)\n" + acquire + "end\n"
+        "local function window(KEYS, ARGV)\n" + WINDOW + "end\n"
+        """
 local nk, na = tonumber(ARGV[1]), tonumber(ARGV[2])
 local akeys, aargs, wkeys, wargs = {}, {}, {}, {}
 for i = 1, #KEYS do
@@ -223,13 +254,16 @@ end
 for i = 3, #ARGV do
   if i <= 2 + na then aargs[#aargs + 1] = ARGV[i] else wargs[#wargs + 1] = ARGV[i] end
 end
-local slot = acquire(akeys, aargs)
-if string.sub(slot, 1, 1) == '-' or tonumber(slot) > 0 then
-  return slot
+local answer = acquire(akeys, aargs)
+if string.sub(answer, 1, 1) == '-' or tonumber(string.match(answer, '^(%S+)')) > 0 then
+  return answer
 end
-return slot .. ' ' .. window(wkeys, wargs)
-"""
-)
+""" + count + "return answer .. ' ' .. window(wkeys, wargs)\n"
+    )
+
+
+ACQUIRE_ADMIT = _admitting(ACQUIRE, count_granted=False)
+ACQUIRE_MANY_ADMIT = _admitting(ACQUIRE_MANY, count_granted=True)
 
 # A reply of a few messages (files, then "deleted in 30 min") may go at once (PRIVATE_CHAT_BURST);
 # the per-chat rate holds over time. The global rate has no burst: sends are spaced evenly.
@@ -338,20 +372,24 @@ class RedisLimiter:
         self._warned_at = -1e9
         self._down_until = 0.0
         self._acquire = client.register_script(ACQUIRE)
+        self._acquire_admit = client.register_script(ACQUIRE_ADMIT)
         self._acquire_many = client.register_script(ACQUIRE_MANY)
+        self._acquire_many_admit = client.register_script(ACQUIRE_MANY_ADMIT)
         self._pause = client.register_script(PAUSE)
         self._paused = client.register_script(PAUSED)
         self._window = client.register_script(WINDOW)
-        self._acquire_admit = client.register_script(ACQUIRE_ADMIT)
         self.free_key = f"{prefix}:free"
-        self.pause_key = f"{prefix}:pause"  # everyone
+        self.pause_key = f"{prefix}:pause"  # everyone (of a budget: see _pause_key)
         self.bulk_pause_key = f"{prefix}:pause:bulk"
         self.global_key = f"{prefix}:global"
-        self._pauses = [self.pause_key, self.bulk_pause_key] if lane == BULK else [self.pause_key]
         # A bulk sender's threads ask Redis for slots one at a time: the others wait here, not in
         # a loop of Redis calls each (a worker runs a dozen sending threads; one asks, the rest
         # would all wake at the same instant to be told "not yet").
         self._gate = threading.Lock()
+        # When the next free slot is due (this process's clock), as the last grant said, for calls
+        # without and with the paid flag: the next thread asks then, not before (asking before it
+        # would be a "not yet" round trip), and is granted and admitted in one.
+        self._due = {False: 0.0, True: 0.0}
 
     @classmethod
     def from_settings(cls, *, lane: str = REPLY) -> RedisLimiter:
@@ -383,7 +421,7 @@ class RedisLimiter:
         """Replies go on without Redis (at FALLBACK_RATE, logged); bulk sends do not (the error
         reaches the sweep, which hands the row back). `count`: messages the call delivers (an
         album's, a forward's); `paid`: it carries the paid-broadcast flag."""
-        waited = self._acquire_or_fall_back(chat_id, count, paid)
+        waited = self._acquire_or_fall_back(chat_id, count, paid and self.free_interval is not None)
         LIMITER_WAIT.labels(self.lane).observe(waited)
         return waited
 
@@ -409,20 +447,22 @@ class RedisLimiter:
 
     def _acquire_shared(self, chat_id: int | None, count: int = 1, paid: bool = False) -> float:
         """Block until this process may make one call to Telegram (to `chat_id`). Returns seconds
-        waited. One round trip to Redis for the slot and, when it is now, the windows' admission
-        with it (ACQUIRE_ADMIT); after a wait, one more if the sleep was long enough for a pause to
-        have arrived meanwhile, and one to be admitted by the windows."""
-        # Bulk takes a slot only if it is free within one interval: replies find the queue empty.
-        max_ahead = self.interval if self.lane == BULK else -1
+        waited. One round trip to Redis in the common case: the slot and, when it is now, the
+        windows' admission with it (ACQUIRE_ADMIT). A bulk call takes a slot only when it is due
+        within one interval, and asks when it is (`_ask`): replies find the queue empty. After a
+        wait for a reserved slot, one more trip if the sleep was long enough for a pause to have
+        arrived meanwhile, and one to be admitted by the windows."""
+        bulk = self.lane == BULK
         chat_key = self._chat_key(chat_id) if chat_id is not None else self.global_key
         rates = [(self.global_key, self.interval)]
         if self.free_interval is not None and not paid:
             rates.append((self.free_key, self.free_interval))
-        keys = [chat_key, f"{chat_key}:pause", *(k for k, _ in rates), *self._pauses]
+        keys = [chat_key, f"{chat_key}:pause", *(k for k, _ in rates), *self._pause_keys(paid)]
         args = [
             chat_interval(chat_id) if chat_id is not None else 0,
             CHAT_BURST,
-            max_ahead * count,
+            self.interval * count if bulk else -1,
+            self._late(paid) if bulk else 0,
             int(chat_id is not None),
             count,
             len(rates),
@@ -435,32 +475,54 @@ class RedisLimiter:
             acquire = self._acquire
         waited = 0.0
         while True:
-            with self._gate if self.lane == BULK else contextlib.nullcontext():
-                while True:
-                    answer = acquire(keys=keys, args=args)
-                    answer = answer.decode() if isinstance(answer, bytes) else str(answer)
-                    if not answer.startswith("-"):
-                        break
-                    retry = max(float(answer[1:]), self.interval / 2)  # the queue is busy: ask again then
-                    self.sleep(retry)
-                    waited += retry
-            answer, _, admitted = answer.partition(" ")
-            if admitted:  # the slot was now, and the windows were asked with it
-                wait = float(admitted)
+            fields, asked = self._ask(acquire, keys, args, paid)
+            waited += asked
+            if len(fields) == 3:  # the slot was now, and the windows were asked with it
+                wait = float(fields[2])
                 if wait <= 0:
                     return waited  # admitted and logged
                 self.sleep(wait)
                 return waited + wait + self._admit(count, paid)
-            delay = float(answer)
+            delay = float(fields[0])
             if delay > 0:
                 self.sleep(delay)
                 waited += delay
-                if delay >= 0.05 and self.paused_for() > 0:
+                if delay >= 0.05 and self.paused_for(paid=paid) > 0:
                     continue  # a FloodWait arrived while we slept: take a new slot after the pause
             return waited + self._admit(count, paid)
 
-    def _windows(self, count: int, paid: bool) -> tuple[list[str], list]:
-        """WINDOW's keys and arguments for a call of `count` messages (no keys: no windows)."""
+    def _ask(self, script, keys: list, args: list, paid: bool) -> tuple[list[str], float]:
+        """`script`'s answer once it grants a slot, split in its fields, and the seconds slept for
+        it. A reply asks once (its slot is reserved whatever the queue). A bulk sender's threads
+        ask one at a time (the gate), each when the next free slot is due: when the last grant
+        said it would be, or, told "-" (a reply or another process took it), when Redis says the
+        next one is. Each sleep ends in a grant unless someone else took that slot meanwhile: no
+        loop of "not yet", and a slot asked for when due is admitted by the windows in that trip."""
+        if self.lane != BULK:
+            return _text(script(keys=keys, args=args)).split(), 0.0
+        waited = 0.0
+        with self._gate:
+            due = self._due[paid] - self.clock()
+            if due > 0:
+                self.sleep(due)
+                waited += due
+            while (answer := _text(script(keys=keys, args=args))).startswith("-"):
+                wait = float(answer[1:])
+                self.sleep(wait)
+                waited += wait
+            fields = answer.split()
+            self._due[paid] = self.clock() + float(fields[1])
+        return fields, waited
+
+    def _late(self, paid: bool) -> float:
+        """How late a bulk sender may ask for a slot it was told of and still have it (ACQUIRE's
+        `late`): one window of its tightest rate (a sleep that overran, a busy machine)."""
+        interval = self.free_interval if self.free_interval is not None and not paid else self.interval
+        return max(interval, BATCH_WINDOW)
+
+    def _windows(self, count: int | None, paid: bool) -> tuple[list[str], list]:
+        """WINDOW's keys and arguments for a call of `count` messages (no keys: no windows; None:
+        the count left out, for ACQUIRE_MANY_ADMIT to add the batch's)."""
         windows = []
         if self.allowed:
             windows.append((f"{self.prefix}:window", self.allowed))
@@ -468,7 +530,8 @@ class RedisLimiter:
             windows.append((f"{self.prefix}:window:free", self.free_allowed))
         if not windows:
             return [], []
-        return [k for key, _ in windows for k in (key, f"{key}:sum")], [self.span, *(cap for _, cap in windows), count]
+        keys = [k for key, _ in windows for k in (key, f"{key}:sum")]
+        return keys, [self.span, *(cap for _, cap in windows), *([] if count is None else [count])]
 
     def _admit(self, count: int, paid: bool) -> float:
         """Wait until the windows admit a call of `count` messages leaving now (see WINDOW)."""
@@ -484,46 +547,52 @@ class RedisLimiter:
     def acquire_many(self, chat_ids: Sequence[int]) -> int:
         """Bulk lane: block until the first of up to len(chat_ids) sends may go, and return how
         many (the first that many of `chat_ids`) may go with it: the slots due within `batch_window`
-        of each other (one round trip for all). The caller sends them at once; Telegram sees them
-        bunched by at most that window, and evenly spaced over time. The sends carry the paid flag
-        when paid broadcasts are on (as workers send). Redis errors are raised."""
+        of each other (one round trip for all, admitted by the windows in it when asked for when
+        due, as `_ask` does). The caller sends them at once; Telegram sees them bunched by at most
+        that window, and evenly spaced over time. The sends carry the paid flag when paid
+        broadcasts are on (as workers send). Redis errors are raised."""
         if self.lane != BULK:
             raise ValueError("acquire_many is for the bulk lane")
-        keys = [self.global_key, *self._pauses]
-        args: list = [self.interval, max(self.interval, BATCH_WINDOW), CHAT_BURST, len(self._pauses)]
+        paid = self.free_interval is not None
+        pauses = self._pause_keys(paid)
+        keys = [self.global_key, *pauses]
+        args: list = [self.interval, max(self.interval, BATCH_WINDOW), self._late(paid), CHAT_BURST, len(pauses)]
         for chat_id in chat_ids:
             key = self._chat_key(chat_id)
             keys += [key, f"{key}:pause"]
             args.append(chat_interval(chat_id))
-        waited = 0.0
-        with self._gate:
-            while True:
-                answer = self._acquire_many(keys=keys, args=args)
-                answer = answer.decode() if isinstance(answer, bytes) else str(answer)
-                if not answer.startswith("-"):
-                    break
-                retry = max(float(answer[1:]), self.interval / 2)  # nothing free within the window yet
-                self.sleep(retry)
-                waited += retry
-        granted, delay = answer.split()
-        if float(delay) > 0:
-            self.sleep(float(delay))
-            waited += float(delay)
-        waited += self._admit(int(granted), paid=self.free_interval is not None)
+        window_keys, window_args = self._windows(None, paid)
+        if window_keys:  # the batch admitted in the same trip when it is due now (ACQUIRE_MANY_ADMIT)
+            script, keys, args = self._acquire_many_admit, [*keys, *window_keys], [len(keys), len(args), *args, *window_args]
+        else:
+            script = self._acquire_many
+        fields, waited = self._ask(script, keys, args, paid)
+        delay, granted = float(fields[0]), int(fields[2])
+        if len(fields) == 4:  # due now, and the windows were asked with it
+            wait = float(fields[3])
+            if wait > 0:
+                self.sleep(wait)
+                waited += wait + self._admit(granted, paid)
+        else:
+            if delay > 0:
+                self.sleep(delay)
+                waited += delay
+            waited += self._admit(granted, paid)
         LIMITER_WAIT.labels(self.lane).observe(waited)
-        return int(granted)
+        return granted
 
     def _chat_key(self, chat_id: int) -> str:
         return f"{self.prefix}:chat:{chat_id}"
 
-    def pause(self, seconds: float, *, chat_id: int | None = None) -> float:
-        """A FloodWait of `seconds`: pause its scope (see the module's doc). Returns the pause in force."""
+    def pause(self, seconds: float, *, chat_id: int | None = None, paid: bool = False) -> float:
+        """A FloodWait of `seconds` on a call (to `chat_id`; `paid`: it carried the paid flag):
+        pause its scope (see the module's doc). Returns the pause in force."""
         FLOOD_WAITS.labels(self.lane).inc()
         FLOOD_WAIT_SECONDS.labels(self.lane).inc(seconds)
         try:
             if self.lane == REPLY and self.clock() < self._down_until:
                 raise redis.ConnectionError("Redis was unreachable moments ago")
-            return self._pause_shared(seconds, chat_id=chat_id)
+            return self._pause_shared(seconds, chat_id=chat_id, paid=paid)
         except redis.RedisError as exc:
             if self.lane == BULK:
                 raise
@@ -531,11 +600,30 @@ class RedisLimiter:
             self._fallback.next_slot = max(self._fallback.next_slot, self.clock() + seconds)
             return seconds
 
-    def _pause_shared(self, seconds: float, *, chat_id: int | None = None) -> float:
+    def _pause_shared(self, seconds: float, *, chat_id: int | None, paid: bool) -> float:
         if chat_id is not None and self._chat_was_busy(chat_id):
             return float(self._pause(keys=[f"{self._chat_key(chat_id)}:pause"], args=[seconds]))
-        key = self.bulk_pause_key if self.lane == BULK else self.pause_key
-        return float(self._pause(keys=[key], args=[seconds]))
+        return float(self._pause(keys=[self._pause_key(self.lane, self._budget(paid))], args=[seconds]))
+
+    def _budget(self, paid: bool) -> str:
+        """The budget a call draws on: the one there is ("") without paid broadcasts, else the
+        paid one for a call with the paid flag, the free one for any other."""
+        if self.free_interval is None:
+            return ""
+        return "paid" if paid else "free"
+
+    def _pause_key(self, lane: str, budget: str) -> str:
+        """Where a FloodWait on a call of `lane` and `budget` pauses: a reply's pauses every
+        call of its budget, a bulk call's the bulk lane's calls of its budget."""
+        return ":".join([self.pause_key, *(["bulk"] if lane == BULK else []), *([budget] if budget else [])])
+
+    def _pause_keys(self, paid: bool) -> list[str]:
+        """The pauses a call of this lane (with the paid flag: `paid`) keeps to: its budget's in
+        its lane and in every lane, and the budget-less ones (a limiter without paid broadcasts
+        sharing the Redis)."""
+        lanes = [REPLY, BULK] if self.lane == BULK else [REPLY]
+        budgets = dict.fromkeys(["", self._budget(paid)])
+        return [self._pause_key(lane, budget) for budget in budgets for lane in lanes]
 
     def _chat_was_busy(self, chat_id: int) -> bool:
         """Inferred: Telegram does not say which limit a FLOOD_WAIT is for. If this chat's bucket
@@ -547,6 +635,11 @@ class RedisLimiter:
         seconds, micros = self.redis.time()
         return float(tat) - (seconds + micros / 1_000_000) > chat_interval(chat_id) + 0.001
 
-    def paused_for(self) -> float:
-        """Seconds until this lane may send again (0 or less: not paused)."""
-        return float(self._paused(keys=self._pauses))
+    def paused_for(self, *, paid: bool = False) -> float:
+        """Seconds until this lane may send again (calls with the paid flag: `paid`), 0 or less:
+        not paused."""
+        return float(self._paused(keys=self._pause_keys(paid and self.free_interval is not None)))
+
+
+def _text(answer) -> str:
+    return answer.decode() if isinstance(answer, bytes) else str(answer)

@@ -92,7 +92,7 @@ class Limiter(Protocol):
 
     def acquire(self, chat_id: int | None = None, *, count: int = 1, paid: bool = False) -> float: ...
     def acquire_many(self, chat_ids: Sequence[int]) -> int: ...
-    def pause(self, seconds: float, *, chat_id: int | None = None) -> float: ...
+    def pause(self, seconds: float, *, chat_id: int | None = None, paid: bool = False) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -105,22 +105,25 @@ class Retry:
 
 class CallPolicy:
     """The one rule for every Telegram call, alone (`_call`) or in a batch (`send_many`): a
-    FloodWait pauses the scope Telegram limited (the chat for a send, else every sender) in the
-    shared limiter and the call is asked again once the limiter lets it (not without a limiter, not
-    past `max_flood_wait`); a transient error (the request never reached Telegram, or was refused
-    before processing) is asked again after an exponential back-off; both up to MAX_ATTEMPTS.
-    Anything else is the call's result. `pause` may raise (Redis down): the caller stops sending."""
+    FloodWait pauses the scope Telegram limited (the chat for a send, else the senders of the
+    call's lane and budget: see limiter.py) in the shared limiter and the call is asked again
+    once the limiter lets it (not without a limiter, not past `max_flood_wait`); a transient
+    error (the request never reached Telegram, or was refused before processing) is asked again
+    after an exponential back-off; both up to MAX_ATTEMPTS. Anything else is the call's result.
+    `pause` may raise (Redis down): the caller stops sending."""
 
     def __init__(self, *, limiter: Limiter | None, max_flood_wait: int, attempts: int = MAX_ATTEMPTS):
         self.limiter = limiter
         self.max_flood_wait = max_flood_wait
         self.attempts = attempts
 
-    def after(self, error: TelegramError, *, attempt: int, chat_id: int | None) -> Retry:
+    def after(self, error: TelegramError, *, attempt: int, chat_id: int | None, paid: bool = False) -> Retry:
+        """`paid`: the refused call carried the paid-broadcast flag (its FloodWait is the paid
+        budget's, not the free one's)."""
         if isinstance(error, FloodWait):
             if self.limiter is None:
                 return Retry(False)
-            self.limiter.pause(error.seconds, chat_id=chat_id)
+            self.limiter.pause(error.seconds, chat_id=chat_id, paid=paid)
             return Retry(error.seconds <= self.max_flood_wait and attempt < self.attempts)
         if isinstance(error, TransientError):
             return Retry(attempt < self.attempts, BACKOFF_BASE * 2 ** (attempt - 1))
@@ -539,7 +542,7 @@ class PyrogramGateway(Gateway):
                 peer, granted = self._stored_peer(chat_id), True
                 continue
             except (FloodWait, TransientError) as exc:  # Telegram did nothing: asking again is safe
-                retry = self.policy.after(exc, attempt=attempt, chat_id=chat_id if send else None)
+                retry = self.policy.after(exc, attempt=attempt, chat_id=chat_id if send else None, paid=paid)
                 if isinstance(exc, FloodWait):
                     log.warning("FloodWait %ss chat=%s: the limiter pauses its scope", exc.seconds, chat_id)
                 else:
@@ -756,7 +759,7 @@ class PyrogramGateway(Gateway):
                     results[n] = stop = error  # Telegram refused the bot itself: nothing was sent
                     continue
                 try:
-                    again = self.policy.after(error, attempt=attempts[n], chat_id=items[n].chat_id)
+                    again = self.policy.after(error, attempt=attempts[n], chat_id=items[n].chat_id, paid=bool(self.paid))
                 except Exception as exc:  # noqa: BLE001 - Redis down: this item is not asked again
                     results[n] = error
                     stop = stop or exc

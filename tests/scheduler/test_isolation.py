@@ -43,7 +43,7 @@ class BlipLimiter:
             raise redis.ConnectionError("Connection reset by peer")
         return 0.0
 
-    def pause(self, seconds, *, chat_id=None):
+    def pause(self, seconds, *, chat_id=None, paid=False):
         return seconds
 
 

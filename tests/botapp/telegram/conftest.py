@@ -21,7 +21,7 @@ class CountingLimiter:
         self.slots.extend(chat_ids)
         return len(chat_ids)
 
-    def pause(self, seconds, *, chat_id=None):
+    def pause(self, seconds, *, chat_id=None, paid=False):
         self.pauses.append(seconds)
         return seconds
 

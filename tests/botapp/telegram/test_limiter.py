@@ -7,7 +7,7 @@ import pytest
 import redis
 from django.conf import settings
 
-from botapp.telegram.gateway import FloodWait, Sent, TgUser, TransientError, UserBlocked
+from botapp.telegram.gateway import FloodWait, SendItem, Sent, TgUser, TransientError, UserBlocked
 from botapp.telegram.limiter import BULK, REPLY, RedisLimiter
 from offline.telegram.clients import offline_gateway
 
@@ -209,9 +209,46 @@ def test_a_flood_wait_right_after_sending_to_a_chat_pauses_that_chat_only(prefix
     assert lim.paused_for() > 1.5
 
 
+def paid_lanes(prefix, **options):
+    """A worker's and runbot's limiters with paid broadcasts on (from_settings' figures)."""
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    figures = dict(rate=960, allowed=1000, free_rate=28.8, free_allowed=30, span=1.04, prefix=prefix, **options)
+    return RedisLimiter(client, lane=BULK, **figures), RedisLimiter(client, lane=REPLY, **figures)
+
+
+def test_with_paid_broadcasts_a_refused_reply_pauses_the_free_budget_and_paid_sends_go_on(prefix):
+    bulk, reply = paid_lanes(prefix)
+    reply.pause(2)  # a reply (no paid flag) refused: the free 30/s were spent
+    assert reply.paused_for() > 1.5 and bulk.paused_for() > 1.5  # every call without the flag waits
+    assert bulk.paused_for(paid=True) <= 0
+    assert bulk.acquire(7001, paid=True) < 0.1  # a worker's paid send goes on at once
+    start = time.monotonic()
+    assert bulk.acquire_many([7002, 7003]) == 2  # and its paid batches (a worker's sends carry the flag)
+    assert time.monotonic() - start < 0.5
+
+
+def test_with_paid_broadcasts_a_refused_paid_send_pauses_paid_sends_only(prefix):
+    bulk, reply = paid_lanes(prefix)
+    bulk.pause(1, paid=True)  # the paid budget (1000/s) was spent
+    assert bulk.paused_for(paid=True) > 0.8
+    assert reply.paused_for() <= 0 and bulk.paused_for() <= 0
+    assert reply.acquire(7101) < 0.1  # a reply goes at once
+    assert bulk.acquire(7102) < 0.1  # and so does a worker's call without the flag (a deletion)
+    start = time.monotonic()
+    assert bulk.acquire_many([7103]) == 1  # a paid batch waits the pause out
+    assert time.monotonic() - start >= 0.8
+
+
+def test_with_paid_broadcasts_a_workers_refused_free_call_pauses_its_free_calls_only(prefix):
+    bulk, reply = paid_lanes(prefix)
+    bulk.pause(2)  # a worker's deletion refused: the free budget, in the bulk lane (as without paid broadcasts)
+    assert bulk.paused_for() > 1.5
+    assert reply.paused_for() <= 0 and bulk.paused_for(paid=True) <= 0
+
+
 class Recorder:
     def __init__(self):
-        self.acquired, self.paused = [], []
+        self.acquired, self.paused, self.paid = [], [], []
 
     count_max = 100
 
@@ -219,8 +256,9 @@ class Recorder:
         self.acquired.append(chat_id)
         return 0.0
 
-    def pause(self, seconds, *, chat_id=None):
+    def pause(self, seconds, *, chat_id=None, paid=False):
         self.paused.append(seconds)
+        self.paid.append(paid)
         return seconds
 
 
@@ -276,6 +314,34 @@ def test_gateway_reports_a_long_flood_wait(telegram, limited):
     with pytest.raises(FloodWait):
         gateway.send_text(7, "hi")
     assert lim.paused == [600]
+
+
+def test_a_free_flood_wait_through_the_gateway_leaves_paid_sends_unpaused(telegram, limited, prefix):
+    """runbot's gateway (no paid flag) tells the limiter its refused call was free."""
+    bulk, reply = paid_lanes(prefix)
+    gateway = limited(reply, max_flood_wait=1)
+    telegram.fail_next("FLOOD_WAIT_5", methods={"messages.SendMessage"})
+    with pytest.raises(FloodWait):
+        gateway.send_text(7, "hi")
+    assert reply.paused_for() > 4 and bulk.paused_for() > 4
+    assert bulk.paused_for(paid=True) <= 0
+
+
+@pytest.mark.parametrize("batch", [True, False], ids=["send_many", "send_text"])
+def test_a_paid_flood_wait_through_the_gateway_leaves_free_sends_unpaused(telegram, limited, prefix, batch):
+    """A worker's gateway (paid broadcasts: every send carries the flag) tells the limiter its
+    refused send was paid, in a batch (`send_many`) or alone (`_call`)."""
+    bulk, reply = paid_lanes(prefix)
+    gateway = limited(bulk, max_flood_wait=1, paid=True)
+    telegram.fail_next("FLOOD_WAIT_5", methods={"messages.SendMessage"})
+    if batch:
+        (result,) = gateway.send_many([SendItem(7, "hi")])
+        assert isinstance(result, FloodWait)
+    else:
+        with pytest.raises(FloodWait):
+            gateway.send_text(7, "hi")
+    assert bulk.paused_for(paid=True) > 4
+    assert reply.paused_for() <= 0 and bulk.paused_for() <= 0
 
 
 def test_transient_errors_back_off_exponentially_three_attempts_at_most(telegram, limited):
