@@ -17,6 +17,13 @@ The limiter's rate is set to 100,000/s so it never sleeps, but every Redis round
 made. All three use the same number of sending threads (8: the stream's in-flight count at the
 free 30/s rate).
 
+--paced free|paid measures the job variant at production's pacing instead (the headline figure; the
+unthrottled ones above are the ceiling): the limiter as RedisLimiter.from_settings builds a
+worker's (the bulk lane at TELEGRAM_RATE x headroom, 28.5/s; or with TELEGRAM_PAID_BROADCASTS on,
+TELEGRAM_PAID_RATE x headroom, 960/s, the sends carrying the paid flag), the stream sized for that
+rate, against a telegram_server that enforces Telegram's rates (FLOOD_WAITs counted) with a 50 ms
+answer. Its CPU includes what the process spends waiting for its slots (the idle cost at 28.5/s).
+
 --profile runs the job variant once under cProfile instead, one profiler per thread (the calling
 thread's claims and records, the sending threads, kurigram's loop and crypto threads), each timing
 its own thread's CPU (time.thread_time), merged; it prints CPU ms per send by cumulative and by
@@ -24,6 +31,8 @@ own time. cProfile's overhead inflates every figure (calls that are cheap and ma
 read it for where the time goes, not for the rate.
 
     .venv/bin/python bench/sender.py [--runs 3] [--sends 5000] [--threads 8] [--profile [--top 25] [--profile-out FILE]]
+    .venv/bin/python bench/sender.py --paced free --sends 600     # ~21 s a run
+    .venv/bin/python bench/sender.py --paced paid --sends 10000   # ~10 s a run
 """
 
 from __future__ import annotations
@@ -46,7 +55,7 @@ from django.db import close_old_connections
 from botapp.models import Broadcast, BroadcastDelivery, TelegramUser
 from botapp.services.users import user_access_hash
 from botapp.telegram.gateway import SendItem
-from botapp.telegram.limiter import BULK, RedisLimiter
+from botapp.telegram.limiter import BULK, RedisLimiter, global_rate
 from offline.telegram.clients import offline_gateway
 from scheduler.jobs.broadcast_send import BroadcastSendSweep
 from scheduler.jobs.sweep import sends_sweep
@@ -99,20 +108,29 @@ class ThreadProfiles:
         return stats
 
 
-def measure(path, remote, server_pid, variant, chats, hashes, threads, profiles=None):
+def measure(path, remote, server_pid, variant, chats, hashes, threads, profiles=None, paced: str = ""):
     prefix = f"courier:bench:{time.time_ns()}"
     client = redis.Redis.from_url(settings.REDIS_URL, max_connections=threads + 8)
     limiter = None if variant == "bare" else RedisLimiter(client, rate=LIMITER_RATE, prefix=prefix, lane=BULK)
+    rate = LIMITER_RATE
+    if paced:  # production's limiter for a worker (RedisLimiter.from_settings), on keys of its own
+        worker = RedisLimiter.from_settings(lane=BULK)
+        free_rate = 1 / worker.free_interval if worker.free_interval else None
+        limiter = RedisLimiter(
+            worker.redis, rate=worker.rate, free_rate=free_rate, allowed=worker.allowed, free_allowed=worker.free_allowed,
+            span=worker.span, prefix=prefix, lane=BULK,
+        )  # fmt: skip
+        rate = global_rate()
     if profiles is not None:
         profiles.install()  # kurigram's loop thread starts with the gateway
-    gateway = offline_gateway(str(path), name=f"sender-{variant}", limiter=limiter, peers=user_access_hash)
+    gateway = offline_gateway(str(path), name=f"sender-{variant}", limiter=limiter, peers=user_access_hash, paid=paced == "paid")
     if variant == "job":
         queue_broadcast(chats)
     sends_before = remote.count("messages.SendMessage")
     if profiles is not None:
         profiles.enable()
     server_cpu, wall, cpu = process_cpu(server_pid), time.perf_counter(), time.process_time()
-    stream = sends_sweep(BroadcastSendSweep(gateway), batch_size=200, time_budget=600, rate=LIMITER_RATE)
+    stream = sends_sweep(BroadcastSendSweep(gateway), batch_size=200, time_budget=600, rate=rate)
     if variant == "job":
         processed, failed, _ = stream.run()
         if (processed, failed) != (len(chats), 0):
@@ -161,18 +179,23 @@ def main():
     parser.add_argument("--sends", type=int, default=5000)
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--profile", action="store_true", help="profile the job variant once instead")
+    parser.add_argument("--paced", choices=["free", "paid"], help="the job variant at production's pacing instead")
     parser.add_argument("--top", type=int, default=25, help="lines of the profile to print")
     parser.add_argument("--profile-out", help="also save the merged profile here (pstats format)")
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
-    total = args.sends * (1 if args.profile else len(VARIANTS) * args.runs)
+    if args.paced:
+        settings.TELEGRAM_PAID_BROADCASTS = args.paced == "paid"
+    variants = ("job",) if args.paced else VARIANTS
+    total = args.sends * (1 if args.profile else len(variants) * args.runs)
     ids = range(FIRST, FIRST + total)
     Broadcast.objects.filter(title=TITLE).delete()
     others = Broadcast.objects.filter(status__in=[Broadcast.Status.QUEUED, Broadcast.Status.SENDING])
     if others.exists():
         raise SystemExit(f"bench/sender.py: other broadcasts are active in this database: {list(others)}")
 
-    with telegram_process("--no-rates") as (path, remote, proc):
+    server = ("--latency", "0.05") if args.paced else ("--no-rates",)  # paced: Telegram's rates enforced
+    with telegram_process(*server) as (path, remote, proc):
         users_meet_bot(remote, ids)
         hashes: dict[int, int] = {}
         setup = offline_gateway(str(path), name="setup", peers=hashes.get)
@@ -197,18 +220,29 @@ def main():
             return
 
         chats = iter(ids)
-        found = {v: [] for v in VARIANTS}
+        found = {v: [] for v in variants}
+        floods = remote.flood_waits() if args.paced else 0
         for run in range(args.runs):
-            for variant in VARIANTS:  # alternating, so the machine's drift hits every variant alike
+            for variant in variants:  # alternating, so the machine's drift hits every variant alike
                 per_cpu, per_wall, server_cpu = measure(
-                    path, remote, proc.pid, variant, [next(chats) for _ in range(args.sends)], hashes, args.threads
-                )
+                    path, remote, proc.pid, variant, [next(chats) for _ in range(args.sends)], hashes, args.threads,
+                    paced=args.paced or "",
+                )  # fmt: skip
                 found[variant].append(per_cpu)
                 print(
-                    f"run {run + 1} {variant:8} {per_cpu:7,.0f} sends/CPU-s  ({per_wall:,.0f} sends/s wall; "
+                    f"run {run + 1} {variant:8} {per_cpu:7,.0f} sends/CPU-s  ({per_wall:,.1f} sends/s wall; "
                     f"telegram_server used {server_cpu:.2f} CPU-s, not counted)",
                     flush=True,
                 )
+        if args.paced:
+            print(
+                f"\npaced {args.paced}: the limiter at {global_rate():,.1f}/s, {remote.flood_waits() - floods} FLOOD_WAITs "
+                f"in all; sends per CPU-second of the worker at real pacing, min / median / max: "
+                f"{spread(found['job'], '{:,.0f}')}"
+            )
+            Broadcast.objects.filter(title=TITLE).delete()
+            TelegramUser.objects.filter(telegram_id__gte=FIRST, telegram_id__lt=FIRST + total).delete()
+            return
         Broadcast.objects.filter(title=TITLE).delete()
         TelegramUser.objects.filter(telegram_id__gte=FIRST, telegram_id__lt=FIRST + total).delete()
         print(f"\n{args.sends:,} sends from {args.threads} threads; sends per CPU-second of the sender, min / median / max:")
