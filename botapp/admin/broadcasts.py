@@ -158,7 +158,7 @@ class BroadcastAdmin(ModelAdmin):
             return "—"
         p = progress_of(obj)
         if obj.prepare_after is not None and obj.status in ACTIVE:
-            return f"{p['done']:,}/{obj.total:,}, {broadcast_progress_text(obj)}"
+            return f"{p['done']:,}/{obj.total:,}, {broadcast_progress_text(broadcast=obj)}"
         return f"{p['done']:,}/{obj.total:,} ({p['percent']}%)"
 
     # --- the page ---
@@ -217,7 +217,7 @@ class BroadcastAdmin(ModelAdmin):
             {
                 "b": b,
                 "p": progress_of(b),
-                "preparing": broadcast_progress_text(b) if b.prepare_after is not None and b.status in ACTIVE else "",
+                "preparing": broadcast_progress_text(broadcast=b) if b.prepare_after is not None and b.status in ACTIVE else "",
                 "poll": b.status in ACTIVE or test_waiting,
                 "test_waiting": test_waiting,
                 "url": reverse("admin:botapp_broadcast_progress", args=[b.pk]) + f"?from={b.status}&page=change",

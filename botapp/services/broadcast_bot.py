@@ -55,7 +55,7 @@ def broadcast_report_text(*, broadcast: Broadcast) -> tuple[str, list[list[Butto
         return f"✅ Broadcast #{b.pk} finished: {b.sent} of {b.total} users got it.\n{counts}", []
     if b.status == Broadcast.Status.CANCELLED:
         return f"⛔ Broadcast #{b.pk} cancelled after {done} of {b.total} users.\n{counts}", []
-    of = f"{b.total} users" if b.prepare_after is None else f"{b.total} users so far, {broadcast_progress_text(b)}"
+    of = f"{b.total} users" if b.prepare_after is None else f"{b.total} users so far, {broadcast_progress_text(broadcast=b)}"
     return (
         f"📤 Broadcast #{b.pk}: {done} of {of}…\n{counts}",
         [[Button("⛔ Cancel", callback_data=f"bcast:stop:{b.pk}")]],

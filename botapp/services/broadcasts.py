@@ -402,7 +402,7 @@ def broadcasts_finish(*, broadcast_ids) -> int:
     )
 
 
-def broadcast_progress_text(broadcast: Broadcast) -> str:
+def broadcast_progress_text(*, broadcast: Broadcast) -> str:
     """Its recipients, for the operator: "1,234 users", or while its rows are still being made
     "preparing 3,400,000 of 10,000,000 users"."""
     if broadcast.prepare_after is not None and broadcast.status in PREPARED_IN:

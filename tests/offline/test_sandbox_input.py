@@ -107,7 +107,7 @@ def test_waiting_runs_the_jobs_that_fell_due_through_the_scheduler(box, telegram
     out = box.out.getvalue()
     notes = [line for line in out.splitlines() if line.startswith(".. jobs run:")]
     assert notes == [
-        ".. jobs run: send_broadcasts, reap_expired_claims, flush_counters, delete_due_messages, end_premium_plans, "
+        ".. jobs run: send_broadcasts, prepare_broadcasts, reap_expired_claims, flush_counters, delete_due_messages, end_premium_plans, "
         "send_sequence_messages, backfill_backups"  # backfill: hourly at :20, which 10:00 + 31 minutes crosses
     ]
     assert ".. job delete_due_messages: 1 processed, 0 failed (1 batch(es))" in out

@@ -51,7 +51,7 @@ def test_a_large_audience_is_queued_in_chunks_while_it_is_sent(telegram, gateway
     assert (broadcast.status, broadcast.total, broadcast.prepare_after is not None) == ("queued", 3, True)
     assert rows(broadcast) == sorted(u.telegram_id for u in people[:3])
     assert queued == [(broadcast.pk, True, True)]  # the sender and the preparer are woken
-    assert broadcast_progress_text(broadcast) == "preparing 3 users"
+    assert broadcast_progress_text(broadcast=broadcast) == "preparing 3 users"
 
     # Sending starts with them, and the broadcast is not done while rows are left to make.
     job_run("send_broadcasts", trigger="test", gateway=gateway)
@@ -65,7 +65,7 @@ def test_a_large_audience_is_queued_in_chunks_while_it_is_sent(telegram, gateway
     broadcast.refresh_from_db()
     assert step == (4, False)
     assert (broadcast.total, broadcast.audience_size) == (7, 10)
-    assert broadcast_progress_text(broadcast) == "preparing 7 of 10 users"
+    assert broadcast_progress_text(broadcast=broadcast) == "preparing 7 of 10 users"
     assert "7 users so far, preparing 7 of 10 users" in broadcast_report_text(broadcast=broadcast)[0]
 
     outcome = job_run("prepare_broadcasts", trigger="test")
