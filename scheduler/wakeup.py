@@ -81,6 +81,30 @@ return 1
 _client: redis.Redis | None = None
 _scripts: dict[str, object] = {}
 
+# What this process last learnt from Redis per (job, key): a due time (ms) the key holds or is
+# earlier than, until when (monotonic) it is trusted. A row due at or after it, while it is still
+# ahead, is covered without asking (runbot writes a deletion per /start: a Redis script call each,
+# ~0.2 ms of its CPU): the wake-up armed for it runs the job, which asks the database for the next
+# due row (ours among them) and arms on; `later` is only ever replaced from the database too.
+# Trusted for NOTED_TTL at most, so a key Redis lost (flushed, failed over) is re-armed within it;
+# meanwhile beat's minute run is the safety net, as for any wake-up lost.
+NOTED_TTL = 60.0
+_noted: dict[tuple[str, str], tuple[int, float]] = {}
+
+
+def _covered(job: str, which: str, due: int, now: int) -> bool:
+    noted = _noted.get((job, which))
+    return noted is not None and now < noted[0] <= due and time.monotonic() < noted[1]
+
+
+def _note(job: str, which: str, due: int) -> None:
+    _noted[(job, which)] = (due, time.monotonic() + NOTED_TTL)
+
+
+def wakeup_notes_forget() -> None:
+    """Ask Redis again for every job (a test that cleared Redis; a run of the job in this process)."""
+    _noted.clear()
+
 
 def _redis():
     global _client
@@ -114,13 +138,18 @@ def wakeup_arm(*, job: str, due: datetime) -> bool:
     if not cache_usable():
         return False
     now = clock.now()
+    which = "later" if due - now > HORIZON else "armed"
+    if _covered(job, which, _ms(due), _ms(now)):
+        return False
     try:
-        if due - now > HORIZON:
+        if which == "later":
             _script(LATER_MIN)(keys=[_key(job, "later")], args=[_ms(due)])
+            _note(job, "later", _ms(due))
             return False
         token = uuid.uuid4().hex
         ttl = max(0, _ms(due) - _ms(now)) + ARMED_GRACE
         if not _script(ARM)(keys=[_key(job, "armed")], args=[_ms(due), token, ttl]):
+            _note(job, "armed", _ms(due))  # one at or before it is armed
             return False
     except redis.RedisError as exc:
         cache_failed(exc, f"arming {job}")
@@ -134,6 +163,7 @@ def wakeup_arm(*, job: str, due: datetime) -> bool:
         # The broker is Redis too: runbot's next /start must not wait for its connect timeout again.
         cache_failed(exc, f"publishing a wake-up of {job}")
         return False
+    _note(job, "armed", _ms(due))
     return True
 
 
@@ -175,6 +205,8 @@ def wakeup_after_run(job: Job, outcome: Outcome, *, token: str | None) -> None:
     has come within HORIZON: an idle beat run costs one Redis GET and no query."""
     if job.due_next is None:
         return
+    for which in ("armed", "later"):  # what this process noted may be this run's to replace
+        _noted.pop((job.name, which), None)
     worked = bool(outcome.processed or outcome.failed)
     released = token is not None and _release(job.name, token)
     later = _later(job.name)

@@ -9,6 +9,7 @@ from botapp.bot.router import Router
 from botapp.telegram.gateway import TgUser
 from offline.telegram.clients import OfflineBot, offline_gateway
 from offline.telegram.server import TelegramServer
+from scheduler.wakeup import wakeup_notes_forget
 
 ADMIN = 1000
 STORAGE = -1001000000001
@@ -40,6 +41,7 @@ def cache_clear():
     keys = list(client.scan_iter(f"{cache.key_prefix}:*"))
     if keys:
         client.delete(*keys)
+    wakeup_notes_forget()  # what this process noted of the wake-up keys just deleted
 
 
 @pytest.fixture(autouse=True)
