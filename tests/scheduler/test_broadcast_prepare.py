@@ -241,3 +241,27 @@ def test_the_sender_says_when_its_budget_ran_out_with_rows_left(telegram, gatewa
     assert sends_outcome(BroadcastSendSweep(gateway), batch_size=2, time_budget=0.0).more is True
     outcome = sends_outcome(BroadcastSendSweep(gateway), batch_size=2, time_budget=60.0)
     assert (outcome.processed, outcome.more) == (3, False)
+
+
+@pytest.mark.django_db(transaction=True)  # the chunk's own transaction rolls back for real
+def test_a_worker_that_dies_mid_chunk_leaves_none_of_it(telegram, small_chunks, monkeypatch):
+    people = [met_user(telegram) for _ in range(9)]
+    broadcast = BroadcastFactory(title="Crash", text="Hi")
+    broadcast_start(broadcast=broadcast)
+    real = broadcasts._rows_make
+
+    def rows_then_die(*args, **kwargs):
+        real(*args, **kwargs)  # the chunk's rows are written, then the worker is gone
+        raise SystemExit("killed")
+
+    monkeypatch.setattr(broadcasts, "_rows_make", rows_then_die)
+    with pytest.raises(SystemExit):
+        broadcasts_prepare(chunk=small_chunks)
+    broadcast.refresh_from_db()
+    assert (broadcast.total, BroadcastDelivery.objects.filter(broadcast=broadcast).count()) == (3, 3)
+
+    monkeypatch.setattr(broadcasts, "_rows_make", real)
+    broadcasts_prepare(chunk=small_chunks)  # the next run, from the same place
+    broadcast.refresh_from_db()
+    assert rows(broadcast) == sorted(u.telegram_id for u in people)
+    assert (broadcast.total, broadcast.prepare_after) == (9, None)
