@@ -317,9 +317,11 @@ class BroadcastAdmin(ModelAdmin):
     @action(description="Start sending…", url_path="start", icon="send", variant=ActionVariant.PRIMARY, permissions=["start"])
     def start_sending(self, request, object_id):
         broadcast = self._broadcast(object_id)
-        audience, who = broadcast_recipients_text(broadcast=broadcast)
         later = bool(broadcast.scheduled_at and broadcast.scheduled_at > clock.now())
         if request.method != "POST":
+            # Counted for the confirmation only: the start itself answers at once (0.57 s of a
+            # 0.7 s POST at 10,000,000 users was this count).
+            audience, who = broadcast_recipients_text(broadcast=broadcast)
             if later:
                 when = f"{timezone.localtime(broadcast.scheduled_at):%Y-%m-%d %H:%M %Z}"
                 # Listed users are fixed; the others are whoever is active when it starts.
