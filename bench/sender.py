@@ -23,6 +23,8 @@ worker's (the bulk lane at TELEGRAM_RATE x headroom, 28.5/s; or with TELEGRAM_PA
 TELEGRAM_PAID_RATE x headroom, 960/s, the sends carrying the paid flag), the stream sized for that
 rate, against a telegram_server that enforces Telegram's rates (FLOOD_WAITs counted) with a 50 ms
 answer. Its CPU includes what the process spends waiting for its slots (the idle cost at 28.5/s).
+Use one job slice's worth of sends (--sends 1440: the 50 s time budget at 28.8/s), so each
+slice's own start (a pool, the first claim, the last record) weighs as it does in production.
 
 --profile runs the job variant once under cProfile instead, one profiler per thread (the calling
 thread's claims and records, the sending threads, kurigram's loop and crypto threads), each timing
@@ -31,7 +33,7 @@ own time. cProfile's overhead inflates every figure (calls that are cheap and ma
 read it for where the time goes, not for the rate.
 
     .venv/bin/python bench/sender.py [--runs 3] [--sends 5000] [--threads 8] [--profile [--top 25] [--profile-out FILE]]
-    .venv/bin/python bench/sender.py --paced free --sends 600     # ~21 s a run
+    .venv/bin/python bench/sender.py --paced free --sends 1440    # one 50 s job slice a run
     .venv/bin/python bench/sender.py --paced paid --sends 10000   # ~10 s a run
 """
 
