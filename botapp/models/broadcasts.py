@@ -157,12 +157,13 @@ class BroadcastDelivery(OutgoingSend):
         indexes = [
             # The broadcast sender's claim.
             models.Index(fields=["broadcast", "id"], name="delivery_pending", condition=Q(status="pending")),
-            # "Is the broadcast done?": no pending (above) and no sending row, without a scan of all its rows.
-            models.Index(fields=["broadcast"], name="delivery_sending", condition=Q(status="sending")),
+            # Rows being sent, one index for two queries: "is the broadcast done?" (no pending row,
+            # above, and none here, without a scan of all its rows) and the reaper's (sends whose
+            # lease ran out: a walk of this small index). One index entry per claimed row, not two
+            # (migration 0020: a separate (lease_until) index cost ~15 % of the claim).
+            models.Index(fields=["broadcast", "lease_until"], name="delivery_sending", condition=Q(status="sending")),
             # The broadcast deleter's claim: sent messages whose lifetime is over.
             models.Index(fields=["delete_at"], name="delivery_delete_due", condition=Q(status="sent", delete_at__isnull=False)),
-            # The reaper: sends that crashed mid-call.
-            models.Index(fields=["lease_until"], name="delivery_lease", condition=Q(status="sending")),
             # The dashboard's count of messages left in chats past Telegram's 48 h (a lifetime deletion not made).
             models.Index(fields=["broadcast"], name="delivery_expired", condition=Q(status="expired")),
             # Scheduler statistics: messages sent in the last 24 h.

@@ -391,15 +391,21 @@ def broadcasts_finish(*, broadcast_ids) -> int:
     as a safety net). Returns how many."""
     if not broadcast_ids:
         return 0
-    Status = BroadcastDelivery.Status
-    unfinished = BroadcastDelivery.objects.filter(broadcast=OuterRef("pk"), status__in=[Status.PENDING, Status.SENDING])
-    return (
+    return broadcasts_settled(
         Broadcast.objects.filter(
             id__in=list(broadcast_ids), status__in=(Broadcast.Status.QUEUED, Broadcast.Status.SENDING), prepare_after__isnull=True
         )
-        .exclude(Exists(unfinished))
-        .update(status=Broadcast.Status.DONE, finished_at=clock.now())
-    )
+    ).update(status=Broadcast.Status.DONE, finished_at=clock.now())
+
+
+def broadcasts_settled(broadcasts):
+    """Those of the broadcasts none of whose rows is pending or being sent. One NOT EXISTS per
+    status, each a look into its partial index (`delivery_pending`, `delivery_sending`): asked as
+    one `status IN ('pending', 'sending')`, PostgreSQL matched neither index and scanned the whole
+    table (84 ms at 1,000,000 rows, the reaper's every minute; 0.14 ms so)."""
+    Status = BroadcastDelivery.Status
+    left = {s: BroadcastDelivery.objects.filter(broadcast=OuterRef("pk"), status=s) for s in (Status.PENDING, Status.SENDING)}
+    return broadcasts.exclude(Exists(left[Status.PENDING])).exclude(Exists(left[Status.SENDING]))
 
 
 def broadcast_progress_text(*, broadcast: Broadcast) -> str:

@@ -25,12 +25,13 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, F, OuterRef, Q
+from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 
 from botapp import clock
 from botapp.models import Broadcast, BroadcastDelivery, ClaimStatus, PendingDeletion, SequenceMessage
 from botapp.services.autodelete import LEASE as DELETION_LEASE
+from botapp.services.broadcasts import broadcasts_settled
 from scheduler.jobs.registry import Job, Outcome, job_register
 from scheduler.models import JobRun
 
@@ -85,14 +86,9 @@ def reap_expired_claims(*, gateway=None, dry_run: bool = False) -> Outcome:
         r = sends.exclude(late).update(**again)
     s += steps.filter(late).update(status=SequenceMessage.Status.INTERRUPTED, lease_until=None, error=lost)
     r += steps.exclude(late).update(**again)
-    unfinished = BroadcastDelivery.objects.filter(
-        broadcast=OuterRef("pk"), status__in=[BroadcastDelivery.Status.PENDING, BroadcastDelivery.Status.SENDING]
-    )
-    closed = (
+    closed = broadcasts_settled(
         Broadcast.objects.filter(status=Broadcast.Status.SENDING, prepare_after__isnull=True)  # rows all made
-        .exclude(Exists(unfinished))
-        .update(status=Broadcast.Status.DONE, finished_at=now)
-    )
+    ).update(status=Broadcast.Status.DONE, finished_at=now)
     runs = dead_runs.update(
         status=JobRun.Status.FAILED,
         finished_at=now,
