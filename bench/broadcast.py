@@ -218,11 +218,11 @@ def flood_context(at: float, chat: int, sends, first: float) -> str:
     """What arrived in the second before a refused send: how many, whose, and the gaps between
     the last arrivals (a stall followed by a bunch shows here)."""
     before = sorted((t, text.startswith(TEXT)) for _, t, text in sends if at - 1.0 < t <= at)
-    gaps = [round((b[0] - a[0]) * 1000) for a, b in zip(before, before[1:], strict=False)]
+    gaps = [f"{(b[0] - a[0]) * 1000:.0f}{'' if b[1] else 'r'}" for a, b in zip(before, before[1:], strict=False)]
     whose = "worker" if chat < NEW else "runbot"
     return (
         f"+{at - first:.1f} s a {whose} send to {chat} refused: {len(before)} arrived in the second before it "
-        f"({sum(b for _, b in before)} broadcast); gaps between them, ms: {gaps}"
+        f"({sum(b for _, b in before)} broadcast); gaps between them, ms (r: before a reply): {' '.join(gaps)}"
     )
 
 
