@@ -221,7 +221,7 @@ def flood_context(at: float, chat: int, sends, first: float) -> str:
     gaps = [f"{(b[0] - a[0]) * 1000:.0f}{'' if b[1] else 'r'}" for a, b in zip(before, before[1:], strict=False)]
     whose = "worker" if chat < NEW else "runbot"
     return (
-        f"+{at - first:.1f} s a {whose} send to {chat} refused: {len(before)} arrived in the second before it "
+        f"+{at - first:.1f} s (at {at:.3f}) a {whose} send to {chat} refused: {len(before)} arrived in the second before it "
         f"({sum(b for _, b in before)} broadcast); gaps between them, ms (r: before a reply): {' '.join(gaps)}"
     )
 
