@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 SCRIPTS = {
+    "broadcast.py": (["--runs", "1", "--users", "300", "--mode", "burst"], "all sends / allowed"),
     "calls.py": (["--runs", "1"], "Telegram calls per operation"),
     "lateness.py": (["--runs", "1", "--rows", "20", "--spread", "3", "--lead", "5"], "idle beat round"),
     "start.py": (["--runs", "1", "--users", "5", "--burst", "10"], "runbot updates/s"),

@@ -102,6 +102,8 @@ class Event:
     buttons: tuple[tuple[Button, ...], ...] = ()
     alert: bool = False  # an answer shown as an alert rather than a toast
     reply_to: int | None = None  # the message a send replies to
+    # When it happened (time.monotonic(), the machine's clock): read by benchmarks, never compared.
+    at: float = field(default_factory=time.monotonic, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -1047,6 +1049,17 @@ class TelegramServer:
         on Linux that clock is the machine's, so another process's monotonic times compare."""
         with self.lock:
             return [(call.method, call.chat_id, call.at) for call in self.calls[since:]]
+
+    def send_times(self, since: int = 0) -> list[tuple[int, float, str]]:
+        """(chat id, time.monotonic(), the text's first 40 characters) of every message the bot
+        sent or copied (accepted, counted by the rates) from event number `since` on: what a
+        benchmark counts as sends."""
+        with self.lock:
+            return [(e.chat_id, e.at, e.text[:40]) for e in self.events[since:] if e.action in ("send", "copy")]
+
+    def events_count(self) -> int:
+        with self.lock:
+            return len(self.events)
 
     def methods_called(self, since: int = 0) -> list[str]:
         with self.lock:
