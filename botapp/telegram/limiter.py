@@ -281,24 +281,27 @@ def global_rate() -> float:
 
 # How far a worker's sends may bunch: a batch of the slots due within this window goes to Telegram
 # at once (one MTProto container) and is admitted against the windows as one. Each batch is a burst
-# of rate x BATCH_WINDOW sends that the rate windows (TELEGRAM_RATE_SPAN) must hold: 38 at 960/s.
-# A batch's cost to the worker is mostly per batch (a Redis call, thread hops, a container): at
-# 960/s, 40 ms batches cost 0.49 ms of CPU per 1000 sends less than 20 ms ones (5,125 against
-# 4,750 sends per CPU-second, side by side), and a reply waits at most one window more.
-BATCH_WINDOW = 0.04
+# of rate x BATCH_WINDOW sends that the rate windows (TELEGRAM_RATE_SPAN) must hold: 19 at 960/s.
+# 40 ms batches cost a worker less CPU (5,125 against 4,750 sends per CPU-second, side by side) but
+# a paid broadcast end to end (bench/broadcast.py --mode paid) fell from 0.950 to 0.893-0.939 of
+# the allowed rate, with 157 FLOOD_WAITs in one run of three: bigger bunches fill the windows in
+# bigger steps. Kept at 20 ms.
+BATCH_WINDOW = 0.02
 BATCH_MAX = 50  # sends per batch at most, whatever the rate
 # Sends per batch at least, whatever the rate: at the free rate (28.8/s) a pair, two slots 35 ms
 # apart sent at once. Each batch costs a worker the same thread hops, Redis call, container and
 # answer whatever its size: one send at a time cost 1.9 ms of CPU a send, most of it those (530
 # sends per CPU-second at 28.8/s, against 1,066 in pairs and 1,255 in threes, side by side). No more
-# than a pair: a reply waits behind the slots a bulk sender holds (up to about two batches), and
-# replies during a free broadcast must stay quick.
+# than a pair: a reply waits behind the slots a bulk sender holds, and for the windows, which a pair
+# fills two at a time. Measured end to end (bench/broadcast.py --mode free), replies during a free
+# broadcast took p95 200 ms in pairs against 65 ms one at a time (issue 24 asks for 150 ms: open),
+# and the run met no FLOOD_WAIT (one at a time: 3-4 a run).
 BATCH_MIN = 2
 
 
 def send_batch_size(rate: float | None = None) -> int:
     """Sends a worker hands the limiter at once: the slots of one window, BATCH_MIN at least (a
-    pair at the free rate, 38 at 960/s)."""
+    pair at the free rate, 19 at 960/s)."""
     rate = global_rate() if rate is None else rate
     return max(BATCH_MIN, min(BATCH_MAX, int(rate * BATCH_WINDOW)))
 

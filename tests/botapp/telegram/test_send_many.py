@@ -264,7 +264,7 @@ def test_a_pause_holds_the_batch(prefix):
 
 def test_batch_sizes_follow_the_rate():
     assert send_batch_size(28.8) == 2  # free broadcasts: pairs (BATCH_MIN)
-    assert send_batch_size(960) == 38  # paid: 1000/s x TELEGRAM_PAID_RATE_HEADROOM, 40 ms of it
+    assert send_batch_size(960) == 19  # paid: 1000/s x TELEGRAM_PAID_RATE_HEADROOM, 20 ms of it
     assert send_batch_size(100_000) == 50
 
 
