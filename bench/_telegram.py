@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
 import tempfile
 from pathlib import Path
 
 from pyrogram import raw
 
 from botapp.telegram.gateway import TgUser
+from offline.readiness import ready_line_wait
 from offline.telegram.process import RemoteTelegram, server_process
 
 
@@ -26,6 +28,28 @@ def telegram_process(*args: str):
                 remote.close()
         except RuntimeError as exc:
             raise SystemExit(str(exc)) from exc
+
+
+@contextlib.contextmanager
+def production_process(args: list[str], env: dict, log: Path, ready: str, *, cwd: Path):
+    """A production process (runbot, a Celery worker) with its output copied to `log`, once it
+    has printed a line containing `ready` (offline/readiness.py: the line is waited for, not
+    polled); stopped on the way out."""
+    with open(log, "w") as out:
+        proc = subprocess.Popen(args, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            try:
+                ready_line_wait(proc, ready, echo=out, anywhere=True)
+            except RuntimeError as exc:
+                raise SystemExit(f"bench: {args[1:4]} did not start: {exc}") from exc
+            yield proc
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
 
 
 STORAGE = -1001000000001

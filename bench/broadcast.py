@@ -43,7 +43,6 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
-import subprocess
 import sys
 import tempfile
 import threading
@@ -53,7 +52,7 @@ from pathlib import Path
 import _setup  # noqa: F401
 import redis
 from _setup import ROOT, spread
-from _telegram import offline_env, process_cpu, telegram_process
+from _telegram import offline_env, process_cpu, production_process, telegram_process
 from django.conf import settings
 from django.core.management import call_command
 
@@ -62,7 +61,6 @@ from botapp.services.broadcasts import broadcast_start
 from botapp.services.send_window import send_window_current
 from botapp.telegram.gateway import TgUser
 from botapp.telegram.limits import GLOBAL_RATE, PAID_RATE
-from offline.readiness import READY_TIMEOUT
 from offline.telegram.process import RemoteTelegram
 from scheduler.models import JobRun
 
@@ -87,28 +85,6 @@ def tree_cpu(pid: int) -> float:
             with contextlib.suppress(FileNotFoundError, ProcessLookupError):
                 total += process_cpu(int(child))
     return total
-
-
-@contextlib.contextmanager
-def process(args: list[str], env: dict, log: Path, ready: str):
-    """A production process (runbot, the worker), its output in `log`, once it has printed a line
-    containing `ready`; stopped on the way out."""
-    with open(log, "w") as out:
-        proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-        try:
-            deadline = time.monotonic() + READY_TIMEOUT
-            while ready not in log.read_text(errors="replace"):
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit(f"bench/broadcast.py: {args[1:4]} did not start:\n{log.read_text()[-3000:]}")
-                time.sleep(0.2)
-            yield proc
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
 
 
 def users_write(path, first: int, rate: float, stop: threading.Event, sent: dict[int, float]) -> None:
@@ -278,8 +254,10 @@ def main():
         )
         found = []
         with (
-            process([sys.executable, "manage.py", "runbot"], env, logs / "runbot.log", "runbot: listening") as bot,
-            process(worker, env, logs / "worker.log", " ready.") as celery,
+            production_process(
+                [sys.executable, "manage.py", "runbot"], env, logs / "runbot.log", "runbot: listening", cwd=ROOT
+            ) as bot,
+            production_process(worker, env, logs / "worker.log", " ready.", cwd=ROOT) as celery,
         ):
             pids = {"runbot": bot.pid, "worker": celery.pid, "telegram_server": server.pid}
             for run in range(args.runs):

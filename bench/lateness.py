@@ -38,7 +38,6 @@ import argparse
 import contextlib
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -48,7 +47,7 @@ from pathlib import Path
 import _setup  # noqa: F401
 import redis
 from _setup import ROOT, spread
-from _telegram import access_hashes, offline_env, telegram_process, users_meet_bot
+from _telegram import access_hashes, offline_env, production_process, telegram_process, users_meet_bot
 from django.conf import settings
 from django.core.management import call_command
 from django.db import connection
@@ -135,26 +134,10 @@ def pct(values: list[float], p: float) -> float:
 def celery_worker(env: dict, log: Path):
     """One `celery -A config worker` (4 processes), its queue emptied first; stopped on the way out."""
     redis.Redis.from_url(settings.CELERY_BROKER_URL).delete("celery")
-    with open(log, "w") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "config", "worker", "-c", "4", "--without-gossip", "--without-mingle",
-             "--loglevel", "INFO"],
-            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 90
-        while "ready." not in log.read_text(errors="replace"):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"bench/lateness.py: the worker did not start:\n{log.read_text()[-3000:]}")
-            time.sleep(0.2)
+    args = [sys.executable, "-m", "celery", "-A", "config", "worker", "-c", "4", "--without-gossip", "--without-mingle",
+            "--loglevel", "INFO"]  # fmt: skip
+    with production_process(args, env, log, " ready.", cwd=ROOT) as proc:
         yield proc
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
 
 
 def idle_queries(path) -> tuple[int, int]:

@@ -15,9 +15,12 @@ from typing import IO
 READY_TIMEOUT = 120.0  # seconds: generous, for a loaded machine; only a process that never starts waits this long
 
 
-def ready_line_wait(proc: subprocess.Popen, prefix: str, *, timeout: float = READY_TIMEOUT, echo: IO[str] | None = None) -> str:
+def ready_line_wait(
+    proc: subprocess.Popen, prefix: str, *, timeout: float = READY_TIMEOUT, echo: IO[str] | None = None, anywhere: bool = False
+) -> str:
     """Block until `proc` (started with stdout=PIPE, text=True) prints a line starting with
-    `prefix`, and return it. Its output is read to the end by a thread of this process, copied to
+    `prefix` (`anywhere`: containing it, as Celery's "celery@host ready." after its log prefix),
+    and return it. Its output is read to the end by a thread of this process, copied to
     `echo` when given, so the process never blocks on a full pipe. Raises RuntimeError when the
     process exits first, or says nothing within `timeout` seconds."""
     said: list[str] = []  # what it printed before the line (for the error)
@@ -31,7 +34,7 @@ def ready_line_wait(proc: subprocess.Popen, prefix: str, *, timeout: float = REA
                 echo.flush()
             if done.is_set():
                 continue  # drained, so that the process never blocks on a full pipe
-            if line.startswith(prefix):
+            if line.startswith(prefix) or (anywhere and prefix in line):
                 found.append(line.rstrip("\n"))
                 done.set()
             else:
