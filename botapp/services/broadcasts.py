@@ -392,13 +392,13 @@ def broadcasts_finish(*, broadcast_ids) -> int:
     if not broadcast_ids:
         return 0
     return broadcasts_settled(
-        Broadcast.objects.filter(
+        broadcasts=Broadcast.objects.filter(
             id__in=list(broadcast_ids), status__in=(Broadcast.Status.QUEUED, Broadcast.Status.SENDING), prepare_after__isnull=True
         )
     ).update(status=Broadcast.Status.DONE, finished_at=clock.now())
 
 
-def broadcasts_settled(broadcasts):
+def broadcasts_settled(*, broadcasts):
     """Those of the broadcasts none of whose rows is pending or being sent. One NOT EXISTS per
     status, each a look into its partial index (`delivery_pending`, `delivery_sending`): asked as
     one `status IN ('pending', 'sending')`, PostgreSQL matched neither index and scanned the whole

@@ -87,7 +87,7 @@ def reap_expired_claims(*, gateway=None, dry_run: bool = False) -> Outcome:
     s += steps.filter(late).update(status=SequenceMessage.Status.INTERRUPTED, lease_until=None, error=lost)
     r += steps.exclude(late).update(**again)
     closed = broadcasts_settled(
-        Broadcast.objects.filter(status=Broadcast.Status.SENDING, prepare_after__isnull=True)  # rows all made
+        broadcasts=Broadcast.objects.filter(status=Broadcast.Status.SENDING, prepare_after__isnull=True)  # rows all made
     ).update(status=Broadcast.Status.DONE, finished_at=now)
     runs = dead_runs.update(
         status=JobRun.Status.FAILED,

@@ -67,7 +67,7 @@ def test_the_reapers_query_walks_the_sending_index(rows):
 def test_is_the_broadcast_done_uses_the_pending_and_sending_indexes(rows):
     """The check of broadcasts_finish and the reaper (`broadcasts_settled`): a status IN (pending,
     sending) matched neither partial index, and PostgreSQL scanned the table (1 s at 10M rows)."""
-    text = queryset_plan(broadcasts_settled(Broadcast.objects.filter(pk=rows.pk)).values("id"))
+    text = queryset_plan(broadcasts_settled(broadcasts=Broadcast.objects.filter(pk=rows.pk)).values("id"))
     assert "delivery_sending" in text and "delivery_pending" in text, text
     assert not scans_of_table(text), text
 
