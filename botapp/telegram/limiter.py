@@ -11,7 +11,9 @@ are spaced evenly; a sender sleeps until its slot. The rate is a little under Te
 the same instant. A per-chat slot works the same way with that chat's interval, allowing a burst
 of CHAT_BURST calls.
 
-Two lanes. Replies to users (runbot) reserve their slot whatever the queue; bulk sends (broadcasts,
+Two lanes. Replies to users (runbot) are paced among replies alone: their slot is not behind the
+slots bulk senders reserved (it is taken from the shared queue all the same, which moves bulk's
+next batch back), and in the windows a waiting reply has the first place that frees; bulk sends (broadcasts,
 scheduled messages, sequence steps) reserve a batch only when its first slot is due within one
 window (BATCH_WINDOW, or BATCH_MIN intervals if longer: `batch_window`) of now. A bulk sender does not poll for it: it
 sleeps until the next free slot is due (the time the last grant named, or Redis' exact "not yet")
@@ -32,7 +34,10 @@ re-checks them after sleeping (a sleep for a slot ends in a new reservation, whi
 
 from __future__ import annotations
 
+import itertools
 import logging
+import os
+import socket
 import threading
 import time
 from collections.abc import Sequence
@@ -45,8 +50,10 @@ from botapp.telegram.limits import GROUP_CHAT_INTERVAL, PRIVATE_CHAT_BURST, PRIV
 
 # One round trip per call: the chat's slot (KEYS[1], its pause KEYS[2]), then G rate slots (KEYS[3
 # .. 2+G]: the overall one, and the free one for a call without the paid flag when paid broadcasts
-# are on), then the pauses. ARGV: chat interval, chat burst, max_ahead (-1: always reserve), late,
-# has_chat (0/1), count (messages in the call), G, then each rate slot's interval. A call of
+# are on), then, for a reply, the replies' own G slots, then the pauses. ARGV: chat interval, chat
+# burst, max_ahead (-1: always reserve), late, has_chat (0/1), count (messages in the call), G,
+# each rate slot's interval, then own (1: a reply; its slot is found in its own queues, and the
+# shared ones move on by the slots it took, wherever they were). A call of
 # `count` messages takes `count` consecutive slots and goes at the last of them (so no span of a
 # second ever holds more than the rate). `late`: how far in the past a rate slot may still be
 # taken (a bulk sender told to come at its slot that woke a little late: its slot was not lost,
@@ -72,14 +79,16 @@ if has_chat then
   chat_tat = tat + chat_interval
   start = math.max(chat_tat - burst * chat_interval, start, chat_pause)
 end
+local own = ARGV[8 + g] == '1'
+local first_pause = own and 3 + 2 * g or 3 + g
 local pause = 0
-for i = 3 + g, #KEYS do
+for i = first_pause, #KEYS do
   pause = math.max(pause, tonumber(redis.call('GET', KEYS[i]) or '0'))
 end
 local slot = math.max(start, pause)
 for i = 1, g do
   local interval = tonumber(ARGV[7 + i])
-  local tat = tonumber(redis.call('GET', KEYS[2 + i]) or '0')
+  local tat = tonumber(redis.call('GET', KEYS[own and 2 + g + i or 2 + i]) or '0')
   if tat < now - late then
     tat = now
   end
@@ -92,10 +101,19 @@ end
 if has_chat then
   redis.call('SET', KEYS[1], string.format('%.6f', chat_tat), 'PX', math.ceil((chat_tat - now) * 1000) + 1000)
 end
+local function advance(key, new_tat)
+  redis.call('SET', key, string.format('%.6f', new_tat), 'PX', math.max(1, math.ceil((new_tat - now) * 1000) + 1000))
+end
 local next_ = 0
 for i = 1, g do
-  local new_tat = slot + tonumber(ARGV[7 + i])
-  redis.call('SET', KEYS[2 + i], string.format('%.6f', new_tat), 'PX', math.max(1, math.ceil((new_tat - now) * 1000) + 1000))
+  local interval = tonumber(ARGV[7 + i])
+  local new_tat = slot + interval
+  if own then
+    -- the call's own queue moves on from its slot; the shared one by the slots it took
+    advance(KEYS[2 + g + i], new_tat)
+    new_tat = math.max(tonumber(redis.call('GET', KEYS[2 + i]) or '0'), slot - (count - 1) * interval) + count * interval
+  end
+  advance(KEYS[2 + i], new_tat)
   next_ = math.max(next_, new_tat - now)
 end
 return string.format('%.6f %.6f', math.max(slot - now, 0), next_)
@@ -180,18 +198,33 @@ return string.format('%.6f', math.max(until_, current) - now)
 # late, a slow hop to the loop or the network's jitter can bunch them on the way. So right before a
 # call leaves, it is admitted against a log of what actually left: at most ARGV[2+i] messages in
 # any ARGV[1] seconds (a little over one second: TELEGRAM_RATE_SPAN), per window (KEYS[2i-1]: the
-# log, "time count" entries; KEYS[2i]: their sum). ARGV[2]... the windows' caps; the last ARGV is
-# the call's count. Returns 0 (admitted and logged) or the seconds until it would be.
+# log, "time count" entries; KEYS[2i]: their sum). ARGV[2]... the windows' caps; then who asks
+# (a reply's own id, or "-" for a bulk call); the last ARGV is the call's count. The last KEYS:
+# the replies waiting for a place (a sorted set, each id scored with when its wait ends). A
+# broadcast fills the windows to their caps; a reply told to wait registers there, and bulk calls
+# leave it a place while it waits, and 50 ms after (their cap is lower by the replies waiting;
+# a reply that never comes back is forgotten then): the place that
+# frees first is the reply's, not the next bulk batch's (which, asking at the same instant, took
+# it two times in three: replies waited up to four expiries, p95 211 ms in pairs). Returns 0
+# (admitted and logged) or the seconds until it would be.
 WINDOW = """
 local now_parts = redis.call('TIME')
 local now = tonumber(now_parts[1]) + tonumber(now_parts[2]) / 1000000
 local span = tonumber(ARGV[1])
 local count = tonumber(ARGV[#ARGV])
+local who = ARGV[#ARGV - 1]
+local waiting_key = KEYS[#KEYS]
+local yield = 0
+redis.call('ZREMRANGEBYSCORE', waiting_key, '-inf', now)
+if who == '-' then
+  yield = redis.call('ZCARD', waiting_key)
+end
 local wait = 0
 local sums = {}
-for w = 1, #KEYS / 2 do
+local windows = (#KEYS - 1) / 2
+for w = 1, windows do
   local log, sum_key = KEYS[2 * w - 1], KEYS[2 * w]
-  local cap = tonumber(ARGV[1 + w])
+  local cap = tonumber(ARGV[1 + w]) - yield
   local sum = tonumber(redis.call('GET', sum_key) or '0')
   while true do
     local head = redis.call('LINDEX', log, 0)
@@ -219,7 +252,7 @@ for w = 1, #KEYS / 2 do
     wait = math.max(wait, until_)
   end
 end
-for w = 1, #KEYS / 2 do
+for w = 1, windows do
   local ttl = math.ceil(span * 1000) + 1000
   if wait > 0 then
     redis.call('SET', KEYS[2 * w], sums[w], 'PX', ttl)
@@ -228,6 +261,14 @@ for w = 1, #KEYS / 2 do
     redis.call('RPUSH', KEYS[2 * w - 1], string.format('%.6f', now) .. ' ' .. count)
     redis.call('PEXPIRE', KEYS[2 * w - 1], ttl)
     redis.call('SET', KEYS[2 * w], sums[w] + count, 'PX', ttl)
+  end
+end
+if who ~= '-' then
+  if wait > 0 then  -- waiting: bulk calls leave this reply a place until a little after its wait
+    redis.call('ZADD', waiting_key, now + wait + 0.05, who)
+    redis.call('PEXPIRE', waiting_key, math.ceil(wait * 1000) + 1050)
+  else
+    redis.call('ZREM', waiting_key, who)
   end
 end
 return string.format('%.6f', wait)
@@ -410,6 +451,8 @@ class RedisLimiter:
         # without and with the paid flag: the next thread asks then, not before (asking before it
         # would be a "not yet" round trip), and is granted and admitted in one.
         self._due = {False: 0.0, True: 0.0}
+        self._process = f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
+        self._replies = itertools.count()  # thread-safe: next() on a count holds the GIL
 
     @classmethod
     def from_settings(cls, *, lane: str = REPLY) -> RedisLimiter:
@@ -477,7 +520,11 @@ class RedisLimiter:
         rates = [(self.global_key, self.interval)]
         if self.free_interval is not None and not paid:
             rates.append((self.free_key, self.free_interval))
-        keys = [chat_key, f"{chat_key}:pause", *(k for k, _ in rates), *self._pause_keys(paid)]
+        # A reply's slot is paced among replies alone (their own queues), not behind the slots
+        # a broadcast reserved; it takes its slots from the shared queues all the same (the
+        # broadcast's next batch moves back by them), and the windows give it the first place.
+        own = [f"{k}:replies" for k, _ in rates] if not bulk else []
+        keys = [chat_key, f"{chat_key}:pause", *(k for k, _ in rates), *own, *self._pause_keys(paid)]
         args = [
             chat_interval(chat_id) if chat_id is not None else 0,
             CHAT_BURST,
@@ -487,8 +534,11 @@ class RedisLimiter:
             count,
             len(rates),
             *(i for _, i in rates),
+            int(bool(own)),
         ]
-        window_keys, window_args = self._windows(count, paid)
+        # A reply's id while it waits for the windows (bulk calls leave it a place: WINDOW).
+        who = "-" if bulk else f"{self._process}:{next(self._replies)}"
+        window_keys, window_args = self._windows(count, paid, who)
         if window_keys:  # the windows asked in the same trip when the slot is now (ACQUIRE_ADMIT)
             acquire, keys, args = self._acquire_admit, [*keys, *window_keys], [len(keys), len(args), *args, *window_args]
         else:
@@ -502,18 +552,18 @@ class RedisLimiter:
                 if wait <= 0:
                     return waited  # admitted and logged
                 self.sleep(wait)
-                return waited + wait + self._admit(count, paid)
+                return waited + wait + self._admit(count, paid, who)
             delay = float(fields[0])
             if delay > 0:
                 self.sleep(delay)
                 waited += delay
                 if delay >= 0.05 and self.paused_for(paid=paid) > 0:
                     continue  # a FloodWait arrived while we slept: take a new slot after the pause
-            return waited + self._admit(count, paid)
+            return waited + self._admit(count, paid, who)
 
     def _ask(self, script, keys: list, args: list, paid: bool) -> tuple[list[str], float]:
         """`script`'s answer once it grants a slot, split in its fields, and the seconds slept for
-        it. A reply asks once (its slot is reserved whatever the queue). A bulk sender's threads
+        it. A reply asks once (its slot is reserved, in the replies' own queue). A bulk sender's threads
         ask one at a time (the gate), each when the next free slot is due: when the last grant
         said it would be, or, told "-" (a reply or another process took it), when Redis says the
         next one is. Each sleep ends in a grant unless someone else took that slot meanwhile: no
@@ -540,9 +590,10 @@ class RedisLimiter:
         interval = self.free_interval if self.free_interval is not None and not paid else self.interval
         return max(interval, BATCH_WINDOW)
 
-    def _windows(self, count: int | None, paid: bool) -> tuple[list[str], list]:
+    def _windows(self, count: int | None, paid: bool, who: str = "-") -> tuple[list[str], list]:
         """WINDOW's keys and arguments for a call of `count` messages (no keys: no windows; None:
-        the count left out, for ACQUIRE_MANY_ADMIT to add the batch's)."""
+        the count left out, for ACQUIRE_MANY_ADMIT to add the batch's); `who`: a reply's id (see
+        WINDOW), "-" for a bulk call."""
         windows = []
         if self.allowed:
             windows.append((f"{self.prefix}:window", self.allowed))
@@ -550,12 +601,12 @@ class RedisLimiter:
             windows.append((f"{self.prefix}:window:free", self.free_allowed))
         if not windows:
             return [], []
-        keys = [k for key, _ in windows for k in (key, f"{key}:sum")]
-        return keys, [self.span, *(cap for _, cap in windows), *([] if count is None else [count])]
+        keys = [k for key, _ in windows for k in (key, f"{key}:sum")] + [f"{self.prefix}:window:waiting"]
+        return keys, [self.span, *(cap for _, cap in windows), who, *([] if count is None else [count])]
 
-    def _admit(self, count: int, paid: bool) -> float:
+    def _admit(self, count: int, paid: bool, who: str = "-") -> float:
         """Wait until the windows admit a call of `count` messages leaving now (see WINDOW)."""
-        keys, args = self._windows(count, paid)
+        keys, args = self._windows(count, paid, who)
         if not keys:
             return 0.0
         waited = 0.0

@@ -187,6 +187,58 @@ def test_a_reply_is_not_queued_behind_a_saturating_broadcast(prefix):
     assert sorted(waits)[len(waits) // 2] < 2 / rate, waits
 
 
+def test_a_reply_is_paced_among_replies_not_behind_the_pair_a_broadcast_reserved(prefix):
+    """At the free rate a worker takes its slots in pairs (two intervals reserved at once); a reply
+    right after does not wait for them, and the broadcast's next pair moves back by its slot."""
+    slept = []
+
+    def sleep(seconds):  # the bulk sender's waits, taken
+        slept.append(seconds)
+        time.sleep(seconds)
+
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    bulk = RedisLimiter(client, rate=28.8, prefix=prefix, lane=BULK, sleep=sleep)
+    reply = RedisLimiter(client, rate=28.8, prefix=prefix, lane=REPLY, sleep=lambda s: None)
+    interval = 1 / 28.8
+    assert bulk.acquire_many([9001, 9002]) == 2  # slots now and one interval on, sent together
+    assert reply.acquire(9101) < 0.01  # not two intervals behind them
+    assert reply.acquire(9102) == pytest.approx(interval, abs=0.01)  # the next reply: one interval after it
+    bulk._due[False] = 0  # noqa: SLF001 - ask for the next pair now: where does it start?
+    slept.clear()
+    assert bulk.acquire_many([9003, 9004]) == 2
+    # Told to come back when its slot is due: after its own two slots and the replies' two.
+    assert slept[0] == pytest.approx(4 * interval, abs=0.01), slept
+
+
+def test_a_reply_waiting_for_the_windows_gets_the_first_place_that_frees(prefix):
+    """A broadcast keeps the windows full. A reply told to wait for a place registers, and a bulk
+    call asking meanwhile is left the place that frees first: it waits for the one after."""
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    figures = dict(rate=10, allowed=4, span=0.5, prefix=prefix, sleep=lambda s: None)
+    bulk = RedisLimiter(client, lane=BULK, **figures)
+    reply = RedisLimiter(client, lane=REPLY, **figures)
+
+    def window(limiter, who):  # WINDOW as the limiter asks it, for one message
+        keys, args = limiter._windows(1, False, who)  # noqa: SLF001
+        return float(limiter._window(keys=keys, args=args))  # noqa: SLF001
+
+    for n in range(4):  # four sends a tenth of a second apart fill the window
+        assert window(bulk, "-") == 0
+        if n < 3:
+            time.sleep(0.1)
+    reply_wait = window(reply, "r1")  # the first place frees when the oldest send leaves the span
+    assert 0.1 < reply_wait <= 0.2
+    bulk_wait = window(bulk, "-")
+    assert bulk_wait == pytest.approx(reply_wait + 0.1, abs=0.03)  # the second place, not the first
+    waiting = client.zrange(f"{prefix}:window:waiting", 0, -1, withscores=True)
+    seconds, micros = client.time()
+    # Forgotten 50 ms after its wait if the reply never comes back (bulk calls get the place then).
+    assert [w for w, _ in waiting] == [b"r1"] and waiting[0][1] - (seconds + micros / 1e6) <= reply_wait + 0.05
+    time.sleep(reply_wait)
+    assert window(reply, "r1") == 0  # the reply's place, and it no longer waits
+    assert client.zcard(f"{prefix}:window:waiting") == 0
+
+
 def test_a_broadcast_flood_wait_pauses_bulk_only_and_a_reply_flood_wait_pauses_everyone(prefix):
     bulk, reply = lane(prefix, 50, BULK), lane(prefix, 50, REPLY)
     bulk.pause(2)
