@@ -212,7 +212,9 @@ def main():
         if args.profile:
             profiles = ThreadProfiles()
             chats = list(ids)
-            per_cpu, _, _ = measure(path, remote, proc.pid, "job", chats, hashes, args.threads, profiles)
+            per_cpu, _, _ = measure(
+                path, remote, proc.pid, "job", chats, hashes, args.threads, profiles, paced=args.paced or ""
+            )  # fmt: skip
             Broadcast.objects.filter(title=TITLE).delete()
             TelegramUser.objects.filter(telegram_id__gte=FIRST, telegram_id__lt=FIRST + total).delete()
             stats = profiles.stats()

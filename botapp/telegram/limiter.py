@@ -333,10 +333,10 @@ BATCH_MAX = 50  # sends per batch at most, whatever the rate
 # apart sent at once. Each batch costs a worker the same thread hops, Redis call, container and
 # answer whatever its size: one send at a time cost 1.9 ms of CPU a send, most of it those (530
 # sends per CPU-second at 28.8/s, against 1,066 in pairs and 1,255 in threes, side by side). No more
-# than a pair: a reply waits behind the slots a bulk sender holds, and for the windows, which a pair
-# fills two at a time. Measured end to end (bench/broadcast.py --mode free), replies during a free
-# broadcast took p95 200 ms in pairs against 65 ms one at a time (issue 24 asks for 150 ms: open),
-# and the run met no FLOOD_WAIT (one at a time: 3-4 a run).
+# than a pair: a reply waits for a place in the windows, and a pair's places free two at a time
+# (one every 69 ms). End to end (bench/broadcast.py --mode free), replies during a free broadcast
+# take p95 89 ms in pairs (200 ms before replies had their own queue and the first place in the
+# windows; 65 ms one at a time), and the runs met no FLOOD_WAIT (one at a time: 3-4 a run).
 BATCH_MIN = 2
 
 
