@@ -190,24 +190,16 @@ def test_a_reply_is_not_queued_behind_a_saturating_broadcast(prefix):
 def test_a_reply_is_paced_among_replies_not_behind_the_pair_a_broadcast_reserved(prefix):
     """At the free rate a worker takes its slots in pairs (two intervals reserved at once); a reply
     right after does not wait for them, and the broadcast's next pair moves back by its slot."""
-    slept = []
-
-    def sleep(seconds):  # the bulk sender's waits, taken
-        slept.append(seconds)
-        time.sleep(seconds)
-
     client = redis.Redis.from_url(settings.REDIS_URL)
-    bulk = RedisLimiter(client, rate=28.8, prefix=prefix, lane=BULK, sleep=sleep)
+    bulk = RedisLimiter(client, rate=28.8, prefix=prefix, lane=BULK, sleep=lambda s: None)
     reply = RedisLimiter(client, rate=28.8, prefix=prefix, lane=REPLY, sleep=lambda s: None)
     interval = 1 / 28.8
     assert bulk.acquire_many([9001, 9002]) == 2  # slots now and one interval on, sent together
-    assert reply.acquire(9101) < 0.01  # not two intervals behind them
-    assert reply.acquire(9102) == pytest.approx(interval, abs=0.01)  # the next reply: one interval after it
-    bulk._due[False] = 0  # noqa: SLF001 - ask for the next pair now: where does it start?
-    slept.clear()
-    assert bulk.acquire_many([9003, 9004]) == 2
-    # Told to come back when its slot is due: after its own two slots and the replies' two.
-    assert slept[0] == pytest.approx(4 * interval, abs=0.01), slept
+    reserved = float(client.get(f"{prefix}:global"))  # where the broadcast's next slot is
+    assert reply.acquire(9101) < 0.01  # not two intervals behind the pair: at once
+    assert reply.acquire(9102) <= interval + 0.001  # the next reply: one interval after the first
+    # The shared queue moved on by the replies' two slots: the broadcast's next pair comes after them.
+    assert float(client.get(f"{prefix}:global")) - reserved == pytest.approx(2 * interval, abs=1e-5)
 
 
 def test_a_reply_waiting_for_the_windows_gets_the_first_place_that_frees(prefix):
@@ -217,26 +209,31 @@ def test_a_reply_waiting_for_the_windows_gets_the_first_place_that_frees(prefix)
     figures = dict(rate=10, allowed=4, span=0.5, prefix=prefix, sleep=lambda s: None)
     bulk = RedisLimiter(client, lane=BULK, **figures)
     reply = RedisLimiter(client, lane=REPLY, **figures)
+    log, waiting = f"{prefix}:window", f"{prefix}:window:waiting"
 
     def window(limiter, who):  # WINDOW as the limiter asks it, for one message
         keys, args = limiter._windows(1, False, who)  # noqa: SLF001
         return float(limiter._window(keys=keys, args=args))  # noqa: SLF001
 
-    for n in range(4):  # four sends a tenth of a second apart fill the window
-        assert window(bulk, "-") == 0
-        if n < 3:
-            time.sleep(0.1)
+    # The window full: four sends a tenth of a second apart, the last just now (written as WINDOW
+    # logs them, by Redis' clock: no waiting for time to pass).
+    seconds, micros = client.time()
+    now = seconds + micros / 1e6
+    client.rpush(log, *(f"{now - 0.3 + 0.1 * n:.6f} 1" for n in range(4)))
+    client.set(f"{log}:sum", 4)
     reply_wait = window(reply, "r1")  # the first place frees when the oldest send leaves the span
     assert 0.1 < reply_wait <= 0.2
     bulk_wait = window(bulk, "-")
-    assert bulk_wait == pytest.approx(reply_wait + 0.1, abs=0.03)  # the second place, not the first
-    waiting = client.zrange(f"{prefix}:window:waiting", 0, -1, withscores=True)
+    assert bulk_wait - reply_wait == pytest.approx(0.1, abs=0.002)  # the second place, not the first
+    (who, until), *others = client.zrange(waiting, 0, -1, withscores=True)
     seconds, micros = client.time()
     # Forgotten 50 ms after its wait if the reply never comes back (bulk calls get the place then).
-    assert [w for w, _ in waiting] == [b"r1"] and waiting[0][1] - (seconds + micros / 1e6) <= reply_wait + 0.05
-    time.sleep(reply_wait)
-    assert window(reply, "r1") == 0  # the reply's place, and it no longer waits
-    assert client.zcard(f"{prefix}:window:waiting") == 0
+    assert who == b"r1" and not others and until - (seconds + micros / 1e6) <= reply_wait + 0.05
+    client.lpop(log)  # the oldest send leaves the span, as if its time had passed
+    client.set(f"{log}:sum", 3)
+    assert window(bulk, "-") > 0  # the freed place is the waiting reply's
+    assert window(reply, "r1") == 0  # and it takes it, and no longer waits
+    assert client.zcard(waiting) == 0
 
 
 def test_a_broadcast_flood_wait_pauses_bulk_only_and_a_reply_flood_wait_pauses_everyone(prefix):
