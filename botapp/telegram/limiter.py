@@ -13,8 +13,8 @@ of CHAT_BURST calls.
 
 Two lanes. Replies to users (runbot) are paced among replies alone: their slot is not behind the
 slots bulk senders reserved (it is taken from the shared queue all the same, which moves bulk's
-next batch back), and in the windows a waiting reply has the first place that frees; bulk sends (broadcasts,
-scheduled messages, sequence steps) reserve a batch only when its first slot is due within one
+next batch back), and in the windows a waiting reply has the first place that frees. Bulk sends
+(broadcasts, scheduled messages, sequence steps) reserve a batch only when its first slot is due within one
 window (BATCH_WINDOW, or BATCH_MIN intervals if longer: `batch_window`) of now. A bulk sender does not poll for it: it
 sleeps until the next free slot is due (the time the last grant named, or Redis' exact "not yet")
 and asks then, and a slot due now is admitted by the windows (WINDOW) in the same trip: one
@@ -202,11 +202,12 @@ return string.format('%.6f', math.max(until_, current) - now)
 # (a reply's own id, or "-" for a bulk call); the last ARGV is the call's count. The last KEYS:
 # the replies waiting for a place (a sorted set, each id scored with when its wait ends). A
 # broadcast fills the windows to their caps; a reply told to wait registers there, and bulk calls
-# leave it a place while it waits, and 50 ms after (their cap is lower by the replies waiting;
+# leave it a place while it waits, and WAITING_GRACE after (their cap is lower by the replies waiting;
 # a reply that never comes back is forgotten then): the place that
 # frees first is the reply's, not the next bulk batch's (which, asking at the same instant, took
 # it two times in three: replies waited up to four expiries, p95 211 ms in pairs). Returns 0
 # (admitted and logged) or the seconds until it would be.
+WAITING_GRACE = 0.05  # seconds a waiting reply keeps its place after its wait (WINDOW)
 WINDOW = """
 local now_parts = redis.call('TIME')
 local now = tonumber(now_parts[1]) + tonumber(now_parts[2]) / 1000000
@@ -265,14 +266,14 @@ for w = 1, windows do
 end
 if who ~= '-' then
   if wait > 0 then  -- waiting: bulk calls leave this reply a place until a little after its wait
-    redis.call('ZADD', waiting_key, now + wait + 0.05, who)
-    redis.call('PEXPIRE', waiting_key, math.ceil(wait * 1000) + 1050)
+    redis.call('ZADD', waiting_key, now + wait + WAITING_GRACE, who)
+    redis.call('PEXPIRE', waiting_key, math.ceil((wait + WAITING_GRACE) * 1000) + 1000)
   else
     redis.call('ZREM', waiting_key, who)
   end
 end
 return string.format('%.6f', wait)
-"""
+""".replace("WAITING_GRACE", repr(WAITING_GRACE))
 
 
 def _admitting(acquire: str, *, count_granted: bool) -> str:
