@@ -3,7 +3,8 @@ last run went. One service for the HTTP API (`/api/v1/scheduler/stats/`) and the
 *Background jobs* page.
 
 - pending: the durable rows still to do, by kind: scheduled broadcasts and messages not started
-  yet, broadcast deliveries not sent yet, sequence messages and auto-deletions not due or not done;
+  yet, broadcast deliveries not settled yet (read off the broadcasts' counters: rows made less rows
+  recorded, in flight included), sequence messages and auto-deletions not due or not done;
 - earliest_due / latest_due: the range of their due times (a started broadcast's deliveries are
   due since it started);
 - sent_24h: messages that reached a user in the last 24 h (broadcast deliveries, scheduled
@@ -25,6 +26,7 @@ from django.db.models import Count, Max, Min, Q, Sum
 
 from botapp import clock
 from botapp.models import Broadcast, BroadcastDelivery, ClaimStatus, PendingDeletion, SequenceMessage
+from botapp.services.backlog import deliveries_left
 from scheduler.jobs.registry import JOBS
 from scheduler.models import JobRun
 
@@ -67,7 +69,7 @@ def scheduler_stats() -> SchedulerStats:
         n=Count("id"), first=Min("scheduled_at"), last=Max("scheduled_at")
     )
     active = Broadcast.objects.filter(status__in=ACTIVE).aggregate(first=Min("started_at"), last=Max("started_at"))
-    deliveries = BroadcastDelivery.objects.filter(status=BroadcastDelivery.Status.PENDING, broadcast__status__in=ACTIVE).count()
+    deliveries, _ = deliveries_left()  # off the broadcasts' counters, not a count of their rows
     steps = SequenceMessage.objects.filter(status=SequenceMessage.Status.PENDING).aggregate(
         n=Count("id"), first=Min("due_at"), last=Max("due_at")
     )

@@ -1,14 +1,15 @@
 """The work waiting in the database, as /metrics shows it at each scrape: per queue, the rows due
-now and how late the oldest of them is. Each query walks the partial index of its claim."""
+now and how late the oldest of them is. Each query walks the partial index of its claim, but the
+broadcasts' deliveries: those are read off the broadcasts' counters."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Count, Min
+from django.db.models import Count, F, Min, Sum
 
-from botapp.models import Broadcast, BroadcastDelivery, ClaimStatus, PendingDeletion, SequenceMessage
+from botapp.models import Broadcast, ClaimStatus, PendingDeletion, SequenceMessage
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,7 @@ def backlog_read(*, now: datetime) -> list[Backlog]:
     for queue, rows, oldest in (
         ("deletions", *_due(PendingDeletion.objects.filter(status=ClaimStatus.PENDING), "delete_at", now)),
         ("sequence_messages", *_due(SequenceMessage.objects.filter(status=SequenceMessage.Status.PENDING), "due_at", now)),
-        ("broadcast_deliveries", *_deliveries()),
+        ("broadcast_deliveries", *deliveries_left()),
         ("scheduled_broadcasts", *_due(Broadcast.objects.filter(status=Broadcast.Status.SCHEDULED), "scheduled_at", now)),
     ):
         found.append(Backlog(queue, rows, max(0.0, (now - oldest).total_seconds()) if oldest else 0.0))
@@ -36,10 +37,13 @@ def _due(rows, field: str, now: datetime) -> tuple[int, datetime | None]:
     return got["n"], got["oldest"]
 
 
-def _deliveries() -> tuple[int, datetime | None]:
-    """Deliveries of broadcasts being sent, due since their broadcast started."""
+def deliveries_left() -> tuple[int, datetime | None]:
+    """Deliveries of broadcasts being sent that are not settled yet (pending or in flight), due
+    since their broadcast started. Read off each broadcast's counters (its rows made, less those
+    recorded), one row per broadcast: counting the pending rows walked ~10,000,000 index entries
+    at every scrape of a 10M-user broadcast."""
     active = (Broadcast.Status.QUEUED, Broadcast.Status.SENDING)
-    got = BroadcastDelivery.objects.filter(status=BroadcastDelivery.Status.PENDING, broadcast__status__in=active).aggregate(
-        n=Count("id"), oldest=Min("broadcast__started_at")
-    )
-    return got["n"], got["oldest"]
+    settled = F("sent") + F("failed") + F("blocked") + F("skipped") + F("interrupted") + F("not_users")
+    left = Broadcast.objects.filter(status__in=active).annotate(left=F("total") - settled).filter(left__gt=0)
+    got = left.aggregate(n=Sum("left"), oldest=Min("started_at"))
+    return got["n"] or 0, got["oldest"]

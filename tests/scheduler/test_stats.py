@@ -26,7 +26,8 @@ def test_pending_work_its_due_range_and_the_last_24_hours(django_assert_num_quer
     now = clock.now()
     BroadcastFactory(status=Broadcast.Status.SCHEDULED, scheduled_at=now + 3 * HOUR)
     BroadcastFactory(status=Broadcast.Status.DRAFT, scheduled_at=now + 9 * HOUR)  # not started: not pending
-    sending = BroadcastFactory(status=Broadcast.Status.SENDING, started_at=now - HOUR)
+    # Its counters as the preparation and the sender keep them: 4 rows made, 2 recorded sent.
+    sending = BroadcastFactory(status=Broadcast.Status.SENDING, started_at=now - HOUR, total=4, sent=2)
     BroadcastDeliveryFactory.create_batch(2, broadcast=sending)
     BroadcastDeliveryFactory(broadcast=sending, status="sent", sent_at=now - 2 * HOUR)
     BroadcastDeliveryFactory(broadcast=sending, status="sent", sent_at=now - 30 * HOUR)  # older than a day
