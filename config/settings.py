@@ -310,6 +310,10 @@ TELEGRAM_RATE = env.float("TELEGRAM_RATE", default=30.0)
 # The pace stays under rate / span (0.96 of it) so the windows rarely have to hold a call back.
 TELEGRAM_RATE_HEADROOM = env.float("TELEGRAM_RATE_HEADROOM", default=0.96)
 TELEGRAM_RATE_SPAN = env.float("TELEGRAM_RATE_SPAN", default=1.04)
+# Sends a worker keeps in flight at once; None: as many as the rate needs while each waits for
+# its answer (scheduler/jobs/sweep.py, `sends_in_flight`). Not an operator's setting: the sandbox
+# sets 1, so sends due together go out in their claim's order and its transcripts repeat.
+SENDS_IN_FLIGHT: int | None = None
 TELEGRAM_PAID_BROADCASTS = env.bool("TELEGRAM_PAID_BROADCASTS", default=False)
 TELEGRAM_PAID_RATE = env.float("TELEGRAM_PAID_RATE", default=1000.0)
 TELEGRAM_PAID_RATE_HEADROOM = env.float("TELEGRAM_PAID_RATE_HEADROOM", default=0.96)

@@ -86,7 +86,7 @@ class SequenceSendSweep:
                 Due(*r)
                 for r in SequenceMessage.objects.select_for_update(skip_locked=True, of=("self",))
                 .filter(~Exists(earlier), status=Status.PENDING, due_at__lte=now)
-                .order_by("due_at")
+                .order_by("due_at", "id")
                 .values_list("id", "step_id", "user_id", "chat_id", "due_at", "retry_from")[:n]
             ]
             if not rows:

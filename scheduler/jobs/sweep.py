@@ -18,6 +18,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
+from django.conf import settings
 from django.db import close_old_connections
 
 from botapp.telegram.gateway import BotUnauthorized
@@ -271,6 +272,8 @@ ANSWER_TIME = 0.25
 def sends_in_flight(rate: float | None = None) -> int:
     from botapp.telegram.limiter import global_rate
 
+    if settings.SENDS_IN_FLIGHT:
+        return settings.SENDS_IN_FLIGHT
     return max(4, min(256, math.ceil((global_rate() if rate is None else rate) * ANSWER_TIME)))
 
 

@@ -26,6 +26,23 @@ def test_sandbox_welcomes_a_user(monkeypatch):
 
 
 @pytest.mark.django_db
+def test_sandbox_sends_one_at_a_time_and_gives_the_setting_back(monkeypatch):
+    """Sends due together go out in their claim's order in the sandbox (its transcripts repeat):
+    its worker keeps one send in flight, and the process' setting is as it was afterwards."""
+    from django.conf import settings
+
+    from scheduler.jobs.sweep import sends_in_flight
+
+    seen = []
+    monkeypatch.setattr(sys, "stdin", io.StringIO("1001: /start\n"))
+    monkeypatch.setattr("offline.management.commands.sandbox.Command.sandbox", lambda self, **kw: seen.append(sends_in_flight()))
+    call_command("sandbox", stdout=io.StringIO())
+
+    assert seen == [1]
+    assert settings.SENDS_IN_FLIGHT is None and sends_in_flight() >= 4
+
+
+@pytest.mark.django_db
 def test_sandbox_json_lines_and_bad_input(monkeypatch):
     out = io.StringIO()
     monkeypatch.setattr(sys, "stdin", io.StringIO("1001: /start\nthis is not a line\n"))

@@ -58,10 +58,15 @@ class Command(BaseCommand):
         handlers = list(logging.getLogger().handlers)
         for handler in handlers:
             handler.addFilter(sandbox_clock_stamp)
+        # One send at a time: sends due together (a campaign step for three users) go out in their
+        # claim's order, not in whichever order the pool's threads reach Telegram, so a transcript
+        # (the README's) is the same every run.
+        in_flight, settings.SENDS_IN_FLIGHT = settings.SENDS_IN_FLIGHT, 1
         try:
             with celery_kept_out():
                 self.sandbox(as_json=options["json"], demo=options["demo"])
         finally:
+            settings.SENDS_IN_FLIGHT = in_flight
             for handler in handlers:
                 handler.removeFilter(sandbox_clock_stamp)
 
