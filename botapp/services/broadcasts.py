@@ -326,7 +326,7 @@ class Prepared:
     more: bool = False  # the budget ran out with rows left to make
 
 
-def broadcasts_prepare(*, time_budget: float = 50.0, chunk: int = PREPARE_CHUNK) -> Prepared:
+def broadcasts_prepare(*, time_budget: float = 50.0, chunk: int | None = None) -> Prepared:
     """Make the delivery rows of started broadcasts whose audience was too large to queue at once,
     `chunk` rows per transaction (the rows and how far they go, committed together: a worker killed
     mid-chunk leaves nothing of it), oldest broadcast first, until none is left or `time_budget`
@@ -334,6 +334,7 @@ def broadcasts_prepare(*, time_budget: float = 50.0, chunk: int = PREPARE_CHUNK)
     meanwhile gets no more rows. When the last rows are made and all were sent already, the
     broadcast is marked done here (no send is left to do it)."""
     deadline = time.monotonic() + time_budget
+    chunk = chunk or PREPARE_CHUNK  # read at the call: the chaos suite's workers make smaller chunks
     done = Prepared()
     pks = (
         Broadcast.objects.filter(status__in=PREPARED_IN, prepare_after__isnull=False).order_by("id").values_list("pk", flat=True)

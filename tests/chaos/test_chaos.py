@@ -351,6 +351,49 @@ def test_a_worker_killed_mid_broadcast(cluster):
     assert figures.interrupted == 0, figures  # the dead worker's sends went again with their random_ids: once each
 
 
+def test_a_worker_killed_mid_preparation(cluster, monkeypatch):
+    """kill -9 of the worker making a large broadcast's rows, inside a chunk's transaction: the
+    chunk's rows inserted, not committed (tests/chaos/faults.py kills it there). The chunk goes
+    with it; the next run makes the rows again from where the last commit left them, while the
+    other worker sends what was made. Every active user gets one row and the message once. Here the
+    start makes 500 rows and the suite's workers 1,000 a chunk (production: 10,000 and 50,000), so
+    a few thousand users take several chunks; the kill strikes the third."""
+    from botapp.services import broadcasts
+    from tests.chaos.faults import PREPARE_CHUNK, fault_disarm, kill_arm
+
+    figures = scenario(cluster, "kill -9 of a worker mid-chunk of a broadcast's rows (its preparation)")
+    n, base, first = 4000, 12_000_000, 500
+    users(cluster, base, n)
+    audience = dict(TelegramUser.objects.filter(state=TelegramUser.State.ACTIVE).values_list("id", "telegram_id"))
+    assert len(audience) > first + 3 * PREPARE_CHUNK, len(audience)  # the third chunk is not the last
+    faults = redis.Redis.from_url(cluster.redis.url)
+    kill_arm(faults, "prepare", after=2)
+    monkeypatch.setattr(broadcasts, "START_ROWS", first)
+    started = BroadcastFactory(title=f"chaos {base}", text=f"Chaos broadcast {base}")
+    try:
+        assert broadcast_start(broadcast=started) == first  # its wake-up reaches both jobs: the sender and the preparer
+        killed = wait_for(lambda: cluster.workers.dead(), timeout=60, what="the worker making the rows to be killed")
+        fault = time.monotonic()
+        made = Broadcast.objects.get(pk=started.pk).total
+        assert made == first + 2 * PREPARE_CHUNK, made  # what had committed; the third chunk went with the worker
+        recover(cluster, figures, fault, "prepare_broadcasts", "send_broadcasts")
+    finally:
+        fault_disarm(faults)
+    audit(cluster, figures)
+    started.refresh_from_db()
+    rows = BroadcastDelivery.objects.filter(broadcast=started)
+    assert started.total == rows.count() == len(audience), (started.total, rows.count(), len(audience))
+    assert set(rows.values_list("user_id", flat=True)) == set(audience)
+    got = cluster.remote.received(text=started.text)
+    assert collections.Counter(got.get(chat, 0) for chat in audience.values()) == {1: len(audience)}
+    figures.note = (
+        f"{killed[0]} killed in its third chunk of {PREPARE_CHUNK:,} rows, uncommitted; {made:,} of {len(audience):,} rows "
+        f"had committed, the rest made by the next run; one row and one message per user"
+    )
+    check(figures)
+    assert figures.interrupted == 0, figures
+
+
 def sender_of(cluster, job: str) -> str:
     """A live worker running `job` now (w1 when both are), as Celery's workers say."""
     from config.celery import app
