@@ -168,3 +168,25 @@ def test_the_sandbox_does_its_own_background_work_and_leaves_celery_as_it_found_
     assert not client.exists(armed)
     assert current_app.conf.broker_url == broker
     assert connected(work_scheduled, "scheduler.work_wake") and connected(broadcast_queued, "scheduler.broadcast_sender_wake")
+
+
+@pytest.mark.parametrize(
+    ("now", "start"),
+    [
+        ("2026-11-27 22:30", "2026-11-28 09:00"),
+        ("2026-11-27 08:59", "2026-11-27 09:00"),
+        ("2026-11-27 09:00", "2026-11-28 09:00"),
+    ],
+)
+def test_a_demo_starts_at_the_next_morning_whenever_it_runs(settings, now, start):
+    """A demo's clock starts at the next 09:00 in the operator's time zone: the campaign demo's two
+    hours of waits, run at 22:30, no longer cross midnight into a new "today"."""
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    from offline.management.commands.sandbox import demo_start
+
+    settings.TIME_ZONE = "Europe/Berlin"
+    berlin = ZoneInfo("Europe/Berlin")
+    moment = datetime.strptime(now, "%Y-%m-%d %H:%M").replace(tzinfo=berlin)
+    assert demo_start(moment) == datetime.strptime(start, "%Y-%m-%d %H:%M").replace(tzinfo=berlin)
