@@ -14,7 +14,7 @@ Each run, on a fresh broadcast to every active user:
   prepare  `job_run("prepare_broadcasts")` as a worker runs it, again until every row is made:
            seconds from the start's answer to the last row ("rows ready"), rows per second;
   claims   the broadcast job's own claim (BroadcastSendSweep.claim, 200 rows a batch, the partial
-           index walk and the lease) and record (`record` of every row as sent: the rows, the
+           index walk and the claim's row) and record (`record` of every row as sent: the rows, the
            counters, in one transaction), batch after batch until `--sent` rows are sent, with
            PostgreSQL's autovacuum running as it does (migration 0018's settings). Claim times:
            p50 / p95 / max over the run, and p95 per tenth of it (the last tenth is "with most

@@ -27,6 +27,7 @@ from botapp.config import admin_ids_load
 from botapp.models import (
     Broadcast,
     BroadcastAttachment,
+    BroadcastClaim,
     BroadcastDelivery,
 )
 from botapp.models.buttons import buttons_parse
@@ -477,6 +478,19 @@ class BroadcastDeliveryAdmin(InternalAdmin):
     raw_id_fields = ("user", "broadcast")
     # Who and what first; the send's own fields (from OutgoingSend) after.
     fields = ("broadcast", "user", "chat_id", "status", "message_id", "lease_until", "sent_at", "delete_at", "error")
+
+
+@admin.register(BroadcastClaim)
+class BroadcastClaimAdmin(InternalAdmin):
+    """The ranges of broadcast rows senders hold right now (each for at most its 5-minute lease):
+    one while a batch is in flight; one past its lease belongs to a worker that died, and the
+    reaper puts its rows back within a minute."""
+
+    list_display = ("broadcast", "first_id", "last_id", "claimed_at", "lease_until")
+    list_filter = ("broadcast",)
+    search_fields = ("broadcast__title",)
+    list_select_related = ("broadcast",)
+    raw_id_fields = ("broadcast",)
 
 
 @admin.register(BroadcastAttachment)

@@ -2,7 +2,7 @@
 status (see ARCHITECTURE.md); each index names the query it serves."""
 
 from botapp.models.access import ChannelJoinRequest, CounterEntry, DailyStat, DailyTokenCount, ForceSubChannel, VerificationToken
-from botapp.models.broadcasts import Broadcast, BroadcastAttachment, BroadcastDelivery
+from botapp.models.broadcasts import Broadcast, BroadcastAttachment, BroadcastClaim, BroadcastDelivery
 from botapp.models.files import (
     TELEGRAM_DELETE_WINDOW_MINUTES,
     AlbumClaim,
@@ -27,6 +27,7 @@ __all__ = [
     "BotSettings",
     "Broadcast",
     "BroadcastAttachment",
+    "BroadcastClaim",
     "BroadcastDelivery",
     "ButtonClick",
     "ChannelJoinRequest",

@@ -174,6 +174,39 @@ class BroadcastDelivery(OutgoingSend):
         return f"broadcast {self.broadcast_id} -> {self.chat_id}: {self.status}"
 
 
+class BroadcastClaim(models.Model):
+    """A sender's lease on the rows of a broadcast with ids in [first_id, last_id]: the pending rows
+    of that range when it was claimed, which one worker is sending. The rows stay `pending` while
+    claimed: a claim writes one row here, not every delivery (leasing 200 rows by setting them
+    `sending` wrote ~1,400 WAL records and an entry into four indexes per row, ~5 ms of the claim's
+    7; scheduler/jobs/broadcast_send.py `deliveries_claim`). A claim's range never holds another's
+    (a sender's walk stops at each live claim), and only one sender walks a broadcast at a time.
+
+    The worker deletes the claim in the transaction that records its last rows. A claim whose lease
+    ran out belongs to a worker that died: the reaper gives its rows still pending `retry_from`
+    (`claimed_at`, unless an earlier attempt set one), or makes them `interrupted` past
+    TELEGRAM_RANDOM_ID_WINDOW, and deletes it; a record that comes after that finds its claim gone
+    and writes nothing (the rows are someone else's now)."""
+
+    # No index of its own: (broadcast, first_id) below starts with it.
+    broadcast = models.ForeignKey(Broadcast, on_delete=models.CASCADE, related_name="claims", db_index=False)
+    first_id = models.BigIntegerField()
+    last_id = models.BigIntegerField()
+    claimed_at = models.DateTimeField()
+    lease_until = models.DateTimeField()
+
+    class Meta:
+        indexes = [
+            # A sender's walk: the live claims of its broadcast above where it starts.
+            models.Index(fields=["broadcast", "first_id"], name="claim_range"),
+            # The reaper's: claims whose lease ran out.
+            models.Index(fields=["lease_until"], name="claim_lease"),
+        ]
+
+    def __str__(self) -> str:
+        return f"broadcast {self.broadcast_id}: rows {self.first_id}-{self.last_id} until {self.lease_until:%H:%M:%S}"
+
+
 class BroadcastAttachment(models.Model):
     """One file of a scheduled message. An uploaded file is kept in Django's default storage
     (`upload`) until the sender has uploaded it to Telegram once (`file_id`, from Telegram's

@@ -2,7 +2,9 @@
 sweep (a broadcast delivery, a sequence message).
 
 The life of a send: `pending` (due) → `sending` (claimed with a lease, the call may be in flight) →
-a final status. A FloodWait, or a row handed back untouched, goes back to `pending` (Telegram did
+a final status. A broadcast delivery skips `sending`: its lease is a BroadcastClaim over a range of
+rows, and the row stays `pending` until its result is written (`sending` rows of a broadcast are
+those of a sender from before migration 0021). A FloodWait, or a row handed back untouched, goes back to `pending` (Telegram did
 not send it). A send whose outcome is unknown (a lost answer; a worker that died mid-call leaves
 `sending`, which the reaper finds) goes back to `pending` with `retry_from` set: it is sent again
 with the same random_id (botapp.services.outgoing.send_key), which Telegram delivers at most once,

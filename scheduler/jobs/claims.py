@@ -9,7 +9,9 @@
   (when it was claimed): it is sent again with the same random_id, which Telegram delivers at most
   once. When that is more than TELEGRAM_RANDOM_ID_WINDOW ago, it becomes `interrupted` instead and
   is never re-sent (Telegram may have forgotten the random_id). The reaper runs every minute, so a
-  row a dead worker held comes back within its lease (LEASE_MAX) and a minute.
+  row a dead worker held comes back within its lease (LEASE_MAX) and a minute. A broadcast's rows
+  are held by a BroadcastClaim (they stay `pending`): its rows still pending get `retry_from` and
+  the claim goes; a sequence message (and a delivery claimed before migration 0021) is `sending`.
 - (A pending deletion still `delivering` DELIVERY_GRACE after it was written, runbot having died
   between the copy and writing its message ids, is settled by the deletion sweep, which can ask
   Telegram for the copies: services/delivery.py `deliveries_cut_off_settle`.)
@@ -25,11 +27,11 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
 
 from botapp import clock
-from botapp.models import Broadcast, BroadcastDelivery, ClaimStatus, PendingDeletion, SequenceMessage
+from botapp.models import Broadcast, BroadcastClaim, BroadcastDelivery, ClaimStatus, PendingDeletion, SequenceMessage
 from botapp.services.autodelete import LEASE as DELETION_LEASE
 from botapp.services.broadcasts import broadcasts_settled
 from scheduler.jobs.registry import Job, Outcome, job_register
@@ -53,9 +55,12 @@ def reap_expired_claims(*, gateway=None, dry_run: bool = False) -> Outcome:
         status=JobRun.Status.RUNNING,
         started_at__lt=now - timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT) - RUN_GRACE,
     )
+    claims = BroadcastClaim.objects.filter(lease_until__lt=now)
     if dry_run:
-        d, s = deletions.count(), sends.count() + steps.count()
-        return Outcome(d + s, detail=f"would requeue {d} deletions and settle {s} sends caught mid-send")
+        d, s, c = deletions.count(), sends.count() + steps.count(), claims.count()
+        return Outcome(
+            d + s + c, detail=f"would requeue {d} deletions and settle {s} sends caught mid-send and {c} broadcast claims"
+        )
     window = timedelta(seconds=settings.TELEGRAM_RANDOM_ID_WINDOW)
     # The notice of unknown outcome: since its first such attempt, or this claim.
     noticed = Q(notice_from__lt=now - window) | Q(notice_from__isnull=True, lease_until__lt=now - window + DELETION_LEASE)
@@ -84,6 +89,8 @@ def reap_expired_claims(*, gateway=None, dry_run: bool = False) -> Outcome:
         for broadcast_id, n in collections.Counter(b for _, b in caught).items():
             Broadcast.objects.filter(pk=broadcast_id).update(interrupted=F("interrupted") + n)
         r = sends.exclude(late).update(**again)
+        claimed = claims_settle(claims, now=now, again=again["error"], lost=lost)
+        r, s = r + claimed[0], s + claimed[1]
     s += steps.filter(late).update(status=SequenceMessage.Status.INTERRUPTED, lease_until=None, error=lost)
     r += steps.exclude(late).update(**again)
     closed = broadcasts_settled(
@@ -103,3 +110,29 @@ def reap_expired_claims(*, gateway=None, dry_run: bool = False) -> Outcome:
 
 
 job_register(Job("reap_expired_claims", reap_expired_claims, {"minute": "*"}, "Settle claims whose worker died"))
+
+
+def claims_settle(claims, *, now, again: str, lost: str) -> tuple[int, int]:
+    """Settle the broadcast claims of dead senders (call in a transaction): each one's rows still
+    pending go back with `retry_from` (its `claimed_at`, unless an earlier attempt set one), or
+    become `interrupted` when that is past TELEGRAM_RANDOM_ID_WINDOW; then the claim goes. A claim
+    being recorded is locked, and skipped: its worker is alive. Returns (to send again, interrupted)."""
+    cutoff = now - timedelta(seconds=settings.TELEGRAM_RANDOM_ID_WINDOW)
+    sent_again = interrupted = 0
+    for claim in claims.select_for_update(skip_locked=True).order_by("id"):
+        rows = BroadcastDelivery.objects.filter(
+            broadcast_id=claim.broadcast_id,
+            id__gte=claim.first_id,
+            id__lte=claim.last_id,
+            status=BroadcastDelivery.Status.PENDING,
+        )
+        late = Q(retry_from__lt=cutoff) | Q(retry_from__isnull=True) if claim.claimed_at < cutoff else Q(retry_from__lt=cutoff)
+        n = rows.filter(late).update(status=BroadcastDelivery.Status.INTERRUPTED, error=lost)
+        if n:
+            Broadcast.objects.filter(pk=claim.broadcast_id).update(interrupted=F("interrupted") + n)
+        sent_again += rows.update(retry_from=Coalesce("retry_from", Value(claim.claimed_at)), error=again)
+        interrupted += n
+        claim.delete()
+    if sent_again or interrupted:
+        log.warning("claims of dead senders settled: %s rows to send again, %s interrupted", sent_again, interrupted)
+    return sent_again, interrupted

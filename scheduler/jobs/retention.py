@@ -7,7 +7,8 @@ new user a row per sequence step, every tracked button a row per user who taps i
   counted from the broadcast's end. The broadcast keeps its counters (total, sent, failed, blocked),
   which are what the admin shows, so its list row reads the same afterwards. A sent message whose
   lifetime deletion is still pending keeps its row until it is deleted (the deleter needs its
-  message id), and a send caught mid-call keeps it until the reaper settles it.
+  message id), and a send caught mid-call keeps it until the reaper settles it (a row `sending`, or
+  any row of a broadcast a dead sender's claim still holds).
 - sequence messages that are sent, skipped, failed or interrupted, counted from when they were sent
   (or, when never sent, from when they were due).
 - button clicks not repeated for that long, except a click that a conditional step still pending
@@ -30,7 +31,7 @@ from django.conf import settings
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from botapp import clock
-from botapp.models import Broadcast, BroadcastDelivery, ButtonClick, SequenceMessage, SequenceStep
+from botapp.models import Broadcast, BroadcastClaim, BroadcastDelivery, ButtonClick, SequenceMessage, SequenceStep
 from scheduler.jobs.registry import Job, Outcome, job_register
 
 CHUNK = 10_000
@@ -43,8 +44,10 @@ LABELS = {"deliveries": "broadcast deliveries", "messages": "sequence messages",
 
 
 def broadcasts_finished(cutoff: datetime) -> QuerySet:
-    """Broadcasts that ended (done or cancelled) before `cutoff`."""
-    return Broadcast.objects.filter(status__in=FINISHED, finished_at__lt=cutoff)
+    """Broadcasts that ended (done or cancelled) before `cutoff`, none of whose rows a sender's
+    claim holds (a broadcast cancelled mid-send, its dead sender's claim not yet reaped)."""
+    claimed = BroadcastClaim.objects.filter(broadcast=OuterRef("pk"))
+    return Broadcast.objects.filter(status__in=FINISHED, finished_at__lt=cutoff).exclude(Exists(claimed))
 
 
 def deliveries_prunable() -> QuerySet:

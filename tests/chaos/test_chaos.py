@@ -35,6 +35,7 @@ from botapp.models import (
     AdminCommand,
     BotSettings,
     Broadcast,
+    BroadcastClaim,
     BroadcastDelivery,
     ClaimStatus,
     HandledUpdate,
@@ -209,6 +210,8 @@ def unsettled() -> list[str]:
         left.append(f"{n} deletions")
     if n := BroadcastDelivery.objects.filter(status__in=["pending", "sending"]).count():
         left.append(f"{n} broadcast deliveries")
+    if n := BroadcastClaim.objects.count():
+        left.append(f"{n} broadcast claims")
     if n := SequenceMessage.objects.filter(status__in=["pending", "sending"]).count():
         left.append(f"{n} sequence messages")
     if n := Broadcast.objects.exclude(status=Broadcast.Status.DONE).count():
@@ -507,7 +510,7 @@ def test_the_bot_token_revoked_mid_broadcast(cluster):
         assert set(JobRun.objects.filter(job="send_broadcasts").values_list("status", flat=True)) == {JobRun.Status.FAILED}
         assert all("BotUnauthorized" in e for e in JobRun.objects.filter(job="send_broadcasts").values_list("error", flat=True))
         assert not TelegramUser.objects.exclude(state=TelegramUser.State.ACTIVE).exists()
-        assert not BroadcastDelivery.objects.filter(status="sending").exists()
+        assert not BroadcastClaim.objects.exists()  # every claim recorded: its rows sent or pending again
         started.refresh_from_db()
         assert 0 < started.sent == BroadcastDelivery.objects.filter(status="sent").count() < n  # midway
         figures.note = f"{BroadcastDelivery.objects.filter(status='pending').count()} rows waited for the new token"
@@ -640,7 +643,7 @@ def test_an_exception_in_the_send_path_of_a_worker(cluster, stage):
     wait_for(lambda: calls(cluster, since=since) >= n * MIDWAY, timeout=60, what="the broadcast to get going", interval=0.02)
     faults = redis.Redis.from_url(cluster.redis.url)
     # The record's first try and the sweep's last try to record what was sent both fail: the rows
-    # stay `sending`, for the reaper. The other stages strike once.
+    # stay under their claim, for the reaper. The other stages strike once.
     fault_arm(faults, stage, calls=2 if stage == "record" else 1)
     fault = time.monotonic()
     try:

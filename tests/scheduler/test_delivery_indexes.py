@@ -8,9 +8,9 @@ import pytest
 from django.db import connection, transaction
 
 from botapp import clock
-from botapp.models import Broadcast, BroadcastDelivery
+from botapp.models import Broadcast, BroadcastClaim, BroadcastDelivery
 from botapp.services.broadcasts import broadcasts_settled
-from scheduler.jobs.broadcast_send import LEASE_SQL
+from scheduler.jobs.broadcast_send import CLAIM_SQL, NO_CLAIM_ABOVE
 from tests.factories import BroadcastDeliveryFactory, BroadcastFactory
 
 Status = BroadcastDelivery.Status
@@ -73,7 +73,9 @@ def test_is_the_broadcast_done_uses_the_pending_and_sending_indexes(rows):
 
 
 def test_the_claim_walks_the_pending_index(rows):
-    sql = LEASE_SQL.format(deliveries=TABLE, users="botapp_telegramuser")
-    text = plan(sql, [rows.pk, Status.PENDING.value, 0, 200, Status.SENDING.value, clock.now()])
+    sql = CLAIM_SQL.format(deliveries=TABLE, claims=BroadcastClaim._meta.db_table, users="botapp_telegramuser")
+    now = clock.now()
+    params = {"broadcast": rows.pk, "pending": Status.PENDING.value, "now": now, "lease_until": now, "above": 0}
+    text = plan(sql, {**params, "below": NO_CLAIM_ABOVE, "n": 200})
     assert "delivery_pending" in text, text
     assert not scans_of_table(text), text
