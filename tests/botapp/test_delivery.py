@@ -26,6 +26,20 @@ def copies(events):
     return [e for e in events if e.action == "copy"]
 
 
+@pytest.fixture
+def asks(telegram, bot):
+    """asks(user, text): the user sends it, and the test waits until runbot's client has parsed
+    the update (and stored the user's access hash), not handled it: the test drives the router by
+    hand. Without the wait the router sometimes met the user before its client did (PeerUnknown)."""
+
+    def ask(user, text: str) -> int:
+        asked = telegram.user_sends(user, text)
+        bot.pump.pending.get(timeout=5)
+        return asked
+
+    return ask
+
+
 def test_single_file_is_copied_with_a_deletion_warning_and_a_durable_deletion(chat, alice, conf, telegram):
     doc = telegram.post(STORAGE, "Only this", media=Media("video", "clip.mp4"))
     single = file_store(source_chat_id=STORAGE, message_ids=[doc])
@@ -228,13 +242,13 @@ def delivered_then_killed(router, monkeypatch, user, stored, *, asked: int, key:
 
 
 def test_runbot_killed_before_writing_the_ids_finds_the_copies_when_the_update_comes_again(
-    router, alice, conf, stored, telegram, gateway, monkeypatch
+    asks, router, alice, conf, stored, telegram, gateway, monkeypatch
 ):
     """Killed between Telegram's answer and writing the copies' ids: after the restart the update
     is handled again (its claim unfinished). The same row is found, the copies are refused as
     repeats of their random_ids (never a second copy), the messages the first attempt sent are
     found by reading the bot's messages back, and they are deleted on time."""
-    asked = telegram.user_sends(alice, f"/start {stored.share_id}")
+    asked = asks(alice, f"/start {stored.share_id}")
     key = f"m{alice.id}.{asked}"
     member = delivered_then_killed(router, monkeypatch, alice, stored, asked=asked, key=key)
     first = [m.id for m in telegram.bot_messages(alice.id)]
@@ -252,11 +266,11 @@ def test_runbot_killed_before_writing_the_ids_finds_the_copies_when_the_update_c
 
 
 def test_an_update_handled_again_whose_earlier_copies_are_gone_keeps_no_empty_deletion(
-    router, alice, conf, stored, telegram, gateway, monkeypatch
+    asks, router, alice, conf, stored, telegram, gateway, monkeypatch
 ):
     """The earlier attempt's copies were deleted meanwhile (by the user): nothing is found, and no
     row is kept that would tell the user files were deleted when none are left to delete."""
-    asked = telegram.user_sends(alice, f"/start {stored.share_id}")
+    asked = asks(alice, f"/start {stored.share_id}")
     key = f"m{alice.id}.{asked}"
     member = delivered_then_killed(router, monkeypatch, alice, stored, asked=asked, key=key)
     router.gateway.delete_messages(alice.id, [m.id for m in telegram.bot_messages(alice.id)])
@@ -267,10 +281,10 @@ def test_an_update_handled_again_whose_earlier_copies_are_gone_keeps_no_empty_de
     assert not PendingDeletion.objects.exists()
 
 
-def test_an_update_handled_again_after_its_delivery_was_recorded_sends_nothing(router, alice, conf, stored, telegram):
+def test_an_update_handled_again_after_its_delivery_was_recorded_sends_nothing(asks, router, alice, conf, stored, telegram):
     from botapp.services import users
 
-    asked = telegram.user_sends(alice, f"/start {stored.share_id}")
+    asked = asks(alice, f"/start {stored.share_id}")
     member, _ = users.user_seen(tg=alice)
     for _ in range(2):  # killed after the delivery was recorded, before the update's claim was finished
         router.delivery(member, alice.id, conf, update_key=f"m{alice.id}.{asked}", after_id=asked).request(stored.share_id)
@@ -279,12 +293,12 @@ def test_an_update_handled_again_after_its_delivery_was_recorded_sends_nothing(r
 
 
 def test_a_cut_off_delivery_whose_update_never_came_back_is_found_by_the_sweep(
-    router, alice, conf, stored, telegram, gateway, monkeypatch
+    asks, router, alice, conf, stored, telegram, gateway, monkeypatch
 ):
     """No replay (the update's answer lost for good): DELIVERY_GRACE after its row, the deletion
     sweep looks for the copies itself, and deletes them when due; the user's other messages from
     the bot in between (a later "Sorry") are left alone."""
-    asked = telegram.user_sends(alice, f"/start {stored.share_id}")
+    asked = asks(alice, f"/start {stored.share_id}")
     delivered_then_killed(router, monkeypatch, alice, stored, asked=asked, key=f"m{alice.id}.{asked}")
     copies_sent = [m.id for m in telegram.bot_messages(alice.id)]
     other = router.gateway.send_text(alice.id, SORRY).message_id
@@ -301,9 +315,9 @@ def test_a_cut_off_delivery_whose_update_never_came_back_is_found_by_the_sweep(
 
 
 def test_a_cut_off_delivery_whose_search_telegram_refuses_waits_for_the_next_run(
-    router, alice, conf, stored, telegram, gateway, monkeypatch
+    asks, router, alice, conf, stored, telegram, gateway, monkeypatch
 ):
-    asked = telegram.user_sends(alice, f"/start {stored.share_id}")
+    asked = asks(alice, f"/start {stored.share_id}")
     delivered_then_killed(router, monkeypatch, alice, stored, asked=asked, key=f"m{alice.id}.{asked}")
     due = PendingDeletionFactory(chat_id=alice.id, delete_at=clock.now())  # another user's file, due now
     clock.clock_advance(DELIVERY_GRACE + timedelta(seconds=1))
@@ -315,8 +329,8 @@ def test_a_cut_off_delivery_whose_search_telegram_refuses_waits_for_the_next_run
     assert PendingDeletion.objects.get().status == ClaimStatus.PENDING
 
 
-def test_a_cut_off_delivery_that_sent_nothing_is_removed_by_the_sweep(alice, conf, stored, telegram, gateway):
-    asked = telegram.user_sends(alice, f"/start {stored.share_id}")
+def test_a_cut_off_delivery_that_sent_nothing_is_removed_by_the_sweep(asks, alice, conf, stored, telegram, gateway):
+    asked = asks(alice, f"/start {stored.share_id}")
     PendingDeletion.objects.create(
         chat_id=alice.id, message_ids=[], delete_at=clock.now() + timedelta(minutes=30), share_id=stored.share_id,
         status=ClaimStatus.DELIVERING, delivery_key=f"m{alice.id}.{asked}.{stored.pk}", after_id=asked,
