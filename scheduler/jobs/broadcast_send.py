@@ -394,8 +394,6 @@ class BroadcastSendSweep:
             for r in results:
                 counts[r.broadcast_id][r.status] += 1
             for broadcast_id, c in counts.items():
-                self.unrecorded[broadcast_id] -= c.total()
-            for broadcast_id, c in counts.items():
                 Broadcast.objects.filter(pk=broadcast_id).update(
                     sent=F("sent") + c[Status.SENT],
                     failed=F("failed") + c[Status.FAILED],
@@ -424,6 +422,8 @@ class BroadcastSendSweep:
                 sum(r.status in (Status.FAILED, Status.PENDING) for r in results),
             )
         claimed()
+        for broadcast_id, c in counts.items():  # once committed: a record tried again counts once
+            self.unrecorded[broadcast_id] -= c.total()
         return outcome
 
 

@@ -177,18 +177,20 @@ def test_a_record_that_fails_changes_nothing_and_its_retry_records_all(gateway, 
     broadcast, ids = deliveries(2)
     sweep = BroadcastSendSweep(gateway)
     rows = sweep.claim(2)
-    counted = broadcast_send.sends_count
+    noted = broadcast_send.broadcasts_progress_note  # late in the record: most of it done, then rolled back
 
     def fails(*args, **kwargs):
         raise RuntimeError("the record's bug")
 
-    monkeypatch.setattr(broadcast_send, "sends_count", fails)
+    monkeypatch.setattr(broadcast_send, "broadcasts_progress_note", fails)
     with pytest.raises(RuntimeError):
         sweep.record([sent(rows[0]), sent(rows[1])])
     assert BroadcastClaim.objects.count() == 1 and set(sweep.claim_of) == set(ids)
-    monkeypatch.setattr(broadcast_send, "sends_count", counted)
+    assert sweep.unrecorded[broadcast.pk] == 2
+    monkeypatch.setattr(broadcast_send, "broadcasts_progress_note", noted)
 
     assert sweep.record([sent(rows[0]), sent(rows[1])]) == (2, 0)
     assert not BroadcastClaim.objects.exists() and not sweep.claim_of and not sweep.claim_left
+    assert sweep.unrecorded[broadcast.pk] == 0  # counted down once, not once per try
     broadcast.refresh_from_db()
     assert broadcast.sent == 2
