@@ -179,8 +179,9 @@ class BroadcastClaim(models.Model):
     of that range when it was claimed, which one worker is sending. The rows stay `pending` while
     claimed: a claim writes one row here, not every delivery (leasing 200 rows by setting them
     `sending` wrote ~1,400 WAL records and an entry into four indexes per row, ~5 ms of the claim's
-    7; scheduler/jobs/broadcast_send.py `deliveries_claim`). A claim's range never holds another's
-    (a sender's walk stops at each live claim), and only one sender walks a broadcast at a time.
+    7; scheduler/jobs/broadcast_send.py `deliveries_claim`, which calls migration 0022's function
+    `courier_broadcast_claim`). A claim's range never holds another's (a sender's walk stops at
+    each live claim), and only one sender walks a broadcast at a time.
 
     The worker deletes the claim in the transaction that records its last rows. A claim whose lease
     ran out belongs to a worker that died: the reaper gives its rows still pending `retry_from`

@@ -2,6 +2,7 @@
 BroadcastClaim, the rows stay `pending`, and no two senders ever hold the same row; a claim goes
 with the record of its last row, and the reaper settles the claims of senders that died."""
 
+import contextlib
 import threading
 from datetime import timedelta
 
@@ -61,18 +62,19 @@ def test_a_second_sender_walks_past_the_rows_another_holds(gateway):
 @pytest.mark.django_db(transaction=True)
 def test_senders_claiming_at_once_never_share_a_row():
     """Eight senders on their own connections, claiming at once until nothing is left: the claim
-    lock makes each walk see the claims committed before it."""
+    lock makes each walk see the claims committed before it. Half claim as the sweep does (the
+    statement's own transaction), half inside a transaction of theirs."""
     broadcast, ids = deliveries(240)
     start = threading.Barrier(8)
     taken: list[list[int]] = []
     errors: list[BaseException] = []
 
-    def sender() -> None:
+    def sender(own: bool) -> None:
         mine: list[int] = []
         try:
             start.wait()
             while True:
-                with transaction.atomic():
+                with transaction.atomic() if own else contextlib.nullcontext():
                     rows = deliveries_claim(broadcast.pk, 7, now=clock.now())
                 if not rows:
                     break
@@ -83,7 +85,7 @@ def test_senders_claiming_at_once_never_share_a_row():
             taken.append(mine)
             connections.close_all()
 
-    threads = [threading.Thread(target=sender) for _ in range(8)]
+    threads = [threading.Thread(target=sender, args=(n % 2 == 1,)) for n in range(8)]
     for t in threads:
         t.start()
     for t in threads:

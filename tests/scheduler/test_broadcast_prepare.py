@@ -198,7 +198,9 @@ def test_claims_walk_on_from_the_last_row_and_go_back_for_rows_handed_back(teleg
     assert BroadcastDelivery.objects.get(id=ids[0]).status == "pending"
     with CaptureQueriesContext(connection) as walk:
         assert [r.id for r in sweep.claim(2)] == ids[2:4]
-    assert [f"id > {ids[1]}" in q["sql"] for q in walk.captured_queries if "WITH picked" in q["sql"]] == [True]
+    # courier_broadcast_claim(broadcast, n, after, ...): one walk, from the mark.
+    walks = [q["sql"] for q in walk.captured_queries if "courier_broadcast_claim(" in q["sql"]]
+    assert [f"courier_broadcast_claim({broadcast.pk}, 2, {ids[1]}, " in sql for sql in walks] == [True], walks
     assert sorted(r.id for r in sweep.claim(2)) == [ids[0], ids[4]]  # the last one, then the one handed back
     assert sweep.claim(2) == [] and broadcast.pk in sweep.drained
 
