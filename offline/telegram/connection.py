@@ -18,6 +18,7 @@ import contextlib
 import functools
 import os
 import struct
+import time
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
@@ -28,8 +29,11 @@ from botapp.telegram.kurigram import LoopCrypto
 if TYPE_CHECKING:  # a client of `manage.py telegram_server` never imports the server
     from offline.telegram.server import TelegramServer
 
-# Frames on the Unix socket: length (4 bytes, big-endian) + kind (1 byte) + payload.
-HELLO, PACKET, CONTROL, CONTROL_ANSWER = 1, 2, 3, 4
+# Frames on the Unix socket: length (4 bytes, big-endian) + kind (1 byte) + payload. PACKET: the
+# server's packet to the client. WRITTEN: the client's packet, after the moment it was written
+# (8 bytes, big-endian double, time.monotonic(): on Linux the machine's clock, the server's too):
+# when it left for Telegram, whenever the server's process gets to read it (TelegramServer.arrived).
+HELLO, PACKET, CONTROL, CONTROL_ANSWER, WRITTEN = 1, 2, 3, 4, 5
 
 
 class ProvisionedStorage(SQLiteStorage):
@@ -122,7 +126,7 @@ class SocketConnection(_Connection):
     async def send(self, data: bytes) -> None:
         if self.writer is None:
             raise OSError("not connected")
-        self.writer.write(frame(PACKET, data))
+        self.writer.write(frame(WRITTEN, struct.pack(">d", time.monotonic()) + data))
         await self.writer.drain()
 
     async def close(self) -> None:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from botapp.telegram.gateway import Media, TgUser
 from offline.readiness import READY_TIMEOUT, ready_line_wait
-from offline.telegram.connection import CONTROL, CONTROL_ANSWER, HELLO, PACKET, frame, read_frame
+from offline.telegram.connection import CONTROL, CONTROL_ANSWER, HELLO, PACKET, WRITTEN, frame, read_frame
 
 if TYPE_CHECKING:  # a process that only talks to `manage.py telegram_server` never loads the server
     from offline.telegram.server import TelegramServer
@@ -84,8 +84,9 @@ async def serve(server: TelegramServer, path: Path, *, ready: Callable[[], objec
                 kind, payload = await read_frame(reader)
                 if kind == HELLO:
                     endpoint = server.connect(payload, push, hangup=lambda: loop.call_soon_threadsafe(writer.close))
-                elif kind == PACKET and endpoint is not None:
-                    endpoint.receive(payload)
+                elif kind == WRITTEN and endpoint is not None:
+                    (written,) = struct.unpack_from(">d", payload)
+                    endpoint.receive(payload[8:], written=written)
                 elif kind == CONTROL:
                     request = json.loads(payload)
                     try:

@@ -18,6 +18,7 @@ of the rate limits, the burst a private chat tolerates, what a call with several
 from __future__ import annotations
 
 import collections
+import contextlib
 import itertools
 import logging
 import os
@@ -199,15 +200,16 @@ class Endpoint:
         self._last_arrival = 0.0
         self._carrier: threading.Thread | None = None
 
-    def receive(self, packet: bytes) -> None:
-        """A packet written by the client: it reaches Telegram after the network's delay (in the
-        order written), or now when there is no network."""
+    def receive(self, packet: bytes, *, written: float | None = None) -> None:
+        """A packet the client wrote at `written` (time.monotonic(); None: now, a client in this
+        process): it reaches Telegram after the network's delay (in the order written), or then
+        when there is no network. Its arrival is when Telegram counts it (TelegramServer.arrived)."""
         network = self.server.network
         if network is None:
-            self.arrive(packet)
+            self.arrive(packet, at=written)
             return
         with self._arrival:
-            at = max(self._last_arrival, time.monotonic() + network.delay(self.server.rng))
+            at = max(self._last_arrival, (time.monotonic() if written is None else written) + network.delay(self.server.rng))
             self._last_arrival = at
             self._arriving.append((at, packet))
             if self._carrier is None:
@@ -228,12 +230,17 @@ class Endpoint:
                     continue
                 self._arriving.popleft()
             try:
-                self.arrive(packet)
+                self.arrive(packet, at=at)
             except Exception:  # noqa: BLE001 - the connection lives on, as dispatch's callers expect
                 log.exception("telegram server: a packet failed")
 
-    def arrive(self, packet: bytes) -> None:
-        """A packet from the client reached Telegram: answer every message in it."""
+    def arrive(self, packet: bytes, *, at: float | None = None) -> None:
+        """A packet from the client reached Telegram (at `at`, time.monotonic(); None: now, a
+        client in this process with no network): answer every message in it."""
+        with self.server.arriving(at):
+            self._answer(packet)
+
+    def _answer(self, packet: bytes) -> None:
         try:
             incoming = wire.unpack_client(packet, self.auth_key)
         except Exception:  # noqa: BLE001 - Telegram drops what it cannot decrypt
@@ -391,6 +398,8 @@ class TelegramServer:
         self.bot = Bot(id=self.BOT_ID, username=username, first_name="Courier", token=token)
         self.enforce_rates = enforce_rates
         self.rate_clock = time.monotonic  # the time rate limits are counted in (tests stop and move it)
+        self._answering = threading.local()  # .at: when the request this thread answers arrived (arrived())
+        self._counted_last = 0.0  # the latest arrival the rates counted (arrived())
         self.global_rate = global_rate
         self.paid_rate = paid_rate
         self.rates = Rates(global_rate=global_rate, paid_rate=paid_rate, count_per_message=count_per_message)
@@ -550,7 +559,7 @@ class TelegramServer:
 
     def _invoke(self, endpoint: Endpoint, name: str, query, *, subscribe: bool):
         chat_id = self._chat_of(query)
-        self.calls.append(Call(name, chat_id, time.monotonic()))
+        self.calls.append(Call(name, chat_id, self._arrived_monotonic()))
         if name not in ("help.GetConfig",):
             if self.bot.revoked:
                 raise RpcFault("AUTH_KEY_UNREGISTERED")
@@ -629,6 +638,42 @@ class TelegramServer:
 
     # --- rules every send obeys -------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def arriving(self, at: float | None):
+        """This thread answers a request that arrived at `at` (time.monotonic(); None: now)."""
+        before = getattr(self._answering, "at", None)
+        self._answering.at = at
+        try:
+            yield
+        finally:
+            self._answering.at = before
+
+    def _arrived_monotonic(self) -> float:
+        at = getattr(self._answering, "at", None)
+        return time.monotonic() if at is None else at
+
+    def arrived(self) -> float:
+        """When the request this thread answers arrived at Telegram, in `rate_clock`'s time: what
+        the rates count (rates.py: "measured at the moment each request arrives").
+
+        A client's packet arrives when it was written plus the network's delay (Endpoint.receive),
+        and this process may answer it later: a packet waits in the socket's buffer, or for the
+        carrier thread, while this process waits for the CPU or the GIL. That wait is this
+        process's, not Telegram's (seen: the server's loop read a worker's packets 52 ms late on a
+        busy machine, and refused 81 sends of a broadcast whose sends, as written, never exceeded
+        996 in any second). A request answered as it arrives (a client in this process with no
+        network) counts at `rate_clock()`, which tests stop and move. Requests of two connections
+        (runbot's and a worker's) can be answered out of their arrival order by a few
+        milliseconds: each counts no earlier than the last one counted, so the rates' windows,
+        which count in order (rates.Window), never count one back in time."""
+        at = getattr(self._answering, "at", None)
+        now = self.rate_clock()
+        if at is None:
+            return now
+        now = max(now - max(0.0, time.monotonic() - at), self._counted_last)
+        self._counted_last = now
+        return now
+
     def rates_set(self, **settings) -> None:
         """Change `enforce_rates`, `global_rate`, `paid_rate`, `latency` or `count_per_message`;
         the limits start counting afresh."""
@@ -646,7 +691,7 @@ class TelegramServer:
         (None: a read or a delete, limited as a call), with or without the paid flag."""
         if not self.enforce_rates:
             return
-        seconds = self.rates.check(self.rate_clock(), chat_id=chat_id, paid=paid, messages=messages)
+        seconds = self.rates.check(self.arrived(), chat_id=chat_id, paid=paid, messages=messages)
         if seconds:
             self.flood_waits += 1
             raise RpcFault(f"FLOOD_WAIT_{seconds}")
@@ -692,6 +737,8 @@ class TelegramServer:
         return self.channel_messages.get(channel_raw_id(chat_id), {}).get(message_id)
 
     def emit(self, event: Event) -> None:
+        if getattr(self._answering, "at", None) is not None:  # done answering a request: when it arrived
+            event.at = self._answering.at
         self.events.append(event)
         for listener in list(self.listeners):
             listener(event)

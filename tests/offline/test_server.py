@@ -72,6 +72,42 @@ def test_evenly_paced_at_thirty_a_second_never_floods_and_bunching_does(telegram
         telegram.check_rate(8000, paid=False)
 
 
+def test_requests_count_when_they_arrived_not_when_the_server_got_to_them(telegram):
+    """A client's request arrives when it was written plus the network's delay, and the server's
+    process may answer it later (its loop or carrier thread waited for the CPU): the rates count
+    the arrival. Sends that arrived evenly at 29/s, all answered only now, pass; the same number
+    answered as they arrive in one instant (no arrival known: a client in this process) do not."""
+    import time
+
+    from offline.telegram.server import RpcFault
+
+    telegram.enforce_rates = True
+    start = time.monotonic() - 5.0
+    for i in range(87):  # three seconds' worth, answered seconds late, at once
+        with telegram.arriving(start + i / 29):
+            telegram.check_rate(7000 + i, paid=False)
+    assert telegram.flood_waits == 0
+    for i in range(30):
+        telegram.check_rate(8000 + i, paid=False)
+    with pytest.raises(RpcFault, match="FLOOD_WAIT"):
+        telegram.check_rate(8030, paid=False)
+
+
+def test_a_request_answered_after_a_later_one_counts_no_earlier(telegram):
+    """runbot's and a worker's requests can be answered out of their arrival order by a few
+    milliseconds: each counts no earlier than the last one counted (the windows count in order)."""
+    import time
+
+    telegram.enforce_rates = True
+    later = time.monotonic() - 1.0
+    with telegram.arriving(later):
+        telegram.check_rate(7001, paid=False)
+    with telegram.arriving(later - 0.004):
+        telegram.check_rate(7002, paid=False)
+    counted = [at for at, _ in telegram.rates.overall.entries]
+    assert counted == sorted(counted) and counted[-1] == counted[-2] == pytest.approx(later, abs=1e-3)
+
+
 def test_an_album_counts_each_of_its_messages_and_paid_sends_share_the_overall_budget(telegram, rate_clock):
     from offline.telegram.server import RpcFault
 
