@@ -715,7 +715,16 @@ class PyrogramGateway(Gateway):
             except Exception as exc:  # noqa: BLE001 - that item's result (PeerUnknown, or a bug: handed back)
                 results[n] = exc
         attempts = dict.fromkeys(range(len(items)), 0)
+        # Each request serialized here, once (a retry sends the same random_id), and before the
+        # limiter admits any: an admitted group leaves at once. Telegram counts a send when it
+        # arrives, the windows when they admit it; what runs between them can bunch sends.
         prebuilt: dict[int, Written | None] = {}
+        for n, item in enumerate(items):
+            if results[n] is None:
+                try:
+                    prebuilt[n] = self._prebuilt(item, peers.get(item.chat_id))
+                except Exception as exc:  # noqa: BLE001 - a bug building it: that item goes back unsent
+                    results[n] = exc
         todo = [n for n in range(len(items)) if results[n] is None]
         stop: Exception | None = None  # nothing more can be sent: the items left get this
         while todo and stop is None:
@@ -725,15 +734,6 @@ class PyrogramGateway(Gateway):
                 stop = exc
                 break
             group, todo = todo[:granted], todo[granted:]
-            for n in list(group):  # serialized here, once (a retry sends the same random_id), not on the loop
-                if n not in prebuilt:
-                    try:
-                        prebuilt[n] = self._prebuilt(items[n], peers.get(items[n].chat_id))
-                    except Exception as exc:  # noqa: BLE001 - a bug building it: that item goes back unsent
-                        results[n] = exc
-                        group.remove(n)
-            if not group:
-                continue
             try:
                 answers = self._run(self._send_group([items[n] for n in group], peers, [prebuilt[n] for n in group]), send=True)
             except (TelegramError, BotUnauthorized) as exc:  # no answer at all: this group's, not the others'
