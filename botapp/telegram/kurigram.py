@@ -36,6 +36,7 @@ import asyncio
 import bisect
 import concurrent.futures
 import io
+import time
 from dataclasses import dataclass
 from importlib import metadata
 
@@ -212,6 +213,11 @@ class NotSent(ConnectionError):
     (a transient error; the caller may send it again, with the same random_id)."""
 
 
+class Lapsed(NotSent):
+    """The limiter's admission ran out before the message could be written (`invoke_many`'s
+    `write_by`): it never left. The caller asks the limiter again; no attempt was spent."""
+
+
 class _Round:
     """The answers one transmission waits for: done when every message has its answer, or its
     container was refused as a whole."""
@@ -263,7 +269,7 @@ class _Slot:
         self.arrived = False
 
 
-async def invoke_many(client: Client, queries: list) -> list:
+async def invoke_many(client: Client, queries: list, *, write_by: float | None = None) -> list:
     """Each query's answer (or the exception it raised), one query as one MTProto message and
     several as one container (core.telegram.org/mtproto/service_messages#containers): each request
     serialised once, one encryption and one write for all, where kurigram's `invoke` serialises a
@@ -275,7 +281,12 @@ async def invoke_many(client: Client, queries: list) -> list:
     once; a bad_msg_notification 16/17 resyncs the clock from the newest server msg_id and sends
     again; 32/33/48 send again. A message that never left (the connection down, the session not
     started) is `NotSent`; one with no answer in time is asked again through kurigram's `invoke`,
-    which retries as it always does (the same random_id: Telegram sends a message once)."""
+    which retries as it always does (the same random_id: Telegram sends a message once).
+
+    `write_by` (time.monotonic()): the limiter admitted these messages to arrive now, so none is
+    written after it (a loop or a thread that stalled in between would bunch them); each that
+    would be is `Lapsed`. So are messages refused before processing and sent again after the
+    answer's round trip."""
     session = client.session
     if not client.is_connected or session is None:
         raise NotSent("the client is not connected: nothing was sent")
@@ -289,7 +300,7 @@ async def invoke_many(client: Client, queries: list) -> list:
     values: list = [None] * len(queries)
     todo = list(range(len(queries)))
     for _ in range(RESEND_MAX + 1):
-        answered = await _transmit(client, [bodies[i] for i in todo])
+        answered = await _transmit(client, [bodies[i] for i in todo], write_by)
         again = []
         for i, value in zip(todo, answered, strict=True):
             if value is _REFUSED:
@@ -303,7 +314,9 @@ async def invoke_many(client: Client, queries: list) -> list:
         values[i] = NotSent(f"Telegram refused the message {RESEND_MAX + 1} times before processing it")
     answers = []
     for query, value in zip(plain, values, strict=True):
-        if isinstance(value, OSError) and not isinstance(value, NotSent):
+        if isinstance(value, Lapsed):
+            answers.append(value)
+        elif isinstance(value, OSError) and not isinstance(value, NotSent):
             answers.append(await invoke_one(client, query) if len(plain) == 1 else value)
         elif isinstance(value, raw.types.RpcError) and value.error_code in ASK_AGAIN_CODES:
             # Telegram's own trouble (500 INTERNAL, -503 Timeout, ...): it may or may not have done
@@ -326,9 +339,10 @@ ASK_AGAIN_CODES = frozenset({500, -500, 503, -503})
 CONNECTION_CHECK = 0.25  # seconds: how often a wait for answers looks whether the connection dropped
 
 
-async def _transmit(client: Client, bodies: list[Written]) -> list:
+async def _transmit(client: Client, bodies: list[Written], write_by: float | None = None) -> list:
     """Send the bodies (one message, or containers) and wait up to WAIT_TIMEOUT for their answers;
-    each body's value: the answer, an OSError (not sent), None (no answer), or _REFUSED."""
+    each body's value: the answer, an OSError (not sent; Lapsed: not written by `write_by`), None
+    (no answer), or _REFUSED."""
     session = client.session
     messages = [await session.msg_factory.create(body) for body in bodies]
     round_ = _Round(len(messages))
@@ -344,6 +358,7 @@ async def _transmit(client: Client, bodies: list[Written]) -> list:
         if len(messages) == 1:
             payload = mtproto.pack(messages[0], session.salt, session.session_id, session.auth_key, session.auth_key_id)
             try:
+                _in_time(write_by)
                 await session.connection.send(payload)
             except OSError as exc:  # not sent
                 slots[0].value = exc
@@ -362,6 +377,7 @@ async def _transmit(client: Client, bodies: list[Written]) -> list:
                 Message(body, msg_id, seq_no, len(body)), session.salt, session.session_id, session.auth_key, session.auth_key_id
             )
             try:
+                _in_time(write_by)
                 await session.connection.send(payload)
             except OSError as exc:  # this container and the rest were not sent
                 for slot in slots[start:]:
@@ -384,6 +400,12 @@ async def _transmit(client: Client, bodies: list[Written]) -> list:
         if isinstance(value, (raw.types.BadServerSalt, raw.types.BadMsgNotification)):
             values[i] = _REFUSED if _refused(client, value) else NotSent(f"bad_msg_notification {value.error_code}")
     return values
+
+
+def _in_time(write_by: float | None) -> None:
+    """Raise Lapsed when it is past `write_by`: what was about to be written stays unsent."""
+    if write_by is not None and (late := time.monotonic() - write_by) > 0:
+        raise Lapsed(f"admitted, but not written until {late * 1000:.1f} ms after its admission ran out")
 
 
 async def _answers_wait(session, round_: _Round, connection) -> None:

@@ -37,6 +37,7 @@ from pyrogram import Client, enums, errors, raw, types, utils
 from pyrogram.file_id import FileId
 from pyrogram.session import Session
 
+from botapp.metrics import ADMISSIONS_LAPSED
 from botapp.telegram.entities import entities_html
 from botapp.telegram.gateway import (
     DELETE_CHUNK,
@@ -67,7 +68,7 @@ from botapp.telegram.gateway import (
     chunked,
     random_id_of,
 )
-from botapp.telegram.kurigram import Abridged, Written, invoke_many, loop_bind, photo_file_id, session_tune
+from botapp.telegram.kurigram import Abridged, Lapsed, Written, invoke_many, loop_bind, photo_file_id, session_tune
 from botapp.telegram.limits import USER_ID_MAX
 from botapp.telegram.media import ALBUM_FILE_TYPES, MEDIA_FILE_TYPES, media_problem
 
@@ -85,6 +86,16 @@ BACKOFF_BASE = 0.5  # seconds: 0.5, 1, 2 ...
 # newest message read as empty, like deleted ones: 2 × 100 deleted in a row is taken as the end).
 OWN_SCAN_MAX = 20_000
 OWN_SCAN_EMPTY_END = 2
+# How long after the limiter admits a group it may still be written (send_many): the windows count
+# what they admit, Telegram what arrives, and the windows' span (TELEGRAM_RATE_SPAN, 1.04 s) leaves
+# 40 ms for the two to differ. The network takes up to 25 ms of it (its jitter; the in-memory
+# Telegram's inference), this the rest, with room. A group not written by then (its thread or the
+# loop stalled: the GIL, the CPU, a garbage collection) never leaves: the limiter is asked again
+# (no attempt spent; the windows counted it once already, which costs a little rate, not a
+# FloodWait). After ADMISSIONS_LAPSED_MAX lapses in one batch, a stalled machine's sends go with no
+# bound (a FloodWait, if one comes, pauses the budget as any does).
+ADMITTED_FOR = 0.01
+ADMISSIONS_LAPSED_MAX = 5
 
 
 class Limiter(Protocol):
@@ -448,6 +459,7 @@ class PyrogramGateway(Gateway):
         self.paid = paid or None
         self.sleep = sleep
         self._known_peers: set[int] = set()
+        self.admitted_for = ADMITTED_FOR  # seconds an admitted group may take to be written (send_many)
         self._peer_hashes: dict[int, int] = {}
         self._parse_cache: dict[str, tuple[str, list]] = {}
         self._markup_cache: dict[tuple, Written] = {}
@@ -727,15 +739,19 @@ class PyrogramGateway(Gateway):
                     results[n] = exc
         todo = [n for n in range(len(items)) if results[n] is None]
         stop: Exception | None = None  # nothing more can be sent: the items left get this
+        lapsed = 0
         while todo and stop is None:
             try:
                 granted = self.limiter.acquire_many([items[n].chat_id for n in todo]) if self.limiter is not None else len(todo)
             except Exception as exc:  # noqa: BLE001 - Redis down: nothing more goes, nothing sent is lost
                 stop = exc
                 break
+            bounded = self.limiter is not None and lapsed < ADMISSIONS_LAPSED_MAX
+            write_by = time.monotonic() + self.admitted_for if bounded else None
             group, todo = todo[:granted], todo[granted:]
             try:
-                answers = self._run(self._send_group([items[n] for n in group], peers, [prebuilt[n] for n in group]), send=True)
+                sending = self._send_group([items[n] for n in group], peers, [prebuilt[n] for n in group], write_by=write_by)
+                answers = self._run(sending, send=True)
             except (TelegramError, BotUnauthorized) as exc:  # no answer at all: this group's, not the others'
                 answers = [exc] * len(group)
             except Exception as exc:  # a bug while this group was on its way: it may have arrived
@@ -745,7 +761,16 @@ class PyrogramGateway(Gateway):
                 stop = exc
                 break
             retry, flood, wait = [], 0, 0.0
+            if any(isinstance(answer, Lapsed) for answer in answers):
+                lapsed += 1
+                ADMISSIONS_LAPSED.inc()
+                if lapsed == ADMISSIONS_LAPSED_MAX:
+                    log.warning("%d groups in a row were not written within %.0f ms of their admission: "
+                                "the rest of this batch goes unbounded", lapsed, self.admitted_for * 1000)  # fmt: skip
             for n, answer in zip(group, answers, strict=True):
+                if isinstance(answer, Lapsed):  # never left: the limiter is asked again, no attempt spent
+                    retry.append(n)
+                    continue
                 attempts[n] += 1
                 if isinstance(answer, int):
                     results[n] = Sent(items[n].chat_id, answer)
@@ -795,9 +820,12 @@ class PyrogramGateway(Gateway):
             raise PeerUnknown(f"user {chat_id} has never written to the bot: no access hash")
         return raw.types.InputPeerUser(user_id=chat_id, access_hash=access_hash)
 
-    async def _send_group(self, items: list[SendItem], peers: dict, prebuilt: list) -> list[int | BaseException]:
+    async def _send_group(
+        self, items: list[SendItem], peers: dict, prebuilt: list, *, write_by: float | None = None
+    ) -> list[int | BaseException]:
         """Send them all: each item's request as the sending thread serialized it (`_prebuilt`),
-        or else built here (the text's HTML parsed once per distinct text)."""
+        or else built here (the text's HTML parsed once per distinct text); none written after
+        `write_by` (those are Lapsed: kurigram.invoke_many)."""
         answers: list[int | BaseException | None] = [None] * len(items)
         queries: list[tuple[int, raw.core.TLObject]] = []
         for n, item in enumerate(items):
@@ -809,7 +837,7 @@ class PyrogramGateway(Gateway):
                 queries.append((n, await self._request(item, peer)))
             except Exception as exc:  # noqa: BLE001 - that item's result
                 answers[n] = exc
-        for (n, _), answer in zip(queries, await self._invoke_many([q for _, q in queries]), strict=True):
+        for (n, _), answer in zip(queries, await self._invoke_many([q for _, q in queries], write_by=write_by), strict=True):
             if isinstance(answer, BaseException):
                 answers[n] = answer
             else:
@@ -857,11 +885,11 @@ class PyrogramGateway(Gateway):
         (message_id,) = sent_ids(await self._invoke(await self._request(item, await self.client.resolve_peer(item.chat_id))))
         return message_id
 
-    async def _invoke_many(self, queries: list) -> list:
+    async def _invoke_many(self, queries: list, *, write_by: float | None = None) -> list:
         """Each query's answer (or the exception it raised), several in one MTProto container
         (kurigram.invoke_many: each request serialized once, on the wire as this client sends)."""
         wired = [q if isinstance(q, Written) and q.query is not None else Written(self._wire(q).write(), q) for q in queries]
-        return await invoke_many(self.client, wired)
+        return await invoke_many(self.client, wired, write_by=write_by)
 
     def _wire(self, query: raw.core.TLObject) -> raw.core.TLObject:
         """The request as it goes on the wire: a client without updates asks Telegram for none."""

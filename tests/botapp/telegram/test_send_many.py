@@ -13,6 +13,7 @@ from django.conf import settings
 from botapp.services.users import user_access_hash
 from botapp.telegram.gateway import FloodWait, Media, PeerUnknown, SendItem, Sent, TgUser, UserBlocked
 from botapp.telegram.limiter import BATCH_WINDOW, BULK, RedisLimiter, send_batch_size
+from botapp.telegram.pyrogram_gateway import ADMISSIONS_LAPSED_MAX, ADMITTED_FOR
 from offline.telegram.clients import offline_gateway
 from tests.conftest import answers_unreadable_once
 
@@ -124,6 +125,58 @@ def test_a_grant_smaller_than_the_batch_sends_the_rest_in_further_containers(tel
     assert all(isinstance(r, Sent) for r in results)
     assert [len(g) for g in limiter.grants] == [7, 7, 7, 7, 2]
     assert telegram.containers == containers + 5
+
+
+class StallingLimiter(BatchLimiter):
+    """Grants as BatchLimiter; the first `stalls` groups it admits are written only after their
+    admission ran out (the thread or the loop stalled in between: a negative bound)."""
+
+    def __init__(self, gateway_of, stalls):
+        super().__init__()
+        self.gateway_of, self.stalls = gateway_of, stalls
+
+    def acquire_many(self, chat_ids):
+        stalled = len(self.grants) < self.stalls
+        self.gateway_of().admitted_for = -1.0 if stalled else ADMITTED_FOR
+        return super().acquire_many(chat_ids)
+
+
+def _stalling_gateway(telegram, stalls):
+    holder = {}
+    limiter = StallingLimiter(lambda: holder["gw"], stalls)
+    holder["gw"] = gw = offline_gateway(telegram, peers=user_access_hash, limiter=limiter, sleep=lambda s: None)
+    return gw, limiter
+
+
+def test_a_group_not_written_in_time_after_its_admission_is_admitted_again(telegram, users):
+    """Telegram counts a send when it arrives, the limiter's windows when they admit it: a group
+    that would be written after its admission ran out never leaves, and goes at its next
+    admission, each message once, no attempt spent."""
+    from botapp.metrics import ADMISSIONS_LAPSED
+
+    gw, limiter = _stalling_gateway(telegram, stalls=2)
+    try:
+        since, lapsed = len(telegram.calls), ADMISSIONS_LAPSED._value.get()
+        results = gw.send_many([SendItem(u.id, "hi") for u in users[:5]])
+        assert all(isinstance(r, Sent) for r in results)
+        assert len(limiter.grants) == 3  # two admissions lapsed, the third wrote
+        assert telegram.methods_called(since) == ["messages.SendMessage"] * 5  # nothing left before
+        assert [len(telegram.bot_messages(u.id)) - 1 for u in users[:5]] == [1] * 5
+        assert ADMISSIONS_LAPSED._value.get() == lapsed + 2
+    finally:
+        gw.stop()
+
+
+def test_a_machine_too_slow_for_the_bound_still_sends(telegram, users):
+    """Admission after admission lapses: after ADMISSIONS_LAPSED_MAX the batch goes unbounded."""
+    gw, limiter = _stalling_gateway(telegram, stalls=10**6)
+    try:
+        results = gw.send_many([SendItem(u.id, "hi") for u in users[:3]])
+        assert all(isinstance(r, Sent) for r in results)
+        assert len(limiter.grants) == ADMISSIONS_LAPSED_MAX + 1
+        assert [len(telegram.bot_messages(u.id)) - 1 for u in users[:3]] == [1] * 3
+    finally:
+        gw.stop()
 
 
 def test_runbot_sends_a_batch_one_by_one(telegram, users):
