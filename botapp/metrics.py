@@ -43,7 +43,8 @@ LIMITER_WAIT = Histogram(
 )
 ADMISSIONS_LAPSED = Counter(
     "courier_admissions_lapsed_total",
-    "Groups of sends the limiter admitted that could not be written in time (ADMITTED_FOR) and asked again",
+    "Groups of sends the limiter admitted that could not be written in time (ADMITTED_FOR) and asked again, by lane",
+    ["lane"],
 )
 JOB_RUNS = Counter("courier_job_runs_total", "Background job runs finished, by job and result (ok, failed)", ["job", "result"])
 JOB_RUN_SECONDS = Histogram("courier_job_run_duration_seconds", "How long job runs took, by job", ["job"], buckets=SLOW)

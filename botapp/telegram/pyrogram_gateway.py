@@ -763,7 +763,7 @@ class PyrogramGateway(Gateway):
             retry, flood, wait = [], 0, 0.0
             if any(isinstance(answer, Lapsed) for answer in answers):
                 lapsed += 1
-                ADMISSIONS_LAPSED.inc()
+                ADMISSIONS_LAPSED.labels(getattr(self.limiter, "lane", "bulk")).inc()
                 if lapsed == ADMISSIONS_LAPSED_MAX:
                     log.warning("%d groups in a row were not written within %.0f ms of their admission: "
                                 "the rest of this batch goes unbounded", lapsed, self.admitted_for * 1000)  # fmt: skip

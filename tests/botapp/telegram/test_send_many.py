@@ -156,13 +156,13 @@ def test_a_group_not_written_in_time_after_its_admission_is_admitted_again(teleg
 
     gw, limiter = _stalling_gateway(telegram, stalls=2)
     try:
-        since, lapsed = len(telegram.calls), ADMISSIONS_LAPSED._value.get()
+        since, lapsed = len(telegram.calls), ADMISSIONS_LAPSED.labels("bulk")._value.get()
         results = gw.send_many([SendItem(u.id, "hi") for u in users[:5]])
         assert all(isinstance(r, Sent) for r in results)
         assert len(limiter.grants) == 3  # two admissions lapsed, the third wrote
         assert telegram.methods_called(since) == ["messages.SendMessage"] * 5  # nothing left before
         assert [len(telegram.bot_messages(u.id)) - 1 for u in users[:5]] == [1] * 5
-        assert ADMISSIONS_LAPSED._value.get() == lapsed + 2
+        assert ADMISSIONS_LAPSED.labels("bulk")._value.get() == lapsed + 2
     finally:
         gw.stop()
 
