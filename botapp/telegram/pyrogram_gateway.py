@@ -765,7 +765,7 @@ class PyrogramGateway(Gateway):
                 lapsed += 1
                 ADMISSIONS_LAPSED.labels(getattr(self.limiter, "lane", "bulk")).inc()
                 if lapsed == ADMISSIONS_LAPSED_MAX:
-                    log.warning("%d groups in a row were not written within %.0f ms of their admission: "
+                    log.warning("%d groups of this batch were not written within %.0f ms of their admission: "
                                 "the rest of this batch goes unbounded", lapsed, self.admitted_for * 1000)  # fmt: skip
             for n, answer in zip(group, answers, strict=True):
                 if isinstance(answer, Lapsed):  # never left: the limiter is asked again, no attempt spent

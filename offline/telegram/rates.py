@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from botapp.telegram import limits
 
 # Inferred: "N per second" holds over ANY one-second span, measured at the moment each request
-# arrives (its client wrote it, then the network's delay: TelegramServer.arrived) (a sliding window), not per fixed one-second bucket (which would let 2N through across a
-# bucket's edge) and with no tolerance for arrivals that bunch.
+# arrives (when its client wrote it, plus the network's delay: TelegramServer.arrived): a sliding
+# window, not per fixed one-second bucket (which would let 2N through across a bucket's edge), and
+# with no tolerance for arrivals that bunch.
 WINDOW = 1.0
 # Inferred: an album of 10 counts 10 messages against the overall budgets, a forward of 100 ids
 # counts 100 (stricter than one per request). TelegramServer(count_per_message=False) counts one
