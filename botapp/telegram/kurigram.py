@@ -13,7 +13,10 @@ What is used, and where kurigram keeps it (pyrogram/session/session.py unless sa
   and `.event.set()`, filled by `Session.handle_packet`), `Session.salt`, `session_id`,
   `auth_key`, `auth_key_id`, `connection` (`.send`; a new object after `Session.restart`),
   `is_started`, `stored_msg_ids`, `WAIT_TIMEOUT`;
-  `pyrogram.crypto.mtproto.pack`; `pyrogram.raw.core.Message` and `MsgContainer`.
+  `pyrogram.crypto.mtproto.pack` and `unpack` (which `Session.handle_packet` hands to the crypto
+  executor); `pyrogram.raw.core.Message` and `MsgContainer`.
+- `pyrogram.raw.all.objects` (raw/core/tl_object.py: `TLObject.read` finds each constructor's class
+  there): rpc_result's entry is `LeanRpcResult`, which reads a send's answer only as far as its id.
 - `Client._set_server_time(msg_id)` (client.py): the clock offset kurigram's msg ids use.
 - `TCP.crypto_executor` (connection/transport/tcp/tcp.py): where packets are ciphered.
 - `types.Photo._parse` (types/messages_and_media/photo.py): a photo's file id from raw TL.
@@ -36,6 +39,8 @@ import asyncio
 import bisect
 import concurrent.futures
 import io
+import struct
+import threading
 import time
 from dataclasses import dataclass
 from importlib import metadata
@@ -44,6 +49,7 @@ from pyrogram import Client, errors, raw, types
 from pyrogram.connection.transport import TCPAbridged
 from pyrogram.crypto import aes, mtproto  # noqa: F401 - aes: re-exported for the in-memory Telegram
 from pyrogram.crypto.mtproto import kdf  # noqa: F401 - re-exported for the in-memory Telegram
+from pyrogram.raw.all import objects as tl_constructors
 from pyrogram.raw.core import Message, MsgContainer
 
 from botapp.runtime import gc_tune
@@ -54,7 +60,9 @@ RECHECK = (
     "pyrogram/session/session.py: Session.handle_packet (results, stored_msg_ids, seq_no == 0 time sync), "
     "Session.send (salt, BadServerSalt), Session.invoke (retries), Session.start (a new connection object)",
     "pyrogram/session/internals/msg_factory.py: MsgFactory.create / allocate_* / _last_msg_id",
-    "pyrogram/crypto/mtproto.py: pack(message, salt, session_id, auth_key, auth_key_id), kdf; pyrogram/crypto/aes.py",
+    "pyrogram/crypto/mtproto.py: pack(message, salt, session_id, auth_key, auth_key_id), unpack(b, session_id, ...) "
+    "(Message.read slices each body by its length), kdf; pyrogram/crypto/aes.py",
+    "pyrogram/raw/all.py objects and raw/core/tl_object.py TLObject.read; raw/types/rpc_result.py RpcResult.read",
     "pyrogram/client.py: Client._set_server_time, Client.server_time, Client.loop",
     "pyrogram/connection/transport/tcp/tcp.py: TCP.crypto_executor",
     "pyrogram/types/messages_and_media/photo.py: Photo._parse",
@@ -127,12 +135,15 @@ def _size(payload) -> int:
 class LoopCrypto(concurrent.futures.Executor):
     """An executor for kurigram's crypto: a small packet is done in the caller, and `submit`
     returns the done asyncio future `loop.run_in_executor` passes straight through (awaiting it
-    does not yield to the loop); a large one goes to a thread of its own."""
+    does not yield to the loop); a large one goes to a thread of its own. A packet received is
+    read knowing its session (`_unpack`: see LeanRpcResult)."""
 
     def __init__(self):
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="CryptoWorker")
 
     def submit(self, fn, /, *args, **kwargs):
+        if fn is mtproto.unpack:
+            fn = _unpack
         if args and _size(args[0]) > SMALL_PACKET:
             return self._pool.submit(fn, *args, **kwargs)
         try:
@@ -147,6 +158,72 @@ class LoopCrypto(concurrent.futures.Executor):
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         self._pool.shutdown(wait=wait, cancel_futures=cancel_futures)
+
+
+# --- reading the answer to a send only as far as its new message's id ------------------------------
+
+# kurigram reads each answer whole. Telegram answers a message sent with `updates`: the new
+# message's id (updateMessageID, with the request's random_id), the message itself, its users
+# (the bot and the recipient) and chats. A worker's send needs only the id, and reading the rest
+# was the biggest part of its event loop's work (35 us an answer in a tight loop, much more at a
+# broadcast's pace; a fifth of a paid broadcast's CPU). So an answer to a message `invoke_many`
+# sent with `one_sent=True` (each request sends one message, and its caller wants only that id)
+# is read as far as that update when it comes first in the answer, as Telegram sends it: the
+# answer's value is a `SentId`. Any other answer (an error, updateShortSentMessage, gzip_packed,
+# another first update) is read whole, as kurigram reads it. Nothing goes unchecked: MTProto's
+# msg_key covers the whole packet (mtproto.unpack), and Message.read slices each message's body
+# by its length, so the part left unread is skipped without being parsed.
+UPDATES_ID = 0x74AE4240  # updates#74ae4240 updates:Vector<Update> users:Vector<User> chats:Vector<Chat> date:int seq:int
+VECTOR_ID = 0x1CB5C415
+UPDATE_MESSAGE_ID = raw.types.UpdateMessageID.ID  # updateMessageID#4e90bfd6 id:int random_id:long
+_SENT_HEAD = struct.Struct("<IIiIiq")  # updates, vector, count, updateMessageID, id, random_id
+
+
+@dataclass(frozen=True, slots=True)
+class SentId:
+    """Telegram's answer to a one-message send, read as far as its updateMessageID."""
+
+    id: int
+    random_id: int
+
+
+_reading = threading.local()  # .session_id: whose packet this thread is reading (`_unpack`)
+_one_sent: set[tuple[bytes, int]] = set()  # (session_id, msg_id) of messages sent with one_sent
+
+
+def _unpack(b, session_id: bytes, auth_key: bytes, auth_key_id: bytes):
+    """mtproto.unpack, with the session known to LeanRpcResult (Session.handle_packet's call)."""
+    _reading.session_id = session_id
+    try:
+        return mtproto.unpack(b, session_id, auth_key, auth_key_id)
+    finally:
+        _reading.session_id = None
+
+
+class LeanRpcResult(raw.types.RpcResult):
+    """rpc_result#f35c6d01 req_msg_id:long result:Object, read as kurigram's RpcResult reads it,
+    except the answer to a message sent with one_sent (its session's msg_id in `_one_sent`):
+    a `SentId` when the answer is `updates` whose first update is updateMessageID."""
+
+    __slots__: list[str] = []
+
+    @staticmethod
+    def read(b: io.BytesIO, *args) -> raw.types.RpcResult:
+        session_id = getattr(_reading, "session_id", None)
+        start = b.tell()
+        req_msg_id = int.from_bytes(b.read(8), "little", signed=True)
+        if session_id is not None and (session_id, req_msg_id) in _one_sent:
+            head = b.read(_SENT_HEAD.size)
+            if len(head) == _SENT_HEAD.size:
+                updates, vector, count, first, message_id, random_id = _SENT_HEAD.unpack(head)
+                if (updates, vector, first) == (UPDATES_ID, VECTOR_ID, UPDATE_MESSAGE_ID) and count >= 1:
+                    return raw.types.RpcResult(req_msg_id=req_msg_id, result=SentId(message_id, random_id))
+        b.seek(start)
+        return RPC_RESULT_READ(b, *args)
+
+
+RPC_RESULT_READ = raw.types.RpcResult.read
+tl_constructors[raw.types.RpcResult.ID] = LeanRpcResult
 
 
 class Abridged(TCPAbridged):
@@ -269,7 +346,7 @@ class _Slot:
         self.arrived = False
 
 
-async def invoke_many(client: Client, queries: list, *, write_by: float | None = None) -> list:
+async def invoke_many(client: Client, queries: list, *, write_by: float | None = None, one_sent: bool = False) -> list:
     """Each query's answer (or the exception it raised), one query as one MTProto message and
     several as one container (core.telegram.org/mtproto/service_messages#containers): each request
     serialised once, one encryption and one write for all, where kurigram's `invoke` serialises a
@@ -286,7 +363,10 @@ async def invoke_many(client: Client, queries: list, *, write_by: float | None =
     `write_by` (time.monotonic()): the limiter admitted these messages to arrive now, so none is
     written after it (a loop or a thread that stalled in between would bunch them); each that
     would be is `Lapsed`. So are messages refused before processing and sent again after the
-    answer's round trip."""
+    answer's round trip.
+
+    `one_sent`: each query sends one message and the caller needs only its id: an answer that
+    gives it first is a `SentId`, read no further (see LeanRpcResult)."""
     session = client.session
     if not client.is_connected or session is None:
         raise NotSent("the client is not connected: nothing was sent")
@@ -300,7 +380,7 @@ async def invoke_many(client: Client, queries: list, *, write_by: float | None =
     values: list = [None] * len(queries)
     todo = list(range(len(queries)))
     for _ in range(RESEND_MAX + 1):
-        answered = await _transmit(client, [bodies[i] for i in todo], write_by)
+        answered = await _transmit(client, [bodies[i] for i in todo], write_by, one_sent)
         again = []
         for i, value in zip(todo, answered, strict=True):
             if value is _REFUSED:
@@ -339,12 +419,14 @@ ASK_AGAIN_CODES = frozenset({500, -500, 503, -503})
 CONNECTION_CHECK = 0.25  # seconds: how often a wait for answers looks whether the connection dropped
 
 
-async def _transmit(client: Client, bodies: list[Written], write_by: float | None = None) -> list:
+async def _transmit(client: Client, bodies: list[Written], write_by: float | None = None, one_sent: bool = False) -> list:
     """Send the bodies (one message, or containers) and wait up to WAIT_TIMEOUT for their answers;
     each body's value: the answer, an OSError (not sent; Lapsed: not written by `write_by`), None
     (no answer), or _REFUSED."""
     session = client.session
     messages = [await session.msg_factory.create(body) for body in bodies]
+    lean = [(session.session_id, m.msg_id) for m in messages] if one_sent else []
+    _one_sent.update(lean)
     round_ = _Round(len(messages))
     slots = []
     for message in messages:
@@ -386,6 +468,7 @@ async def _transmit(client: Client, bodies: list[Written], write_by: float | Non
                 break
         await _answers_wait(session, round_, connection)
     finally:
+        _one_sent.difference_update(lean)
         for message in messages:
             session.results.pop(message.msg_id, None)
         refusals = {start: (end, session.results.pop(msg_id, _Slot()).value) for msg_id, start, end in containers}

@@ -68,7 +68,7 @@ from botapp.telegram.gateway import (
     chunked,
     random_id_of,
 )
-from botapp.telegram.kurigram import Abridged, Lapsed, Written, invoke_many, loop_bind, photo_file_id, session_tune
+from botapp.telegram.kurigram import Abridged, Lapsed, SentId, Written, invoke_many, loop_bind, photo_file_id, session_tune
 from botapp.telegram.limits import USER_ID_MAX
 from botapp.telegram.media import ALBUM_FILE_TYPES, MEDIA_FILE_TYPES, media_problem
 
@@ -359,6 +359,8 @@ class _Named(io.RawIOBase):
 
 def sent_ids(answer) -> list[int]:
     """The new messages' ids in Telegram's answer to a send or forward, in the order sent."""
+    if isinstance(answer, SentId):  # a one-message send's answer, read only as far as its id
+        return [answer.id]
     if isinstance(answer, raw.types.UpdateShortSentMessage):
         return [answer.id]
     by_random = [u.id for u in getattr(answer, "updates", []) if isinstance(u, raw.types.UpdateMessageID)]
@@ -699,7 +701,8 @@ class PyrogramGateway(Gateway):
                 reply_markup=await self._reply_markup(buttons),
                 allow_paid_floodskip=self.paid,
                 reply_to=raw.types.InputReplyToMessage(reply_to_msg_id=reply_to) if reply_to else None,
-            )
+            ),
+            one_sent=True,
         )
         (message_id,) = sent_ids(answer)
         return message_id
@@ -837,7 +840,8 @@ class PyrogramGateway(Gateway):
                 queries.append((n, await self._request(item, peer)))
             except Exception as exc:  # noqa: BLE001 - that item's result
                 answers[n] = exc
-        for (n, _), answer in zip(queries, await self._invoke_many([q for _, q in queries], write_by=write_by), strict=True):
+        answered = await self._invoke_many([q for _, q in queries], write_by=write_by, one_sent=True)
+        for (n, _), answer in zip(queries, answered, strict=True):
             if isinstance(answer, BaseException):
                 answers[n] = answer
             else:
@@ -882,22 +886,24 @@ class PyrogramGateway(Gateway):
         return raw.functions.messages.SendMedia(media=media, **common)
 
     async def _send_item(self, item: SendItem) -> int:
-        (message_id,) = sent_ids(await self._invoke(await self._request(item, await self.client.resolve_peer(item.chat_id))))
+        request = await self._request(item, await self.client.resolve_peer(item.chat_id))
+        (message_id,) = sent_ids(await self._invoke(request, one_sent=True))
         return message_id
 
-    async def _invoke_many(self, queries: list, *, write_by: float | None = None) -> list:
+    async def _invoke_many(self, queries: list, *, write_by: float | None = None, one_sent: bool = False) -> list:
         """Each query's answer (or the exception it raised), several in one MTProto container
-        (kurigram.invoke_many: each request serialized once, on the wire as this client sends)."""
+        (kurigram.invoke_many: each request serialized once, on the wire as this client sends;
+        `one_sent`: each sends one message, and only its id is read: a SentId)."""
         wired = [q if isinstance(q, Written) and q.query is not None else Written(self._wire(q).write(), q) for q in queries]
-        return await invoke_many(self.client, wired, write_by=write_by)
+        return await invoke_many(self.client, wired, write_by=write_by, one_sent=one_sent)
 
     def _wire(self, query: raw.core.TLObject) -> raw.core.TLObject:
         """The request as it goes on the wire: a client without updates asks Telegram for none."""
         return raw.functions.InvokeWithoutUpdates(query=query) if self.client.no_updates else query
 
-    async def _invoke(self, query):
+    async def _invoke(self, query, *, one_sent: bool = False):
         """One request, sent as `_invoke_many` sends them; raises what kurigram's invoke raises."""
-        (answer,) = await self._invoke_many([query])
+        (answer,) = await self._invoke_many([query], one_sent=one_sent)
         if isinstance(answer, BaseException):
             raise answer
         return answer
