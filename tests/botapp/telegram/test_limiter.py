@@ -542,3 +542,48 @@ def test_runbot_answers_within_seconds_while_redis_accepts_connections_and_never
     # only after 10 s), the counters. Bounds well under what 5 s calls would take (20 s and 10 s).
     assert first < 15
     assert second < 7  # the settings cache's read and write
+
+
+# --- the bulk lane's own connection (limiter._GatedConnection) ---------------------------------------
+
+
+def bulk(prefix):
+    return RedisLimiter(redis.Redis.from_url(settings.REDIS_URL), rate=1000, prefix=prefix, lane=BULK)
+
+
+def client_id(connection) -> int:
+    connection.send_command("CLIENT", "ID")
+    return connection.read_response()
+
+
+def test_a_bulk_sender_goes_on_after_redis_drops_its_connection(prefix):
+    lim = bulk(prefix)
+    assert lim.acquire_many([8001, 8002]) == 2
+    dropped = client_id(lim._asking.connection)
+    redis.Redis.from_url(settings.REDIS_URL).execute_command("CLIENT", "KILL", "ID", dropped)
+    assert lim.acquire_many([8003, 8004]) == 2  # the dropped connection is opened again, the call made once more
+    assert client_id(lim._asking.connection) != dropped
+
+
+def test_a_bulk_sender_goes_on_after_redis_lost_its_scripts(prefix):
+    lim = bulk(prefix)
+    assert lim.acquire_many([8011]) == 1
+    redis.Redis.from_url(settings.REDIS_URL).script_flush()  # as after a restart of Redis
+    assert lim.acquire_many([8012]) == 1
+
+
+def test_a_forked_child_asks_on_a_connection_of_its_own(prefix, monkeypatch):
+    lim = bulk(prefix)
+    lim.acquire_many([8021])
+    parents = lim._asking.connection
+    monkeypatch.setattr("botapp.telegram.limiter.os.getpid", lambda: -1)
+    lim.acquire_many([8022])
+    assert lim._asking.connection is not parents
+
+
+def test_a_bulk_sender_with_redis_hanging_gives_up_after_its_timeout(hanging_redis, prefix):
+    lim = RedisLimiter(redis.Redis.from_url(hanging_redis, socket_timeout=0.2), rate=30, prefix=prefix, lane=BULK)
+    began = time.monotonic()
+    with pytest.raises(redis.TimeoutError):
+        lim.acquire_many([8031])
+    assert time.monotonic() - began < 5  # one timeout of 0.2 s, not a retry after it
