@@ -12,7 +12,7 @@ RedisLimiter.from_settings configures a worker: the bulk lane, paced at TELEGRAM
 (TELEGRAM_PAID_RATE_HEADROOM when paid) of the allowed rate, each call admitted against windows of
 TELEGRAM_RATE_SPAN seconds holding at most the allowed rate; and as many sends in flight per process
 as the broadcast stream uses (scheduler.jobs.sweep.sends_sweep: rate x ANSWER_TIME sends, 4..256,
-in batches of the limiter's window, `send_batch_size`: pairs at 30/s, 19 in one MTProto
+in batches of the limiter's window, `send_batch_size`: pairs at 30/s, 16 in one MTProto
 container at 1000/s, each thread calling `send_many`).
 
 Achieved rate is taken between the first and the last completed send. Each case runs 3 times,

@@ -323,12 +323,18 @@ def global_rate() -> float:
 
 # How far a worker's sends may bunch: a batch of the slots due within this window goes to Telegram
 # at once (one MTProto container) and is admitted against the windows as one. Each batch is a burst
-# of rate x BATCH_WINDOW sends that the rate windows (TELEGRAM_RATE_SPAN) must hold: 19 at 960/s.
-# 40 ms batches cost a worker less CPU (5,125 against 4,750 sends per CPU-second, side by side) but
-# a paid broadcast end to end (bench/broadcast.py --mode paid) fell from 0.950 to 0.893-0.939 of
-# the allowed rate, with 157 FLOOD_WAITs in one run of three: bigger bunches fill the windows in
-# bigger steps. Kept at 20 ms.
-BATCH_WINDOW = 0.02
+# of rate x BATCH_WINDOW sends that the rate windows (TELEGRAM_RATE_SPAN) must hold: 16 at 960/s.
+# The windows take whole batches, so a span holds only as many as fit under the cap: what is left
+# over is lost to the broadcast (replies may use it). 1000 holds 52 batches of 19 (988, 12 left:
+# the broadcast and 4 replies/s together at most 0.954 of 1000/s) but 62 of 16 (992, 8 left, 0.958).
+# Side by side (bench/broadcast.py --mode paid, one run each, alternating, 2026-11-28): 19 gave
+# 0.952, 0.952, 0.952 of allowed; 16 gave 0.954, 0.955, 0.954; 12 gave 0.955 three times. Sends
+# per CPU-second at real pacing (bench/sender.py --paced paid): 16 and 19 within each other's noise
+# (6,669-8,167 against 6,662-7,944), 12 lower (5,615-6,400). 40 ms batches cost a worker less CPU
+# (5,125 against 4,750, side by side) but a paid broadcast end to end fell from 0.950 to
+# 0.893-0.939 of the allowed rate, with 157 FLOOD_WAITs in one run of three: bigger bunches fill
+# the windows in bigger steps.
+BATCH_WINDOW = 0.017
 BATCH_MAX = 50  # sends per batch at most, whatever the rate
 # Sends per batch at least, whatever the rate: at the free rate (28.8/s) a pair, two slots 35 ms
 # apart sent at once. Each batch costs a worker the same thread hops, Redis call, container and
@@ -343,7 +349,7 @@ BATCH_MIN = 2
 
 def send_batch_size(rate: float | None = None) -> int:
     """Sends a worker hands the limiter at once: the slots of one window, BATCH_MIN at least (a
-    pair at the free rate, 19 at 960/s)."""
+    pair at the free rate, 16 at 960/s)."""
     rate = global_rate() if rate is None else rate
     return max(BATCH_MIN, min(BATCH_MAX, int(rate * BATCH_WINDOW)))
 

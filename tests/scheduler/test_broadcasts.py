@@ -465,7 +465,7 @@ def test_a_paid_broadcast_goes_in_containers_and_its_queries_do_not_grow_with_th
     from offline.telegram.clients import offline_gateway
     from scheduler.jobs.broadcast_send import send_broadcasts
 
-    settings.TELEGRAM_PAID_BROADCASTS = True  # 960/s: batches of 19 sends
+    settings.TELEGRAM_PAID_BROADCASTS = True  # 960/s: batches of 16 sends
     BotSettings.load()  # read once per run (send window, opt-out), cached as in a worker that has run before
     worker = offline_gateway(telegram, peers=user_access_hash)
     people, queries = [], []
@@ -480,7 +480,7 @@ def test_a_paid_broadcast_goes_in_containers_and_its_queries_do_not_grow_with_th
                 outcome = send_broadcasts(gateway=worker, batch_size=n)
             queries.append(len(ctx))
             assert outcome.processed == n
-            assert telegram.containers - containers == -(-n // send_batch_size()) and send_batch_size() == 19
+            assert telegram.containers - containers == -(-n // send_batch_size()) and send_batch_size() == 16
             assert [bold_text(telegram.bot_messages(u.telegram_id)[-1]) for u in people] == [SALE] * n
             broadcast.refresh_from_db()
             assert (broadcast.sent, broadcast.status) == (n, Broadcast.Status.DONE)

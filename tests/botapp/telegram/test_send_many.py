@@ -293,13 +293,15 @@ def test_at_the_free_rate_a_send_costs_one_redis_call(prefix, one_by_one):
 
 def test_at_the_paid_rate_a_batch_costs_one_redis_call(prefix):
     """The threads of one worker ask one at a time, each when the next batch is due: one call per
-    batch of a window's slots (1000/s: 20), whatever the number of threads. A "not yet" and then
+    batch of a window's slots (1000/s: 17), whatever the number of threads. A "not yet" and then
     the grant cost two; eight threads asking each in a loop, eight."""
     client = CountingRedis.from_url(settings.REDIS_URL)
     lim = RedisLimiter(client, rate=1000, prefix=prefix, lane=BULK)
-    grants = worker_sends(lim, 400, batch=20)
-    assert grants <= 400 / 20 + 8  # whole batches (a thread may get a part at the start)
-    assert client.commands <= 1.25 * 400 / 20, client.commands
+    batch = send_batch_size(1000)
+    assert batch == 17
+    grants = worker_sends(lim, 400, batch=batch)
+    assert grants <= 400 / batch + 8  # whole batches (a thread may get a part at the start)
+    assert client.commands <= 1.25 * 400 / batch, client.commands
 
 
 def test_a_chat_gets_its_burst_in_a_batch_and_no_more(prefix):
@@ -317,7 +319,7 @@ def test_a_pause_holds_the_batch(prefix):
 
 def test_batch_sizes_follow_the_rate():
     assert send_batch_size(28.8) == 2  # free broadcasts: pairs (BATCH_MIN)
-    assert send_batch_size(960) == 19  # paid: 1000/s x TELEGRAM_PAID_RATE_HEADROOM, 20 ms of it
+    assert send_batch_size(960) == 16  # paid: 1000/s x TELEGRAM_PAID_RATE_HEADROOM, 17 ms of it
     assert send_batch_size(100_000) == 50
 
 
