@@ -295,6 +295,17 @@ class Lapsed(NotSent):
     `write_by`): it never left. The caller asks the limiter again; no attempt was spent."""
 
 
+class Unanswered(Exception):
+    """Telegram may or may not have done it: no answer in time, or an answer of its own trouble
+    (`cause`: TimeoutError, or kurigram's 500/-503 exception). `query`: what was sent, as it was
+    sent (the same random_id), to send again."""
+
+    def __init__(self, query, cause: Exception):
+        super().__init__(str(cause))
+        self.query = query
+        self.cause = cause
+
+
 class _Round:
     """The answers one transmission waits for: done when every message has its answer, or its
     container was refused as a whole."""
@@ -346,7 +357,9 @@ class _Slot:
         self.arrived = False
 
 
-async def invoke_many(client: Client, queries: list, *, write_by: float | None = None, one_sent: bool = False) -> list:
+async def invoke_many(
+    client: Client, queries: list, *, write_by: float | None = None, one_sent: bool = False, ask_again: bool = True
+) -> list:
     """Each query's answer (or the exception it raised), one query as one MTProto message and
     several as one container (core.telegram.org/mtproto/service_messages#containers): each request
     serialised once, one encryption and one write for all, where kurigram's `invoke` serialises a
@@ -357,8 +370,11 @@ async def invoke_many(client: Client, queries: list, *, write_by: float | None =
     message, or the whole container) takes the new salt and sends the refused messages again at
     once; a bad_msg_notification 16/17 resyncs the clock from the newest server msg_id and sends
     again; 32/33/48 send again. A message that never left (the connection down, the session not
-    started) is `NotSent`; one with no answer in time is asked again through kurigram's `invoke`,
-    which retries as it always does (the same random_id: Telegram sends a message once).
+    started) is `NotSent`; one with no answer in time, or answered with Telegram's own trouble
+    (500, -503), is asked again through kurigram's `invoke`, which retries as it always does (the
+    same random_id: Telegram sends a message once). With `ask_again` False it is `Unanswered`
+    instead: the caller asks again itself, once the limiter admits it (kurigram's retries are
+    admitted by nothing).
 
     `write_by` (time.monotonic()): the limiter admitted these messages to arrive now, so none is
     written after it (a loop or a thread that stalled in between would bunch them); each that
@@ -393,9 +409,12 @@ async def invoke_many(client: Client, queries: list, *, write_by: float | None =
     for i in todo:
         values[i] = NotSent(f"Telegram refused the message {RESEND_MAX + 1} times before processing it")
     answers = []
-    for query, value in zip(plain, values, strict=True):
+    for query, body, value in zip(plain, queries, values, strict=True):
         if isinstance(value, Lapsed):
             answers.append(value)
+        elif not ask_again and (value is None or (isinstance(value, raw.types.RpcError) and value.error_code in ASK_AGAIN_CODES)):
+            cause = TimeoutError(f"no answer within {session.WAIT_TIMEOUT} s") if value is None else rpc_error(value, query)
+            answers.append(Unanswered(body, cause))
         elif isinstance(value, OSError) and not isinstance(value, NotSent):
             answers.append(await invoke_one(client, query) if len(plain) == 1 else value)
         elif isinstance(value, raw.types.RpcError) and value.error_code in ASK_AGAIN_CODES:

@@ -68,7 +68,17 @@ from botapp.telegram.gateway import (
     chunked,
     random_id_of,
 )
-from botapp.telegram.kurigram import Abridged, Lapsed, SentId, Written, invoke_many, loop_bind, photo_file_id, session_tune
+from botapp.telegram.kurigram import (
+    Abridged,
+    Lapsed,
+    SentId,
+    Unanswered,
+    Written,
+    invoke_many,
+    loop_bind,
+    photo_file_id,
+    session_tune,
+)
 from botapp.telegram.limits import USER_ID_MAX
 from botapp.telegram.media import ALBUM_FILE_TYPES, MEDIA_FILE_TYPES, media_problem
 
@@ -96,6 +106,12 @@ OWN_SCAN_EMPTY_END = 2
 # bound (a FloodWait, if one comes, pauses the budget as any does).
 ADMITTED_FOR = 0.01
 ADMISSIONS_LAPSED_MAX = 5
+# A send of a batch that Telegram left unanswered (no answer in time, or 500/-503: it may or may not
+# have done it) is asked again as kurigram's `invoke` would (the same bytes, so the same random_id,
+# after its RETRY_DELAY, up to its MAX_RETRIES times in all), but each time admitted by the limiter
+# like any send: kurigram's own retries went out past the windows, a batch's worth at once after an
+# outage of answers.
+ASK_AGAIN_MAX = Session.MAX_RETRIES
 
 
 class Limiter(Protocol):
@@ -730,6 +746,7 @@ class PyrogramGateway(Gateway):
             except Exception as exc:  # noqa: BLE001 - that item's result (PeerUnknown, or a bug: handed back)
                 results[n] = exc
         attempts = dict.fromkeys(range(len(items)), 0)
+        asked_again = dict.fromkeys(range(len(items)), 0)  # Unanswered, asked again (ASK_AGAIN_MAX)
         # Each request serialized here, once (a retry sends the same random_id), and before the
         # limiter admits any: an admitted group leaves at once. Telegram counts a send when it
         # arrives, the windows when they admit it; what runs between them can bunch sends.
@@ -774,6 +791,14 @@ class PyrogramGateway(Gateway):
                 if isinstance(answer, Lapsed):  # never left: the limiter is asked again, no attempt spent
                     retry.append(n)
                     continue
+                if isinstance(answer, Unanswered):
+                    asked_again[n] += 1
+                    if asked_again[n] < ASK_AGAIN_MAX:  # the same bytes again, admitted again
+                        prebuilt[n] = answer.query
+                        retry.append(n)
+                        wait = max(wait, Session.RETRY_DELAY)
+                        continue
+                    answer = answer.cause
                 attempts[n] += 1
                 if isinstance(answer, int):
                     results[n] = Sent(items[n].chat_id, answer)
@@ -840,7 +865,7 @@ class PyrogramGateway(Gateway):
                 queries.append((n, await self._request(item, peer)))
             except Exception as exc:  # noqa: BLE001 - that item's result
                 answers[n] = exc
-        answered = await self._invoke_many([q for _, q in queries], write_by=write_by, one_sent=True)
+        answered = await self._invoke_many([q for _, q in queries], write_by=write_by, one_sent=True, ask_again=False)
         for (n, _), answer in zip(queries, answered, strict=True):
             if isinstance(answer, BaseException):
                 answers[n] = answer
@@ -890,12 +915,14 @@ class PyrogramGateway(Gateway):
         (message_id,) = sent_ids(await self._invoke(request, one_sent=True))
         return message_id
 
-    async def _invoke_many(self, queries: list, *, write_by: float | None = None, one_sent: bool = False) -> list:
+    async def _invoke_many(
+        self, queries: list, *, write_by: float | None = None, one_sent: bool = False, ask_again: bool = True
+    ) -> list:
         """Each query's answer (or the exception it raised), several in one MTProto container
         (kurigram.invoke_many: each request serialized once, on the wire as this client sends;
         `one_sent`: each sends one message, and only its id is read: a SentId)."""
         wired = [q if isinstance(q, Written) and q.query is not None else Written(self._wire(q).write(), q) for q in queries]
-        return await invoke_many(self.client, wired, write_by=write_by, one_sent=one_sent)
+        return await invoke_many(self.client, wired, write_by=write_by, one_sent=one_sent, ask_again=ask_again)
 
     def _wire(self, query: raw.core.TLObject) -> raw.core.TLObject:
         """The request as it goes on the wire: a client without updates asks Telegram for none."""

@@ -104,20 +104,33 @@ def test_answers_split_late_and_last_first_are_each_matched_to_their_message(tel
     assert len(telegram.calls) - calls == len(users)
 
 
+def drop_next_container(telegram, when: str) -> int:
+    """The connection drops around the next container only, `when` (DROP_WHEN), as one outage does;
+    the containers after it go through. Returns the hostile mode's count of drops once it has."""
+    from offline.telegram.server import DROP_WHEN
+
+    once = 1_000_000  # no second drop in a test
+    telegram.hostile_start(salt_every=0, flood_every=0, drop_every=once)
+    telegram.hostile.containers, telegram.hostile.drops = once - 1, DROP_WHEN.index(when)
+    return DROP_WHEN.index(when) + 1
+
+
 def test_a_connection_dropped_around_a_container_delivers_each_message_once_without_a_long_stall(telegram, worker, users):
     """Before the container is processed: all sent again, delivered once. Halfway: what was
     processed comes back as RANDOM_ID_DUPLICATE (outcome unknown: it did arrive), the rest is
     delivered (asked again with the same random_id: AlreadySent). After: all arrived, all
-    AlreadySent. No wait for WAIT_TIMEOUT (60 s here)."""
-    telegram.hostile_start(salt_every=0, flood_every=0, drop_every=1)
+    AlreadySent. No wait for WAIT_TIMEOUT (60 s here). Each asking again is admitted by the
+    limiter, like any send."""
     outcomes = {}
     for when in ("before", "during", "after"):
-        started = time.monotonic()
+        dropped = drop_next_container(telegram, when)
+        started, slots = time.monotonic(), len(worker.limiter.slots)
         results = worker.send_many([SendItem(u.id, f"dropped {when}") for u in users])
         outcomes[when] = [type(r).__name__ for r in results]
         assert time.monotonic() - started < 30, when
         assert received(telegram, f"dropped {when}") == sorted(u.id for u in users), when  # once each
-    assert telegram.hostile_stop()["drops"] == 3
+        assert telegram.hostile_stop()["drops"] == dropped, when
+        assert sorted(worker.limiter.slots[slots:]) == sorted([u.id for u in users] * 2), when  # admitted twice: sent, asked again
     half = len(users) // 2
     assert outcomes["before"] == ["Sent"] * len(users)
     assert outcomes["during"] == ["AlreadySent"] * half + ["Sent"] * (len(users) - half)

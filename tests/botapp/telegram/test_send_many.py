@@ -340,6 +340,53 @@ def test_a_lost_answer_in_a_container_is_that_items_already_sent_and_sent_once(t
     assert [[m.text for m in telegram.bot_messages(u.id)[1:]] for u in users[:5]] == [["once"]] * 5
 
 
+def test_a_lost_answer_is_asked_again_only_once_the_limiter_admits_it(telegram, users, worker, monkeypatch):
+    """A message Telegram left unanswered goes again with the same bytes (the same random_id, so
+    Telegram refuses the copy), after the limiter admitted it again: kurigram's own retries went
+    out past the windows."""
+    from pyrogram.session import Session
+
+    from botapp.telegram.gateway import AlreadySent
+    from offline.telegram.server import LOSE_ANSWER
+
+    monkeypatch.setattr(Session, "WAIT_TIMEOUT", 0.3)
+    telegram.fail_next(LOSE_ANSWER, methods={"messages.SendMessage"}, chat_id=users[2].id)
+
+    results = worker.send_many([SendItem(u.id, "once", key=f"k{u.id}") for u in users[:5]])
+
+    assert isinstance(results[2], AlreadySent)
+    assert worker.counting.grants == [[u.id for u in users[:5]], [users[2].id]]
+    assert [[m.text for m in telegram.bot_messages(u.id)[1:]] for u in users[:5]] == [["once"]] * 5
+
+
+@pytest.mark.parametrize("error", ["INTERNAL", "Timeout"])
+def test_telegrams_own_trouble_is_asked_again_through_the_limiter(telegram, users, worker, error):
+    """500 INTERNAL, -503 Timeout: Telegram may or may not have done it. Asked again as kurigram
+    would (its RETRY_DELAY, the same random_id), each time admitted by the limiter; after
+    kurigram's MAX_RETRIES in all, the outcome is unknown (repeatable: the item has a key)."""
+    from pyrogram.session import Session
+
+    from botapp.telegram.gateway import OutcomeUnknown
+    from botapp.telegram.pyrogram_gateway import ASK_AGAIN_MAX
+
+    code = -503 if error == "Timeout" else 500
+    waits = []
+    worker.sleep = waits.append
+    telegram.fail_next(error, methods={"messages.SendMessage"}, chat_id=users[1].id, times=2, code=code)
+    telegram.fail_next(error, methods={"messages.SendMessage"}, chat_id=users[3].id, times=1000, code=code)
+
+    results = worker.send_many([SendItem(u.id, "hi", key=f"k{u.id}") for u in users[:5]])
+
+    assert [type(r) for r in results] == [Sent, Sent, Sent, OutcomeUnknown, Sent]
+    assert results[3].repeatable
+    grants = worker.counting.grants
+    assert grants[0] == [u.id for u in users[:5]]
+    assert sorted(grants[1]) == [users[1].id, users[3].id] and sorted(grants[2]) == [users[1].id, users[3].id]
+    assert grants[3:] == [[users[3].id]] * (ASK_AGAIN_MAX - 3)  # every ask admitted
+    assert waits == [Session.RETRY_DELAY] * (ASK_AGAIN_MAX - 1)
+    assert [len(telegram.bot_messages(u.id)) - 1 for u in users[:5]] == [1, 1, 1, 0, 1]
+
+
 def test_redis_lost_midway_keeps_what_was_sent_and_gives_the_rest_the_error(telegram, users):
     """A batch that cannot go on must not lose what it sent: the caller hands back only the rest
     (handing back a sent item would send it twice)."""
