@@ -130,7 +130,8 @@ def test_a_connection_dropped_around_a_container_delivers_each_message_once_with
         assert time.monotonic() - started < 30, when
         assert received(telegram, f"dropped {when}") == sorted(u.id for u in users), when  # once each
         assert telegram.hostile_stop()["drops"] == dropped, when
-        assert sorted(worker.limiter.slots[slots:]) == sorted([u.id for u in users] * 2), when  # admitted twice: sent, asked again
+        # admitted twice each: sent, then asked again
+        assert sorted(worker.limiter.slots[slots:]) == sorted([u.id for u in users] * 2), when
     half = len(users) // 2
     assert outcomes["before"] == ["Sent"] * len(users)
     assert outcomes["during"] == ["AlreadySent"] * half + ["Sent"] * (len(users) - half)
