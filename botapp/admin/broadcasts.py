@@ -48,6 +48,16 @@ ACTIVE = (Broadcast.Status.QUEUED, Broadcast.Status.SENDING)
 RECIPIENTS_SHOWN = 20  # listed users' ids on a broadcast's page; the rest counted
 
 
+def _unprepared(broadcast: Broadcast) -> str:
+    """What a cancel leaves out beyond the rows made: while a worker still prepares the
+    recipients, the rest of the audience too (its size, once the worker has counted it)."""
+    if broadcast.prepare_after is None:
+        return ""
+    if broadcast.audience_size is None:
+        return ", nor will the rest of the audience (not prepared yet)"
+    return f", nor will the {max(0, broadcast.audience_size - broadcast.total):,} users not prepared yet"
+
+
 class BroadcastForm(ComposedMessageForm):
     class Meta:
         model = Broadcast
@@ -407,7 +417,7 @@ class BroadcastAdmin(ModelAdmin):
                 broadcast,
                 title=f"Cancel “{broadcast.title}”?",
                 lines=[
-                    f"{pending:,} users have not got it yet and will not get it.",
+                    f"{pending:,} users have not got it yet and will not get it{_unprepared(broadcast)}.",
                     "Messages already sent stay (and are still deleted at the end of their lifetime).",
                 ],
                 button="Cancel sending",
@@ -418,7 +428,7 @@ class BroadcastAdmin(ModelAdmin):
         except ValidationError as exc:
             self.message_user(request, exc.messages[0], messages.ERROR)
         else:
-            self.message_user(request, f"Cancelled; {left:,} users will not get it.", messages.WARNING)
+            self.message_user(request, f"Cancelled; {left:,} users will not get it{_unprepared(broadcast)}.", messages.WARNING)
         return self._back(broadcast)
 
     @action(description="Duplicate as draft", url_path="duplicate", icon="content_copy", permissions=["duplicate"])

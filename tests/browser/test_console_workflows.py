@@ -10,7 +10,7 @@ from botapp import clock
 from botapp.models import BotSettings, Broadcast
 from scheduler.jobs.registry import JOBS
 from tests.browser.conftest import ADMIN, screenshot, wait_for
-from tests.factories import JobRunFactory, TelegramUserFactory, met_user
+from tests.factories import BroadcastFactory, JobRunFactory, TelegramUserFactory, met_user
 
 
 def test_the_dashboard_shows_the_numbers(logged_in):
@@ -58,6 +58,46 @@ def test_a_broadcast_from_compose_to_done(logged_in, telegram, worker):
     assert all(len(telegram.bot_messages(u.telegram_id)) == 1 for u in users)
     assert Broadcast.objects.get().status == "done"
     screenshot(page, "broadcast")
+
+
+def test_a_large_broadcast_shows_its_preparation_and_cancels_during_it(logged_in, monkeypatch):
+    """An audience too large to queue in the request: the page says a worker prepares the rest and
+    shows how far it got, updating by itself; cancelled meanwhile, the worker makes no more rows
+    and the operator is told the unprepared users will not get it either. (No worker runs here:
+    the test plays its part, and the wake-up it would get is not published.)"""
+    from botapp.services import broadcasts
+    from botapp.signals import broadcast_queued
+    from scheduler.receivers import broadcast_sender_wake
+
+    monkeypatch.setattr(broadcasts, "START_ROWS", 2)
+    broadcast_queued.disconnect(dispatch_uid="scheduler.broadcast_sender_wake")
+    try:
+        page = logged_in
+        TelegramUserFactory.create_batch(7)
+        broadcast = BroadcastFactory(title="Winter sale")
+        page.goto(f"/botapp/broadcast/{broadcast.pk}/change/")
+        page.get_by_role("link", name="Start sending…").click()
+        page.get_by_role("button", name="Send to 7 users").click()
+        page.get_by_text("the first 2 users (a worker is preparing the rest)").wait_for()
+        assert (
+            page.locator("#broadcast-preparing").inner_text()
+            == "Recipients: preparing 2 users (a worker adds them while it sends)."
+        )
+
+        assert broadcasts._prepare_chunk(broadcast.pk, chunk=2) == (2, False)  # a worker's first chunk of the rest
+        page.get_by_text("Recipients: preparing 4 of 7 users").wait_for()  # the page polls by itself
+
+        page.get_by_role("link", name="Cancel…").click()
+        page.get_by_text("4 users have not got it yet and will not get it, nor will the 3 users not prepared yet.").wait_for()
+        page.get_by_role("button", name="Cancel sending").click()
+        page.get_by_text("Cancelled; 4 users will not get it, nor will the 3 users not prepared yet.").wait_for()
+        assert page.locator("#broadcast-status").inner_text() == "Cancelled"
+        assert page.locator("#broadcast-preparing").count() == 0
+
+        broadcasts.broadcasts_prepare(chunk=2)  # the worker's next turn: nothing more for a cancelled broadcast
+        assert broadcast.deliveries.count() == 4
+    finally:
+        broadcast_queued.connect(broadcast_sender_wake, dispatch_uid="scheduler.broadcast_sender_wake")
 
 
 def test_the_jobs_page_notices_a_stopped_worker(logged_in, worker):
