@@ -1,5 +1,7 @@
 """Logging in, and the two screens that were server errors."""
 
+import re
+
 from botapp.models import StoredFile, TelegramUser
 from tests.conftest import STORAGE
 
@@ -64,6 +66,34 @@ def test_lists_fit_a_laptop_and_the_dashboard_and_broadcast_page_fit_a_phone(log
         tab.goto(path)
         assert tab.evaluate("document.documentElement.scrollWidth") <= 390, path
     phone.close()
+
+
+def test_the_broadcast_claims_page_shows_the_ranges_senders_hold_and_changes_nothing(logged_in):
+    """Broadcast claims: the ranges of rows workers hold right now, one per batch in flight. An
+    operator looks (which broadcast, which rows, until when); nothing there is added, edited or
+    deleted by hand."""
+    from datetime import timedelta
+
+    from botapp import clock
+    from botapp.models import BroadcastClaim
+    from tests.factories import BroadcastFactory
+
+    page = logged_in
+    now = clock.now()
+    sale, news = BroadcastFactory(title="Autumn sale", status="sending"), BroadcastFactory(title="News", status="sending")
+    BroadcastClaim.objects.create(broadcast=sale, first_id=1, last_id=200, claimed_at=now, lease_until=now + timedelta(minutes=5))
+    BroadcastClaim.objects.create(broadcast=news, first_id=7, last_id=9, claimed_at=now, lease_until=now + timedelta(minutes=5))
+    page.goto("/botapp/broadcastclaim/")
+    rows = page.locator("#result_list tbody tr")
+    assert rows.count() == 2
+    assert page.get_by_role("link", name="Add broadcast claim").count() == 0
+    page.locator("#searchbar").fill("Autumn")
+    page.keyboard.press("Enter")
+    page.wait_for_url(re.compile(r"q=Autumn"))
+    assert rows.count() == 1 and "Autumn sale" in rows.first.inner_text() and "200" in rows.first.inner_text()
+    rows.first.locator("a").first.click()
+    assert page.get_by_role("button", name=re.compile("^Save")).count() == 0  # looked at, not edited
+    assert page.get_by_role("link", name="Delete").count() == 0
 
 
 def test_an_operator_bans_a_user_from_the_list_as_the_bots_ban_does(logged_in):
