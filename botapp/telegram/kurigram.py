@@ -416,7 +416,8 @@ async def invoke_many(
             cause = TimeoutError(f"no answer within {session.WAIT_TIMEOUT} s") if value is None else rpc_error(value, query)
             answers.append(Unanswered(body, cause))
         elif isinstance(value, OSError) and not isinstance(value, NotSent):
-            answers.append(await invoke_one(client, query) if len(plain) == 1 else value)
+            # not written: the caller that asks again itself (ask_again False) does, through its limiter
+            answers.append(await invoke_one(client, query) if len(plain) == 1 and ask_again else value)
         elif isinstance(value, raw.types.RpcError) and value.error_code in ASK_AGAIN_CODES:
             # Telegram's own trouble (500 INTERNAL, -503 Timeout, ...): it may or may not have done
             # it. Asked again through kurigram's invoke with the same bytes, so the same random_id:

@@ -387,6 +387,24 @@ def test_telegrams_own_trouble_is_asked_again_through_the_limiter(telegram, user
     assert [len(telegram.bot_messages(u.id)) - 1 for u in users[:5]] == [1, 1, 1, 0, 1]
 
 
+def test_a_send_whose_write_failed_is_sent_again_only_once_the_limiter_admits_it(telegram, users, worker):
+    """The connection refused the write (a group of one): nothing left, and it goes again through
+    the limiter like any transient failure, not through kurigram's own unadmitted retries."""
+    connection = worker.client.session.connection
+    write = connection.send
+
+    async def refused_once(data, *args, **kwargs):
+        connection.send = write
+        raise BrokenPipeError("the connection is gone")
+
+    connection.send = refused_once
+    results = worker.send_many([SendItem(users[0].id, "again", key="k-write")])
+
+    assert isinstance(results[0], Sent)
+    assert worker.counting.grants == [[users[0].id], [users[0].id]]
+    assert [m.text for m in telegram.bot_messages(users[0].id)[1:]] == ["again"]
+
+
 def test_redis_lost_midway_keeps_what_was_sent_and_gives_the_rest_the_error(telegram, users):
     """A batch that cannot go on must not lose what it sent: the caller hands back only the rest
     (handing back a sent item would send it twice)."""
