@@ -124,6 +124,16 @@ def test_the_first_pages_stay_short():
     assert len((ROOT / "docs" / "benchmarks.md").read_text().splitlines()) <= 200
 
 
+SCREEN = 180  # characters: one line of a laptop's terminal or editor at a readable size
+
+
+def test_every_benchmark_figure_fits_on_a_line_of_a_screen():
+    """A figure's line says what, the goal, min / median / max, the commit and the command; how it was
+    reached lives in git (the commit named there), not in the cell."""
+    long = [line for line in (ROOT / "docs" / "benchmarks.md").read_text().splitlines() if len(line) > SCREEN]
+    assert long == []
+
+
 # --- The README's commands ------------------------------------------------------------------------
 
 
