@@ -119,7 +119,7 @@ def test_schedule_message_as_the_documents_curl(api, subscribers, media):
         {
             "target_user_id": "user-123,user-456",
             "message": "Hello from the scheduler!",
-            "scheduled_timestamp": "2030-12-05T10:30:00Z",
+            "scheduled_timestamp": "2025-12-05T10:30:00Z",  # the document's: past now, so due at once
             "files": [
                 SimpleUploadedFile("document.pdf", b"%PDF-1.4 doc", content_type="application/pdf"),
                 SimpleUploadedFile("image.jpg", b"\xff\xd8\xff jpeg", content_type="image/jpeg"),
@@ -132,7 +132,7 @@ def test_schedule_message_as_the_documents_curl(api, subscribers, media):
     assert list(body) == ["id", "target_user_id", "message", "scheduled_timestamp", "file_paths", "is_sent", "created_at"]
     assert uuid.UUID(body["id"])
     assert body["target_user_id"] == ["user-123", "user-456"] and body["message"] == "Hello from the scheduler!"
-    assert body["scheduled_timestamp"] == "2030-12-05T10:30:00" and body["is_sent"] is False
+    assert body["scheduled_timestamp"] == "2025-12-05T10:30:00" and body["is_sent"] is False
     assert [p.rsplit("/", 1)[-1] for p in body["file_paths"]] == ["document.pdf", "image.jpg"]
     assert sorted(files_kept(media)) == ["document.pdf", "image.jpg"]
     assert NAIVE.match(body["created_at"])
@@ -140,7 +140,7 @@ def test_schedule_message_as_the_documents_curl(api, subscribers, media):
     # The same rows as /api/v1/messages/ makes: a scheduled message to the subscribers' Telegram ids.
     message = Broadcast.objects.get()
     assert (message.kind, message.status, message.recipient_ids) == ("message", "scheduled", [1001, 1002])
-    assert message.scheduled_at.isoformat() == "2030-12-05T10:30:00+00:00" and message.api_client == client.record.name
+    assert message.scheduled_at.isoformat() == "2025-12-05T10:30:00+00:00" and message.api_client == client.record.name
     assert [a.kind for a in message.attachments.all()] == ["document", "document"]  # as the old sendDocument
     assert api("read").get(f"/api/v1/messages/{message.pk}/").json()["user_ids"] == [1001, 1002]
 
