@@ -180,6 +180,9 @@ STORAGES = {
 # --- HTTP API (/api/v1/, api/): Bearer tokens per client, scopes, a rate per client counted in the
 # shared cache (Redis). Nothing is anonymous.
 API_RATE = env("API_RATE", default="120/min")
+# Where the scheduled-message API's clients (shared/seeds/003) find all its paths, its root `/`
+# included (`/` itself is the console's): docs/api.md#moved-in-clients. Empty: its root nowhere.
+LEGACY_API_PREFIX = env("LEGACY_API_PREFIX", default="legacy")
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["api.authentication.BearerAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["api.authentication.HasScope"],

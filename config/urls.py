@@ -8,6 +8,7 @@ urlpatterns = [
     path("metrics", views.metrics, name="metrics"),
     path("go/<str:token>/", views.go, name="go"),
     path("api/v1/", include(("api.urls", "api"), namespace="api")),
+    path("", include("api.compat.urls")),  # the moved-in clients' paths (docs/api.md), before the console's catch-all
     path("", admin.site.urls),
 ]
 

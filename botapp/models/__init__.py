@@ -16,6 +16,7 @@ from botapp.models.outgoing import OutgoingSend, SendStatus
 from botapp.models.premium import AdminCommand, PremiumPlan, UserBan
 from botapp.models.sequences import Sequence, SequenceMessage, SequenceStep
 from botapp.models.settings import BotSettings
+from botapp.models.subscribers import Subscriber, SubscriberMessage
 from botapp.models.updates import HandledUpdate, UpdatePosition
 from botapp.models.users import ButtonClick, TelegramUser
 
@@ -45,6 +46,8 @@ __all__ = [
     "SequenceMessage",
     "SequenceStep",
     "StoredFile",
+    "Subscriber",
+    "SubscriberMessage",
     "TELEGRAM_DELETE_WINDOW_MINUTES",
     "TelegramUser",
     "UpdatePosition",

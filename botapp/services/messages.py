@@ -76,9 +76,10 @@ def message_schedule(
     protect: bool = False,
     api_client: str = "",
     title: str = "",
+    past_sends_now: bool = False,
 ) -> Broadcast:
     """Check and store a scheduled message; it is sent at `send_at` (a time with a zone, in the
-    future). Every mistake is reported at once as a ValidationError keyed by field: unknown user
+    future; with `past_sends_now`, a time past is due at once instead of refused). Every mistake is reported at once as a ValidationError keyed by field: unknown user
     ids (listed), a time in the past, a file over Telegram's size limit, too many attachments,
     bad buttons, a text too long. Uploaded files are kept in Django's default storage."""
     fields = _checked(
@@ -89,6 +90,7 @@ def message_schedule(
         user_ids=user_ids,
         payload=payload,
         attachments=attachments,
+        past_sends_now=past_sends_now,
     )
     with transaction.atomic():
         message = Broadcast.objects.create(
@@ -193,6 +195,7 @@ def _checked(
     payload: str,
     attachments: Sequence[AttachmentSpec],
     send_at_required: bool = True,
+    past_sends_now: bool = False,
 ) -> dict:
     """The Broadcast fields for a valid message; every problem found, by field, otherwise."""
     errors: dict[str, list[str]] = {}
@@ -205,7 +208,7 @@ def _checked(
             bad("send_at", "Give the time to send it, with its zone (ISO 8601, e.g. 2030-01-01T09:00:00+00:00).")
     elif timezone.is_naive(send_at):
         bad("send_at", "Give the time with its zone (e.g. +00:00 or Z).")
-    elif send_at <= clock.now():
+    elif send_at <= clock.now() and not past_sends_now:
         bad("send_at", "This time is in the past.")
 
     ids: list[int] = []

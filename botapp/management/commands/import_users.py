@@ -8,6 +8,7 @@ from tqdm import tqdm
 
 from botapp.services.imports import FORMATS, ImportFileError, import_source_open, users_import
 from botapp.services.imports_drip import drip_clicks_import, drip_step_map_parse, drip_tables_open, drip_tasks_import
+from botapp.services.imports_scheduler import scheduler_import, scheduler_tables_found
 
 SHOWN = 50  # invalid or repeated records listed by line; the rest are counted
 
@@ -36,6 +37,13 @@ class Command(BaseCommand):
         parser.add_argument("--dry-run", action="store_true", help="Count what would change; write nothing.")
 
     def handle(self, *args, file, format, map_steps, map_steps_file, skip_overdue, dry_run, **options):
+        if scheduler_tables_found(path=file):  # a scheduled-message system's subscribers and messages
+            try:
+                report = scheduler_import(path=file, dry_run=dry_run)
+            except ImportFileError as exc:
+                raise CommandError(str(exc)) from exc
+            self._rows_show(report)
+            return f"import_users{' (dry run, nothing written)' if dry_run else ''}:\n{report.summary()}"
         try:
             source = import_source_open(path=file, fmt=format)
             steps = drip_step_map_parse(inline=map_steps, path=map_steps_file)
