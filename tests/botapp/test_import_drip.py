@@ -320,7 +320,7 @@ def test_column_name_variants_and_a_file_known_by_its_header(tmp_path, onboardin
             ),
             [],
             "the button_clicks table has no column for the user (one of user_id, telegram_id, chat_id, uid); "
-            "button key (one of button, button_key, key, button_id)",
+            "button key (one of button, button_key, key, button_id, button_type)",
         ),
         (SCHEMA.split("CREATE TABLE tasks")[0], ["--map-steps", "101=<step>"], "has no tasks table (tables: users)"),
         (
@@ -356,7 +356,9 @@ def test_tables_or_a_mapping_that_do_not_fit_are_one_line_and_nothing_is_written
 def test_the_mapping_is_refused_for_a_file_that_is_not_a_drip_database(tmp_path, onboarding):
     path = tmp_path / "users.csv"
     path.write_text("id\n1001\n")
-    with pytest.raises(CommandError, match="--map-steps and --skip-overdue are for a drip bot's SQLite database"):
+    with pytest.raises(
+        CommandError, match=r"--map-steps and --skip-overdue are for a drip bot's tasks \(its SQLite database, or --tasks\)"
+    ):
         run(path, "--map-steps", f"101={onboarding[0].pk}")
     assert not TelegramUser.objects.exists()
 
@@ -379,7 +381,7 @@ def test_many_users_clicks_and_tasks_are_written_in_chunks_with_a_few_queries_ea
         f"button_clicks: {n} read: {n} clicks recorded, 0 already known, 0 invalid",
         f"tasks: {n} read: {n} scheduled, 0 already scheduled, 0 done (not imported), 0 repeated, 0 invalid",
     ]
-    # The step check, then 3 chunks of 5,000 per table: users a SELECT and an INSERT, clicks and
-    # tasks two SELECTs and an INSERT, each chunk inside a savepoint (2 more).
-    assert len(queries) <= 1 + 3 * 4 + 2 * 3 * 5
+    # The step check and the steps copying posts, then 3 chunks of 5,000 per table: users a SELECT
+    # and an INSERT, clicks and tasks two SELECTs and an INSERT, each chunk inside a savepoint (2 more).
+    assert len(queries) <= 2 + 3 * 4 + 2 * 3 * 5
     assert SequenceMessage.objects.count() == ButtonClick.objects.count() == n
