@@ -78,16 +78,18 @@ class Command(BaseCommand):
             )  # fmt: skip
             reports.append(tasks)
         for each in reports:
-            self._rows_show(each)
+            rows_show(self.stdout, each)
         if tasks is not None and tasks.unmapped:
             keys = ", ".join(f"{key} ({n} task{'s' * (n != 1)})" for key, n in sorted(tasks.unmapped.items()))
             self.stdout.write(f"tasks without a step mapping: {keys}: give --map-steps KEY=<step id> and run again")
         prefix = "import_users (dry run, nothing written)" if dry_run else "import_users"
         return "\n".join([f"{prefix}: {report.summary()}", *(each.summary() for each in reports[1:])])
 
-    def _rows_show(self, report):
-        for title, rows in (("invalid", report.invalid), ("repeated (skipped)", report.repeated)):
-            for where, why in rows[:SHOWN]:
-                self.stdout.write(f"{title}: {where}: {why if title == 'invalid' else f'{report.REPEATED} {why}'}")
-            if len(rows) > SHOWN:
-                self.stdout.write(f"{title}: … and {len(rows) - SHOWN} more")
+
+def rows_show(out, report) -> None:
+    """Each invalid and repeated record of a report, with where it is (the first SHOWN of each)."""
+    for title, rows in (("invalid", report.invalid), ("repeated (skipped)", report.repeated)):
+        for where, why in rows[:SHOWN]:
+            out.write(f"{title}: {where}: {why if title == 'invalid' else f'{report.REPEATED} {why}'}")
+        if len(rows) > SHOWN:
+            out.write(f"{title}: … and {len(rows) - SHOWN} more")
