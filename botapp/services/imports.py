@@ -227,12 +227,14 @@ def _open_json(path: Path, *, holder: str = "users") -> Source:
         items = data.get(holder)
         if isinstance(items, list):
             return Source("json", ((f"item {n}", v) for n, v in enumerate(items, 1)), len(items))
-        if data and all(isinstance(v, dict) for v in data.values()):
+        if holder not in data and data and all(isinstance(v, dict) for v in data.values()):
             return Source("json", _keyed_items(text, line_of), len(data))
-        raise ImportFileError(
-            f'{path}: a JSON object must hold a list under "{holder}", or be keyed by id with an object for each; '
-            "or give the list itself"
-        )
+        if holder in data or not data:
+            raise ImportFileError(
+                f'{path}: a JSON object must hold a list under "{holder}", or be keyed by id with an object for each; '
+                "or give the list itself"
+            )
+        return Source("json", iter([("line 1", data)]), 1)  # JSON lines of one document (a mongoexport of one)
     # JSON lines (mongoexport's default): one document per line.
     items = []
     for number, line in enumerate(text.splitlines(), 1):

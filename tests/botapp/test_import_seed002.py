@@ -209,6 +209,7 @@ def test_a_tasks_json_list_with_a_bad_task_names_the_file_line_and_field(tmp_pat
     "content,error",
     [
         ('{"tasks": 3}', 'tasks.json: a JSON object must hold a list under "tasks", or be keyed by id'),
+        ("", "tasks.json: empty file"),
         ('[{"chat_id": 1}', "tasks.json: line 1: not valid JSON"),
     ],
 )
