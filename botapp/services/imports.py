@@ -267,19 +267,19 @@ def _keyed_items(text: str, line_of) -> Iterator[tuple[str, object]]:
     """The values of a JSON object keyed by id (`{"1977988206": {...}, ...}`), each with its
     line and key; the key becomes the record's `_key` (its id, when it names none itself)."""
     decoder = json.JSONDecoder()
-    pos, length = text.index("{") + 1, len(text)
-    while True:
-        while pos < length and text[pos] in " \t\r\n,":
-            pos += 1
-        if pos >= length or text[pos] == "}":
-            return
-        key, end = decoder.raw_decode(text, pos)
+    pos = text.index("{") + 1
+    while (pos := _skip(text, pos, " \t\r\n,")) < len(text) and text[pos] != "}":
         start = pos
-        pos = end
-        while text[pos] in " \t\r\n:":
-            pos += 1
-        value, pos = decoder.raw_decode(text, pos)
+        key, pos = decoder.raw_decode(text, pos)
+        value, pos = decoder.raw_decode(text, _skip(text, pos, " \t\r\n:"))
         yield f"line {line_of(start)} (key {key!r})", {**value, KEY_FIELD: key}
+
+
+def _skip(text: str, pos: int, chars: str) -> int:
+    """The first position from `pos` on whose character is not one of `chars`."""
+    while pos < len(text) and text[pos] in chars:
+        pos += 1
+    return pos
 
 
 def _one_document(text: str) -> bool:
@@ -297,12 +297,7 @@ def _array_items(text: str, line_of) -> Iterator[tuple[str, object]]:
     item number tells them apart)."""
     decoder = json.JSONDecoder()
     pos, n = text.index("[") + 1, 0
-    length = len(text)
-    while True:
-        while pos < length and text[pos] in " \t\r\n,":
-            pos += 1
-        if pos >= length or text[pos] == "]":
-            return
+    while (pos := _skip(text, pos, " \t\r\n,")) < len(text) and text[pos] != "]":
         value, end = decoder.raw_decode(text, pos)
         n += 1
         yield f"line {line_of(pos)} (item {n})", value

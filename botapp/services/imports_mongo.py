@@ -80,6 +80,13 @@ def _number(value, what: str) -> int:
     return int(str(value))
 
 
+def _moment(doc: dict, name: str):
+    """The document's time `name` (any date form exports use), which it must have."""
+    if doc.get(name) in (None, ""):
+        raise Invalid(f"no {name}")
+    return moment_parse(value=doc[name], now=None)
+
+
 def _pks(ids) -> dict[int, int]:
     return dict(TelegramUser.objects.filter(telegram_id__in=set(ids)).values_list("telegram_id", "pk"))
 
@@ -93,9 +100,7 @@ def mongo_tokens_import(*, records, dry_run: bool = False) -> MongoReport:
         try:
             doc = _record(value)
             user = _user(doc)
-            if "expires_at" not in doc:
-                raise Invalid("no expires_at")
-            expires = moment_parse(value=doc["expires_at"], now=None)
+            expires = _moment(doc, "expires_at")
         except Invalid as exc:
             report.invalid.append((where, str(exc)))
             continue
@@ -164,9 +169,7 @@ def mongo_deletions_import(*, records, dry_run: bool = False) -> MongoReport:
             if not isinstance(ids, list) or not ids:
                 raise Invalid("message_ids: not a list of message ids")
             ids = [_number(i, "message_ids:") for i in ids]
-            if "delete_at" not in doc:
-                raise Invalid("no delete_at")
-            due = moment_parse(value=doc["delete_at"], now=None)
+            due = _moment(doc, "delete_at")
         except Invalid as exc:
             report.invalid.append((where, str(exc)))
             continue

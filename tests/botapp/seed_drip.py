@@ -70,6 +70,7 @@ BROADCAST_BATCH_SIZE=10               # Users per batch
 
 CHANNEL = -1003232273065
 USER = 1977988206
+OTHER = 1977988207
 FAREWELL = "Thanks for using this bot!"
 
 
@@ -109,13 +110,36 @@ def sample(joined: datetime, user: int = USER, *, sent=("msg_30s",), prefix="") 
     return users, tasks
 
 
-def drip_db(path, *, users=(), tasks=(), clicks=()):
-    """A database made by the document's own DDL, with these rows."""
+def sqlite_db(path, script: str, inserts):
+    """A SQLite database made by `script`, with the rows of each (INSERT statement, rows)."""
     db = sqlite3.connect(path)
-    db.executescript(DDL)
-    db.executemany("INSERT INTO users VALUES (?, ?, ?, ?, ?, ?, ?)", users)
-    db.executemany("INSERT INTO tasks VALUES (?, ?, ?, ?, ?, ?, ?)", tasks)
-    db.executemany("INSERT INTO button_clicks (chat_id, button_type, timestamp) VALUES (?, ?, ?)", clicks)
+    db.executescript(script)
+    for sql, rows in inserts:
+        db.executemany(sql, rows)
     db.commit()
     db.close()
     return path
+
+
+def drip_db(path, *, users=(), tasks=(), clicks=()):
+    """A database made by the document's own DDL, with these rows."""
+    return sqlite_db(
+        path,
+        DDL,
+        [
+            ("INSERT INTO users VALUES (?, ?, ?, ?, ?, ?, ?)", users),
+            ("INSERT INTO tasks VALUES (?, ?, ?, ?, ?, ?, ?)", tasks),
+            ("INSERT INTO button_clicks (chat_id, button_type, timestamp) VALUES (?, ?, ?)", clicks),
+        ],
+    )
+
+
+def two_users_db(path, joined, *, other_joined=None, clicks=(("join_channel", 80), ("verify", 95)), other_retries=0):
+    """USER and OTHER, who started the bot at `joined` (OTHER at `other_joined`, default the
+    same), their 40 s posts sent; USER's clicks (type, seconds after joining); OTHER's msg_3min
+    tried `other_retries` times already."""
+    user, tasks = sample(joined)
+    other, other_tasks = sample(other_joined or joined, user=OTHER)
+    other_tasks[1] = (*other_tasks[1][:5], other_retries, other_tasks[1][6])
+    clicks = [(USER, kind, iso(joined + timedelta(seconds=after))) for kind, after in clicks]
+    return drip_db(path, users=[user, other], tasks=tasks + other_tasks, clicks=clicks)

@@ -11,12 +11,11 @@ from django.core.management import CommandError, call_command
 from botapp import clock
 from botapp.models import BotSettings, ButtonClick, Sequence, SequenceMessage, SequenceStep, TelegramUser
 from scheduler.jobs.registry import job_run
-from tests.botapp.seed_drip import CHANNEL, ENV, FAREWELL, USER, drip_db, iso, sample
+from tests.botapp.seed_drip import CHANNEL, ENV, FAREWELL, OTHER, USER, two_users_db
 from tests.factories import meet
 
 pytestmark = pytest.mark.django_db
 
-OTHER = 1977988207
 POSTS = {36: "Welcome video", 50: "Final reminder", 56: "First text", 57: "Second message"}
 
 
@@ -33,17 +32,7 @@ def seed(tmp_path, now):
     env = tmp_path / "old.env"
     env.write_text(ENV)
     joined = now - timedelta(minutes=2)
-    user, tasks = sample(joined)
-    other, other_tasks = sample(joined, user=OTHER)
-    path = drip_db(
-        tmp_path / "drip.db",
-        users=[user, other],
-        tasks=tasks + other_tasks,
-        clicks=[
-            (USER, "join_channel", iso(joined + timedelta(seconds=80))),
-            (USER, "verify", iso(joined + timedelta(seconds=95))),
-        ],
-    )
+    path = two_users_db(tmp_path / "drip.db", joined)
     return env, path, joined
 
 

@@ -13,6 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from botapp import clock
 from botapp.models import ButtonClick, SequenceMessage, TelegramUser
 from scheduler.jobs.registry import job_run
+from tests.botapp.seed_drip import sqlite_db
 from tests.factories import ButtonClickFactory, SequenceFactory, TelegramUserFactory
 
 pytestmark = pytest.mark.django_db
@@ -39,14 +40,15 @@ def iso(moment: datetime) -> str:
 
 
 def drip_db(path, *, users=(), tasks=(), clicks=(), schema=SCHEMA):
-    db = sqlite3.connect(path)
-    db.executescript(schema)
-    db.executemany("INSERT INTO users VALUES (?, ?, ?, ?, ?)", users)
-    db.executemany("INSERT INTO tasks (user_id, message_id, due_utc, status) VALUES (?, ?, ?, ?)", tasks)
-    db.executemany("INSERT INTO button_clicks (user_id, button, clicked_at) VALUES (?, ?, ?)", clicks)
-    db.commit()
-    db.close()
-    return path
+    return sqlite_db(
+        path,
+        schema,
+        [
+            ("INSERT INTO users VALUES (?, ?, ?, ?, ?)", users),
+            ("INSERT INTO tasks (user_id, message_id, due_utc, status) VALUES (?, ?, ?, ?)", tasks),
+            ("INSERT INTO button_clicks (user_id, button, clicked_at) VALUES (?, ?, ?)", clicks),
+        ],
+    )
 
 
 def run(path, *args):

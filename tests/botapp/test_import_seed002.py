@@ -10,7 +10,7 @@ from django.core.management import CommandError, call_command
 
 from botapp import clock
 from botapp.models import ButtonClick, SequenceMessage, TelegramUser
-from tests.botapp.seed_drip import CHANNEL, USER, drip_db, iso, payloads, sample, unix
+from tests.botapp.seed_drip import CHANNEL, USER, drip_db, iso, payloads, sample, two_users_db, unix
 from tests.factories import SequenceFactory
 
 pytestmark = pytest.mark.django_db
@@ -49,19 +49,10 @@ def messages():
 def test_the_documents_own_schema_imports_users_clicks_per_type_and_pending_tasks_as_steps(tmp_path, steps):
     now = clock.now().replace(microsecond=0)
     joined = now - timedelta(minutes=2)
-    user, tasks = sample(joined)
-    other, other_tasks = sample(now - timedelta(minutes=1), user=1977988207)
-    other_tasks[1] = (*other_tasks[1][:5], 2, other_tasks[1][6])  # msg_3min tried twice already
-    path = drip_db(
-        tmp_path / "drip.db",
-        users=[user, other],
-        tasks=tasks + other_tasks,
-        clicks=[
-            (USER, "join_channel", iso(joined + timedelta(seconds=80))),
-            (USER, "verify", iso(joined + timedelta(seconds=95))),
-            (USER, "join_channel", iso(joined + timedelta(seconds=100))),
-        ],
-    )
+    path = two_users_db(
+        tmp_path / "drip.db", joined, other_joined=now - timedelta(minutes=1),
+        clicks=[("join_channel", 80), ("verify", 95), ("join_channel", 100)], other_retries=2,
+    )  # fmt: skip
 
     out = run(path, "--map-steps", f"msg_cleanup={steps['msg_cleanup'].pk}")
 
