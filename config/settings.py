@@ -20,7 +20,8 @@ ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1"] if 
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 # The public https address of the web process (e.g. https://courier.example.com): tracked buttons
 # send users through PUBLIC_URL/go/... Empty: buttons cannot be tracked.
-PUBLIC_URL = env("PUBLIC_URL", default="")
+# BASE_URL: the scheduled-message system's name for it (botapp/config.py ENV_ALIASES; doctor names it).
+PUBLIC_URL = env("PUBLIC_URL", default="") or env("BASE_URL", default="")
 # A tracked button's redirect works this many days after its message was sent; later it shows a
 # page saying so and records nothing.
 CLICK_LINK_DAYS = env.int("CLICK_LINK_DAYS", default=30)

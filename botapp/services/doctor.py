@@ -19,7 +19,7 @@ from pathlib import Path
 import redis
 from django.conf import settings
 
-from botapp.config import ConfigError, admin_ids_load, bot_config_load
+from botapp.config import ConfigError, admin_ids_load, bot_config_load, env_aliases_found
 from botapp.telegram.gateway import BotUnauthorized, ChatRights, Gateway, TelegramError
 
 log = logging.getLogger(__name__)
@@ -100,6 +100,8 @@ def doctor_settings() -> list[Finding]:
         found.append(_ok(a, "ALLOWED_HOSTS", ", ".join(hosts)))
     found.append(_https())
     found += _reporting()
+    # The old bot's variable names (shared/seeds/) left in the environment: what Courier does with each.
+    found += [_warn(a, old, what) for old, what in env_aliases_found()]
     messages = [
         m
         for m in checks.run_checks(include_deployment_checks=True)

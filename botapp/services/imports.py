@@ -80,6 +80,9 @@ STATE_FLAGS = {
 }
 TRUE_WORDS = {"1", "true", "yes", "y", "t"}
 UNNAMED_CLICKS = "imported"  # the key of a bare click count (`"button_clicks": 3`)
+CLICK_KEY_FIELDS = ("button", "key", "name", "button_type", "type")
+CLICK_TIME_FIELDS = ("clicked_at", "first", "timestamp", "timestamp_utc", "time")
+KEY_FIELD = "_key"  # a record's key in a JSON object keyed by id: its id when it names none
 
 
 class ImportFileError(Exception):
@@ -185,21 +188,23 @@ def _open_csv(path: Path) -> Source:
                     continue
                 where = f"line {reader.line_num}"
                 if len(values) != len(columns):
-                    yield where, _Bad(f"{len(values)} fields where the header has {len(columns)}")
+                    yield where, Unreadable(f"{len(values)} fields where the header has {len(columns)}")
                     continue
                 yield where, dict(zip(columns, values, strict=True))
 
     return Source("csv", records(), max(0, lines - 1))
 
 
-class _Bad:
+class Unreadable:
     """A record the reader could not make sense of: the reason goes to the report."""
 
     def __init__(self, reason: str):
         self.reason = reason
 
 
-def _open_json(path: Path) -> Source:
+def _open_json(path: Path, *, holder: str = "users") -> Source:
+    """A JSON export: a list, JSON lines, an object holding a list under `holder`, or an object
+    keyed by id whose values are the records (the key is the record's id when it has none)."""
     _text_lines(path)
     text = path.read_text(encoding="utf-8-sig")
     stripped = text.lstrip()
@@ -219,10 +224,17 @@ def _open_json(path: Path) -> Source:
             raise ImportFileError(f"{path}: line {exc.lineno}: not valid JSON ({exc.msg})") from exc
         if isinstance(data, list):
             return Source("json", _array_items(text, line_of), len(data))
-        users = data.get("users")
-        if not isinstance(users, list):
-            raise ImportFileError(f'{path}: a JSON object must hold a list under "users"; or give the list itself')
-        return Source("json", ((f"item {n}", v) for n, v in enumerate(users, 1)), len(users))
+        items = data.get(holder)
+        if isinstance(items, list):
+            return Source("json", ((f"item {n}", v) for n, v in enumerate(items, 1)), len(items))
+        if holder not in data and data and all(isinstance(v, dict) for v in data.values()):
+            return Source("json", _keyed_items(text, line_of), len(data))
+        if holder in data or not data:
+            raise ImportFileError(
+                f'{path}: a JSON object must hold a list under "{holder}", or be keyed by id with an object for each; '
+                "or give the list itself"
+            )
+        return Source("json", iter([("line 1", data)]), 1)  # JSON lines of one document (a mongoexport of one)
     # JSON lines (mongoexport's default): one document per line.
     items = []
     for number, line in enumerate(text.splitlines(), 1):
@@ -233,12 +245,41 @@ def _open_json(path: Path) -> Source:
         except RecursionError:
             if not items:
                 raise ImportFileError(f"{path}: line {number}: nested too deeply to read as JSON") from None
-            items.append((f"line {number}", _Bad("nested too deeply to read as JSON")))
+            items.append((f"line {number}", Unreadable("nested too deeply to read as JSON")))
         except json.JSONDecodeError as exc:
             if not items:
                 raise ImportFileError(f"{path}: line {number}: not valid JSON ({exc.msg})") from exc
-            items.append((f"line {number}", _Bad(f"not valid JSON ({exc.msg})")))
+            items.append((f"line {number}", Unreadable(f"not valid JSON ({exc.msg})")))
     return Source("json", iter(items), len(items))
+
+
+def json_records_open(*, path: str | Path, holder: str) -> Source:
+    """A JSON export of other records than users (a drip bot's tasks.json, a mongoexport
+    collection), read as `import_source_open` reads users: a list, JSON lines, an object holding
+    a list under `holder`, or an object keyed by id. Raises ImportFileError as it does."""
+    path = Path(path)
+    if not path.is_file():
+        raise ImportFileError(f"{path}: no such file")
+    return _open_json(path, holder=holder)
+
+
+def _keyed_items(text: str, line_of) -> Iterator[tuple[str, object]]:
+    """The values of a JSON object keyed by id (`{"1977988206": {...}, ...}`), each with its
+    line and key; the key becomes the record's `_key` (its id, when it names none itself)."""
+    decoder = json.JSONDecoder()
+    pos = text.index("{") + 1
+    while (pos := _skip(text, pos, " \t\r\n,")) < len(text) and text[pos] != "}":
+        start = pos
+        key, pos = decoder.raw_decode(text, pos)
+        value, pos = decoder.raw_decode(text, _skip(text, pos, " \t\r\n:"))
+        yield f"line {line_of(start)} (key {key!r})", {**value, KEY_FIELD: key}
+
+
+def _skip(text: str, pos: int, chars: str) -> int:
+    """The first position from `pos` on whose character is not one of `chars`."""
+    while pos < len(text) and text[pos] in chars:
+        pos += 1
+    return pos
 
 
 def _one_document(text: str) -> bool:
@@ -256,12 +297,7 @@ def _array_items(text: str, line_of) -> Iterator[tuple[str, object]]:
     item number tells them apart)."""
     decoder = json.JSONDecoder()
     pos, n = text.index("[") + 1, 0
-    length = len(text)
-    while True:
-        while pos < length and text[pos] in " \t\r\n,":
-            pos += 1
-        if pos >= length or text[pos] == "]":
-            return
+    while (pos := _skip(text, pos, " \t\r\n,")) < len(text) and text[pos] != "]":
         value, end = decoder.raw_decode(text, pos)
         n += 1
         yield f"line {line_of(pos)} (item {n})", value
@@ -410,7 +446,7 @@ def _clicks(value, now: datetime) -> dict[str, Click]:
         entries = []
         for item in value:
             if isinstance(item, dict):
-                key = next((item[k] for k in ("button", "key", "name") if k in item), None)
+                key = next((item[k] for k in CLICK_KEY_FIELDS if k in item), None)
                 entries.append((key, item))
             else:
                 entries.append((item, 1))
@@ -422,7 +458,7 @@ def _clicks(value, now: datetime) -> dict[str, Click]:
         detail = _unwrap(detail)
         if isinstance(detail, dict):
             count = _unwrap(detail.get("count", 1))
-            first = detail.get("clicked_at") or detail.get("first")
+            first = next((detail[k] for k in CLICK_TIME_FIELDS if detail.get(k)), None)
             last = detail.get("last_clicked_at") or detail.get("last")
             click = Click(
                 count=int(count) if str(count).isdigit() else 1,
@@ -434,8 +470,17 @@ def _clicks(value, now: datetime) -> dict[str, Click]:
         else:
             raise Invalid(f"button_clicks: {detail!r} is not a click count")
         if click.count > 0:
-            clicks[key] = click
+            clicks[key] = _clicks_add(clicks[key], click) if key in clicks else click
     return clicks
+
+
+def _clicks_add(one: Click, other: Click) -> Click:
+    """Two records of clicks on one key: the count of both, the first first, the last last."""
+    firsts = [m for m in (one.clicked_at, other.clicked_at) if m]
+    lasts = [m for m in (one.last_clicked_at, other.last_clicked_at, *firsts) if m]
+    return Click(
+        count=one.count + other.count, clicked_at=min(firsts) if firsts else None, last_clicked_at=max(lasts) if lasts else None
+    )
 
 
 def click_key_parse(*, key) -> str:
@@ -460,13 +505,13 @@ def import_row_parse(*, where: str, value, now: datetime | None = None) -> Row:
     """One record of an export as a Row; raises Invalid (a ValueError) saying what is wrong.
     Dates after `now` (default: the clock's) are refused."""
     now = now or clock.now()
-    if isinstance(value, _Bad):
+    if isinstance(value, Unreadable):
         raise Invalid(value.reason)
     if not isinstance(value, dict):
         return Row(where=where, telegram_id=user_id_parse(value=value))
     record = {(k if isinstance(k, str) else str(k)).lower(): v for k, v in value.items()}
     telegram_id = None
-    for key in ID_KEYS:
+    for key in (*ID_KEYS, KEY_FIELD):
         found = record.get(key)
         if found is not None and found != "":
             telegram_id = user_id_parse(value=found)

@@ -5,9 +5,10 @@ Its `users` table is read by imports.py like any other; this module reads the ot
 
 - `button_clicks`, a row per click (user, button key, time): recorded as ButtonClick rows, the store
   Courier's tracked buttons write, so a step's "clicked / not clicked" condition sees them;
-- `tasks`, its timed posts (user, post or step key, due time, status): each pending one becomes the
-  SequenceMessage of the Courier step the operator maps its key to, due when the drip bot would
-  have sent it. A task already due is due now (the sender sends it at its next run), or left out
+- `tasks`, its timed posts (user, post or step key such as seed 002's `task_type`, due time, status,
+  and optionally `retries` and a JSON `payload`): each pending one becomes the SequenceMessage of
+  the Courier step the operator maps its key to (or, unmapped, of the one step copying the post its
+  payload's `message_id` names), due when the drip bot would have sent it, its failed tries noted. A task already due is due now (the sender sends it at its next run), or left out
   and counted with `skip_overdue`; a task with no mapping is reported, never guessed.
 
 `drip_tables_open` checks both tables before anything is written. The imports stream their rows
@@ -19,6 +20,7 @@ the import again changes nothing. A row that makes no sense is reported (table, 
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -29,22 +31,36 @@ from django.db import transaction
 
 from botapp import clock
 from botapp.models import ButtonClick, SequenceMessage, SequenceStep, TelegramUser
-from botapp.services.imports import CHUNK, ImportFileError, Invalid, click_key_parse, moment_parse, user_id_parse
+from botapp.services.imports import (
+    CHUNK,
+    ImportFileError,
+    Invalid,
+    Unreadable,
+    click_key_parse,
+    json_records_open,
+    moment_parse,
+    user_id_parse,
+)
 from botapp.signals import work_scheduled_announce
 
 # The columns each table may name a role with, in order of preference (case-insensitive).
 USER_COLUMNS = ("user_id", "telegram_id", "chat_id", "uid")
 CLICK_COLUMNS = {
     "user": ("the user", USER_COLUMNS),
-    "button": ("button key", ("button", "button_key", "key", "button_id")),
+    "button": ("button key", ("button", "button_key", "key", "button_id", "button_type")),
 }
 CLICK_TIME_COLUMNS = ("clicked_at", "clicked_utc", "timestamp_utc", "created_at", "ts", "timestamp")
 TASK_COLUMNS = {
     "user": ("the user", USER_COLUMNS),
-    "step": ("post or step key", ("message_id", "message_key", "post_id", "post", "step", "step_key", "step_id")),
+    "step": (
+        "post or step key",
+        ("message_id", "message_key", "post_id", "post", "step", "step_key", "step_id", "task_type", "type"),
+    ),
     "due": ("due time", ("due_utc", "due_at", "run_at", "run_at_utc", "send_at", "scheduled_at")),
 }
 STATUS_COLUMNS = ("status", "state", "done", "sent", "is_done")  # none: every task is pending
+RETRIES_COLUMNS = ("retries", "attempts", "tries")  # the drip bot's failed tries of a task so far
+PAYLOAD_COLUMNS = ("payload",)  # JSON: its "message_id" names the post the task copies
 FLAG_COLUMNS = ("done", "sent", "is_done")  # 0/1: 1 means the post went out
 PENDING = {"pending", "queued", "scheduled", "waiting", "new"}
 DONE = {"done", "sent", "completed", "cancelled", "canceled", "failed", "skipped", "error"}
@@ -71,6 +87,7 @@ class DripReport:
     known: int = 0  # already in Courier: left as they are
     overdue: int = 0  # tasks: of the scheduled, those already due (due now)
     overdue_skipped: int = 0  # tasks: already due, left out (skip_overdue)
+    retried: int = 0  # tasks: of the scheduled, those the old bot had tried and failed before
     done: int = 0  # tasks: sent or cancelled by the drip bot, not imported
     invalid: list[tuple[str, str]] = field(default_factory=list)  # (where, why)
     repeated: list[tuple[str, str]] = field(default_factory=list)  # (where, where it first was)
@@ -83,6 +100,7 @@ class DripReport:
                 f"{len(self.invalid)} invalid"
             )
         overdue = f" ({self.overdue} of them overdue: due now)" if self.overdue else ""
+        overdue += f" ({self.retried} of them tried before: their tries noted)" if self.retried else ""
         left_out = f", {self.overdue_skipped} overdue left out" if self.overdue_skipped else ""
         return (
             f"tasks: {self.read} read: {self.written} scheduled{overdue}, {self.known} already scheduled, "
@@ -118,7 +136,8 @@ def drip_tables_open(*, path: Path, need_tasks: bool = False) -> DripTables:
         )
     if "tasks" in columns:
         found.tasks = _roles(path, "tasks", columns["tasks"], TASK_COLUMNS)
-        found.tasks["status"] = next((columns["tasks"][c] for c in STATUS_COLUMNS if c in columns["tasks"]), None)
+        for role, names in (("status", STATUS_COLUMNS), ("retries", RETRIES_COLUMNS), ("payload", PAYLOAD_COLUMNS)):
+            found.tasks[role] = next((columns["tasks"][c] for c in names if c in columns["tasks"]), None)
     elif need_tasks:
         raise ImportFileError(
             f"{path}: --map-steps maps a drip bot's tasks, and this database has no tasks table "
@@ -219,8 +238,8 @@ def _clicks_sql(c: dict[str, str | None]) -> str:
 
 def _tasks_sql(t: dict[str, str | None]) -> str:
     """Tasks in user order (one user's tasks together), each in the order the bot wrote them."""
-    state = f'"{t["status"]}"' if t["status"] else "NULL"
-    return f'SELECT rowid, "{t["user"]}", "{t["step"]}", "{t["due"]}", {state} FROM tasks ORDER BY 2, rowid'
+    state, retries, payload = (f'"{t[role]}"' if t[role] else "NULL" for role in ("status", "retries", "payload"))
+    return f'SELECT rowid, "{t["user"]}", "{t["step"]}", "{t["due"]}", {state}, {retries}, {payload} FROM tasks ORDER BY 2, rowid'
 
 
 def _rows(tables: DripTables, sql: str):
@@ -304,41 +323,140 @@ def _clicks_write(groups: dict[tuple[int, str], _Clicks], report: DripReport, *,
 
 
 @dataclass
+class TaskRecord:
+    """One task of a drip bot as read from its database or its tasks.json, not yet understood."""
+
+    where: str
+    user: object
+    key: object
+    due: object
+    status: object = None
+    retries: object = None
+    payload: object = None
+    bad: str = ""  # why the record could not be read at all
+
+
+@dataclass
 class _Task:
     where: str
     telegram_id: int
     step_id: int
     due: datetime
+    retries: int = 0
+
+
+def drip_task_records(*, tables: DripTables):
+    """The tasks of a drip bot's SQLite database, in user order."""
+    for rowid, user, key, due, status, retries, payload in _rows(tables, _tasks_sql(tables.tasks)):
+        yield TaskRecord(f"tasks rowid {rowid}", user, key, due, status, retries, payload)
+
+
+def drip_task_records_json(*, path: str | Path) -> tuple[list[TaskRecord], str]:
+    """The tasks of a drip bot's tasks.json from before its SQLite migration (a list of tasks, or
+    an object keyed by task id, each `{chat_id, task_type, send_at, status, retries, payload}`,
+    the columns of its tasks table), in user order, and the field naming their status. Raises
+    ImportFileError when the file cannot be read as a whole."""
+    source = json_records_open(path=path, holder="tasks")
+    found = []
+    for where, value in source.records:
+        where = f"{Path(path).name} {where}"
+        if not isinstance(value, dict):
+            reason = value.reason if isinstance(value, Unreadable) else f"{value!r} is not a task (an object)"
+            found.append(TaskRecord(where, None, None, None, bad=reason))
+            continue
+        task = {str(k).lower(): v for k, v in value.items()}
+        roles = {role: next((task[c] for c in names if c in task), None) for role, (_, names) in TASK_COLUMNS.items()}
+        missing = [what for role, (what, _) in TASK_COLUMNS.items() if roles[role] in (None, "")]
+        found.append(
+            TaskRecord(
+                where, roles["user"], roles["step"], roles["due"],
+                status=next((task[c] for c in STATUS_COLUMNS if c in task), "pending"),
+                retries=next((task[c] for c in RETRIES_COLUMNS if c in task), None),
+                payload=next((task[c] for c in PAYLOAD_COLUMNS if c in task), None),
+                bad=f"no {' and no '.join(missing)}" if missing else "",
+            )
+        )  # fmt: skip
+    found.sort(key=lambda r: str(r.user))
+    return found, "status"
+
+
+def drip_post_steps() -> dict[int, int]:
+    """The sequence steps that copy a post, by the post's message id: a drip bot's task naming
+    that post in its payload (`{"message_id": 56}`) is that step's message. A post two steps
+    copy names neither (the operator maps such tasks)."""
+    found: dict[int, list[int]] = {}
+    for step_id, post_id in SequenceStep.objects.filter(post_id__isnull=False).values_list("id", "post_id"):
+        found.setdefault(post_id, []).append(step_id)
+    return {post_id: ids[0] for post_id, ids in found.items() if len(ids) == 1}
+
+
+def _payload_post(value) -> int | None:
+    """The post a task's payload names (its "message_id"), or None; a payload that is not JSON
+    raises Invalid."""
+    if value in (None, ""):
+        return None
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except (json.JSONDecodeError, RecursionError) as exc:
+            raise Invalid(f"payload: not valid JSON ({getattr(exc, 'msg', 'nested too deeply')})") from exc
+    if not isinstance(value, dict):
+        raise Invalid(f"payload: {value!r} is not a JSON object")
+    post = value.get("message_id")
+    if isinstance(post, int) and not isinstance(post, bool) and post > 0:
+        return post
+    return None
+
+
+def _retries(value) -> int:
+    if value in (None, ""):
+        return 0
+    if isinstance(value, bool) or not str(value).strip().isdigit():
+        raise Invalid(f"retries {value!r} is not a count of tries")
+    return int(str(value).strip())
 
 
 def drip_tasks_import(
-    *, tables: DripTables, steps: dict[str, int], user_ids: set[int], skip_overdue: bool = False, dry_run: bool = False
+    *,
+    records,
+    status_column: str | None,
+    steps: dict[str, int],
+    user_ids: set[int],
+    skip_overdue: bool = False,
+    dry_run: bool = False,
 ) -> DripReport:
-    """Schedule each pending task as the SequenceMessage of the step `steps` maps its key to, due
-    at its due time; a task already due is due now (its user's tasks keep their order), or with
-    `skip_overdue` left out and counted. Done tasks are counted, not imported; a task whose key
-    has no mapping, whose user Courier does not have, or whose row makes no sense is reported. A
-    step the user already has is left as it is (one message per user and step), so a rerun
-    schedules nothing. `dry_run`: users in `user_ids` count as had; nothing is written."""
+    """Schedule each pending task (`records`: TaskRecord, one user's together) as the
+    SequenceMessage of its step: the one `steps` maps its key (post id or task type) to, else the
+    one step copying the post its payload names. It is due at its due time; a task already due
+    is due now (its user's tasks keep their order), or with `skip_overdue` left out and counted.
+    The drip bot's failed tries (`retries`) are carried on the row's note until it is sent. Done
+    tasks are counted, not imported; a task with no step, whose user Courier does not have, or
+    whose row makes no sense is reported. A step the user already has is left as it is (one
+    message per user and step), so a rerun schedules nothing. `dry_run`: users in `user_ids`
+    count as had; nothing is written. `status_column` names the status field (None: all pending)."""
     report = DripReport("tasks")
     now = clock.now()
-    t = tables.tasks
+    posts = drip_post_steps()
     chunk: list[_Task] = []
-    for rowid, user, key, due, status in _rows(tables, _tasks_sql(t)):
+    for record in records:
         report.read += 1
-        where = f"tasks rowid {rowid}"
         try:
-            if not _task_pending(status, t["status"]):
+            if record.bad:
+                raise Invalid(record.bad)
+            if not _task_pending(record.status, status_column):
                 report.done += 1
                 continue
-            telegram_id = user_id_parse(value=user)
-            key = _task_key(key)
-            if key not in steps:
+            telegram_id = user_id_parse(value=record.user)
+            key = _task_key(record.key)
+            post = _payload_post(record.payload)
+            step_id = steps.get(key, posts.get(post) if post else None)
+            if step_id is None:
                 report.unmapped[key] = report.unmapped.get(key, 0) + 1
                 raise Invalid(f"no step mapping for {key!r} (give --map-steps {key}=<step id>)")
-            moment = moment_parse(value=due, now=None)
+            retries = _retries(record.retries)
+            moment = moment_parse(value=record.due, now=None)
         except Invalid as exc:
-            report.invalid.append((where, str(exc)))
+            report.invalid.append((record.where, str(exc)))
             continue
         if moment <= now and skip_overdue:
             report.overdue_skipped += 1
@@ -346,10 +464,15 @@ def drip_tasks_import(
         if len(chunk) >= CHUNK and chunk[-1].telegram_id != telegram_id:  # a user's tasks in one chunk
             _tasks_write(chunk, report, user_ids=user_ids, now=now, dry_run=dry_run)
             chunk = []
-        chunk.append(_Task(where, telegram_id, steps[key], moment))
+        chunk.append(_Task(record.where, telegram_id, step_id, moment, retries))
     if chunk:
         _tasks_write(chunk, report, user_ids=user_ids, now=now, dry_run=dry_run)
     return report
+
+
+def retries_note(*, retries: int) -> str:
+    """The note a carried task's row holds until it is sent: the tries the old bot made."""
+    return f"{retries} failed {'try' if retries == 1 else 'tries'} in the bot moved from"
 
 
 def _tasks_write(tasks: list[_Task], report: DripReport, *, user_ids: set[int], now: datetime, dry_run: bool) -> None:
@@ -379,10 +502,14 @@ def _tasks_write(tasks: list[_Task], report: DripReport, *, user_ids: set[int], 
                 continue
             report.written += 1
             report.overdue += task.due <= now
+            report.retried += task.retries > 0
             if pk is not None:
                 fresh.append(
-                    SequenceMessage(user_id=pk, step_id=task.step_id, chat_id=task.telegram_id, due_at=max(task.due, now))
-                )
+                    SequenceMessage(
+                        user_id=pk, step_id=task.step_id, chat_id=task.telegram_id, due_at=max(task.due, now),
+                        error=retries_note(retries=task.retries) if task.retries else "",
+                    )
+                )  # fmt: skip
         if not dry_run:
             SequenceMessage.objects.bulk_create(fresh, batch_size=CHUNK, ignore_conflicts=True)
             if fresh:  # the sequence sender wakes at the earliest, not at beat's next minute

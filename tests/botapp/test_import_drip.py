@@ -13,6 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from botapp import clock
 from botapp.models import ButtonClick, SequenceMessage, TelegramUser
 from scheduler.jobs.registry import job_run
+from tests.botapp.seed_drip import sqlite_db
 from tests.factories import ButtonClickFactory, SequenceFactory, TelegramUserFactory
 
 pytestmark = pytest.mark.django_db
@@ -39,14 +40,15 @@ def iso(moment: datetime) -> str:
 
 
 def drip_db(path, *, users=(), tasks=(), clicks=(), schema=SCHEMA):
-    db = sqlite3.connect(path)
-    db.executescript(schema)
-    db.executemany("INSERT INTO users VALUES (?, ?, ?, ?, ?)", users)
-    db.executemany("INSERT INTO tasks (user_id, message_id, due_utc, status) VALUES (?, ?, ?, ?)", tasks)
-    db.executemany("INSERT INTO button_clicks (user_id, button, clicked_at) VALUES (?, ?, ?)", clicks)
-    db.commit()
-    db.close()
-    return path
+    return sqlite_db(
+        path,
+        schema,
+        [
+            ("INSERT INTO users VALUES (?, ?, ?, ?, ?)", users),
+            ("INSERT INTO tasks (user_id, message_id, due_utc, status) VALUES (?, ?, ?, ?)", tasks),
+            ("INSERT INTO button_clicks (user_id, button, clicked_at) VALUES (?, ?, ?)", clicks),
+        ],
+    )
 
 
 def run(path, *args):
@@ -320,7 +322,7 @@ def test_column_name_variants_and_a_file_known_by_its_header(tmp_path, onboardin
             ),
             [],
             "the button_clicks table has no column for the user (one of user_id, telegram_id, chat_id, uid); "
-            "button key (one of button, button_key, key, button_id)",
+            "button key (one of button, button_key, key, button_id, button_type)",
         ),
         (SCHEMA.split("CREATE TABLE tasks")[0], ["--map-steps", "101=<step>"], "has no tasks table (tables: users)"),
         (
@@ -356,7 +358,9 @@ def test_tables_or_a_mapping_that_do_not_fit_are_one_line_and_nothing_is_written
 def test_the_mapping_is_refused_for_a_file_that_is_not_a_drip_database(tmp_path, onboarding):
     path = tmp_path / "users.csv"
     path.write_text("id\n1001\n")
-    with pytest.raises(CommandError, match="--map-steps and --skip-overdue are for a drip bot's SQLite database"):
+    with pytest.raises(
+        CommandError, match=r"--map-steps and --skip-overdue are for a drip bot's tasks \(its SQLite database, or --tasks\)"
+    ):
         run(path, "--map-steps", f"101={onboarding[0].pk}")
     assert not TelegramUser.objects.exists()
 
@@ -379,7 +383,7 @@ def test_many_users_clicks_and_tasks_are_written_in_chunks_with_a_few_queries_ea
         f"button_clicks: {n} read: {n} clicks recorded, 0 already known, 0 invalid",
         f"tasks: {n} read: {n} scheduled, 0 already scheduled, 0 done (not imported), 0 repeated, 0 invalid",
     ]
-    # The step check, then 3 chunks of 5,000 per table: users a SELECT and an INSERT, clicks and
-    # tasks two SELECTs and an INSERT, each chunk inside a savepoint (2 more).
-    assert len(queries) <= 1 + 3 * 4 + 2 * 3 * 5
+    # The step check and the steps copying posts, then 3 chunks of 5,000 per table: users a SELECT
+    # and an INSERT, clicks and tasks two SELECTs and an INSERT, each chunk inside a savepoint (2 more).
+    assert len(queries) <= 2 + 3 * 4 + 2 * 3 * 5
     assert SequenceMessage.objects.count() == ButtonClick.objects.count() == n

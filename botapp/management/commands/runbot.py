@@ -37,6 +37,8 @@ class Command(BaseCommand):
                 self.stderr.write(f"  - {problem}")
             self.stderr.write("Set these in the environment or in .env (see .env.example).")
             sys.exit(2)
+        for notice in config.notices:
+            self.stderr.write(f"runbot: {notice}")
         if not config.admin_ids:
             self.stderr.write(
                 "runbot: warning: ADMIN_IDS is empty: no one can use the admin commands (/ban, /broadcast, storing files)."
