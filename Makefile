@@ -16,7 +16,7 @@ CHAOS_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/courier_chaos
 # build of Playwright's own. Installed here when missing (root, or sudo).
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: setup sandbox test chaos run lint migrate bench clean
+.PHONY: setup sandbox test chaos run lint migrate bench clean image
 
 setup: $(STAMP) $(CHROMIUM)
 
@@ -65,6 +65,13 @@ run: $(STAMP)
 	@$(BIN)/python manage.py migrate --noinput
 	@$(BIN)/python manage.py collectstatic --noinput --verbosity 0
 	@PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/honcho start web bot worker beat  # release: migrate, done above
+
+# The container image (Dockerfile), built with podman and run against PostgreSQL and Redis on
+# 127.0.0.1, then compose.yaml's services under podman-compose; prints the image's size and web's
+# start-up time (docs/operating.md, "Containers"). As root; minutes. ARGS=--no-compose: the image only.
+image:
+	@scripts/services-up postgres redis
+	@scripts/container-test $(ARGS)
 
 clean:
 	rm -rf $(VENV) var .pytest_cache staticfiles
