@@ -68,7 +68,8 @@ def worker_limiter(client, *, rate: float, allowed: float, paid: bool, windows: 
 
 def sender(path, name, rate, allowed, windows, prefix, paid, chats, hashes, threads, signed_in, go, out):
     """One sender process: its own kurigram session, the shared limiter, `threads` threads."""
-    logging.getLogger("botapp.telegram.pyrogram_gateway").setLevel(logging.ERROR)  # FLOOD_WAITs are counted instead
+    for name in ("botapp.telegram.request", "botapp.telegram.batching"):  # FLOOD_WAITs are counted instead
+        logging.getLogger(name).setLevel(logging.ERROR)
     client = redis.Redis.from_url(settings.REDIS_URL, max_connections=threads + 4)
     limiter = worker_limiter(client, rate=rate, allowed=allowed, paid=paid, windows=windows, prefix=prefix)
     gateway = offline_gateway(path, name=name, limiter=limiter, paid=paid)

@@ -31,9 +31,6 @@ SECRET_SETTINGS = (
 )
 BOT_TOKEN_SHAPE = re.compile(r"\b\d{5,}:[A-Za-z0-9_-]{30,}\b")
 API_KEY_PARAM = re.compile(r"(?i)\b(api|api_key|key|token)=[^&\s'\"()<>]+")
-# An `extra` of the scope that lists texts of the update being handled: removed from the event, and
-# each replaced wherever it appears (an exception's message may quote what the user sent).
-TEXTS_TO_HIDE = "texts to hide"
 # Keys whose values are what a user wrote or who they are.
 USER_FIELDS = {"text", "caption", "html", "first_name", "last_name", "username", "message_text", "welcome_text"}
 
@@ -69,7 +66,12 @@ def error_reports_init(*, dsn: str, environment: str, release: str = "", transpo
 
 
 def scrub(event: dict, hint: dict | None = None) -> dict:
-    """The event with every secret value, token-shaped string and user-written field replaced."""
+    """The event with every secret value, token-shaped string and user-written field replaced, and
+    the texts of the update it happened in (runbot's UpdatePump names them: TEXTS_TO_HIDE)."""
+    # Imported here: settings import this module before Django is set up, and the pump's module
+    # needs Django (and loads kurigram); an event is scrubbed only once the process runs.
+    from botapp.telegram.updates import TEXTS_TO_HIDE
+
     hidden = [t for t in (event.get("extra") or {}).pop(TEXTS_TO_HIDE, None) or [] if isinstance(t, str) and t.strip()]
     return _clean(event, sorted(_secrets() + hidden, key=len, reverse=True))
 

@@ -212,9 +212,9 @@ def answers_unreadable_once(monkeypatch) -> list:
     """The gateway's reading of Telegram's answers to sends raises once (a bug of ours, as a
     kurigram upgrade changing their shape could cause), after Telegram delivered them. Returns
     the list the struck answer is put in."""
-    from botapp.telegram import pyrogram_gateway
+    from botapp.telegram import request
 
-    real, struck = pyrogram_gateway.sent_ids, []
+    real, struck = request.sent_ids, []
 
     def sent_ids(answer):
         if not struck:
@@ -222,5 +222,5 @@ def answers_unreadable_once(monkeypatch) -> list:
             raise KeyError("an answer of a shape never seen")
         return real(answer)
 
-    monkeypatch.setattr(pyrogram_gateway, "sent_ids", sent_ids)
+    monkeypatch.setattr(request, "sent_ids", sent_ids)
     return struck

@@ -7,7 +7,7 @@ from django import forms
 from django.core.exceptions import ValidationError
 from django.template.loader import render_to_string
 
-from botapp.config import ConfigError
+from botapp.config import ConfigError, bot_config_load
 from botapp.models import BotSettings
 from botapp.models.buttons import button_specs, buttons_parse
 from botapp.services.composed import composed_text_problems, text_length_problem
@@ -25,7 +25,7 @@ def post_check(*, post_id: int, channel_id: int | None = None) -> int:
     if channel_id is None:
         raise ValidationError("Set the posts channel in Bot settings first: a post is named by its message id there.")
     try:
-        gateway = console_gateway()
+        gateway = console_gateway(config_load=bot_config_load)
     except (ConfigError, BotUnauthorized) as exc:
         raise ValidationError(f"The console cannot reach Telegram to read the post: {exc}") from None
     post_read_checked(gateway=gateway, chat_id=channel_id, message_id=post_id)
@@ -38,7 +38,7 @@ def post_preview_html(*, chat_id: int | None, message_id: int | None) -> str:
     if not message_id:
         return "—"
     try:
-        gateway = console_gateway()
+        gateway = console_gateway(config_load=bot_config_load)
     except (ConfigError, BotUnauthorized) as exc:
         preview = {"error": f"The console cannot reach Telegram: {exc}"}
     else:

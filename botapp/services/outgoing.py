@@ -26,18 +26,17 @@ from botapp.models import ButtonClick, SendStatus, TelegramUser
 from botapp.models.buttons import ButtonSpec, buttons_parse
 from botapp.services.telegram_html import telegram_html_length
 from botapp.services.users import unreachable_state
+from botapp.telegram import retry
 from botapp.telegram.gateway import (
     AlreadySent,
     Button,
     CopyIncomplete,
-    FloodWait,
     Gateway,
     Media,
     OutcomeUnknown,
     SendItem,
     Sent,
     TelegramError,
-    TransientError,
 )
 from botapp.telegram.limits import ALBUM_GROUPS, ALBUM_SIZE, CALLBACK_DATA_BYTES, CAPTION_LENGTH, callback_data_length
 
@@ -302,6 +301,7 @@ def send_failure(*, exc: TelegramError, unreachable_status: str) -> SendFailure:
 
     - FloodWait, or a transient error (the request never reached Telegram, or Telegram refused it
       before processing it): nothing was sent, so it is `pending` again (a later run sends it);
+      which refusals are sent again, and how, is botapp/telegram/retry.py's rule (`send_later`);
     - the user blocked the bot or deleted their account: `unreachable_status` (a broadcast counts
       them as blocked, a sequence skips the step), and the user is to be marked unreachable;
     - AlreadySent: an earlier attempt with the same random_id delivered it: `sent` (message id
@@ -311,14 +311,15 @@ def send_failure(*, exc: TelegramError, unreachable_status: str) -> SendFailure:
       otherwise `interrupted`, never sent again (at most once);
     - any other refusal: `failed`, final.
     """
-    if isinstance(exc, (FloodWait, TransientError)):
+    later = retry.send_later(exc)
+    if later == retry.AGAIN:
         return SendFailure(SendStatus.PENDING, str(exc)[:255])
     if isinstance(exc, AlreadySent):
         return SendFailure(SendStatus.SENT, ALREADY_SENT)
     if state := unreachable_state(exc=exc):
         return SendFailure(unreachable_status, UNREACHABLE_ERRORS[state], unreachable=state)
+    if later == retry.REPEAT:
+        return SendFailure(SendStatus.PENDING, f"{REPEAT}{exc}"[:255], repeat=True)
     if isinstance(exc, OutcomeUnknown):
-        if exc.repeatable:
-            return SendFailure(SendStatus.PENDING, f"{REPEAT}{exc}"[:255], repeat=True)
         return SendFailure(SendStatus.INTERRUPTED, str(exc)[:255])
     return SendFailure(SendStatus.FAILED, str(exc)[:255])

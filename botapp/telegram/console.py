@@ -12,6 +12,7 @@ from __future__ import annotations
 import atexit
 import logging
 import threading
+from collections.abc import Callable
 
 from django.conf import settings
 
@@ -23,13 +24,14 @@ _lock = threading.Lock()
 _gateway: Gateway | None = None
 
 
-def console_gateway() -> Gateway:
-    """This process's console session (logged in on the first call; BotUnauthorized or the
-    configuration's errors reach the caller)."""
+def console_gateway(*, config_load: Callable[[], object]) -> Gateway:
+    """This process's console session, logged in on the first call with the bot configuration
+    `config_load()` returns (botapp.config.bot_config_load: the configuration sits above this
+    layer). BotUnauthorized, or the configuration's errors, reach the caller."""
     global _gateway
     with _lock:
         if _gateway is None:
-            _gateway = _build()
+            _gateway = _build(config_load())
         return _gateway
 
 
@@ -40,12 +42,14 @@ def console_gateway_use(gateway: Gateway | None) -> None:
         _gateway = gateway
 
 
-def _build() -> Gateway:
-    from botapp.config import bot_config_load
+def _build(config) -> Gateway:
+    # Imported here: the web process loads this module with the admin, and signs in only when an
+    # operator first reads a post.
+    from botapp.telegram.client import client_configured
     from botapp.telegram.limiter import REPLY, RedisLimiter
-    from botapp.telegram.pyrogram_gateway import PyrogramGateway, client_configured
+    from botapp.telegram.pyrogram_gateway import PyrogramGateway
 
-    client = client_configured(bot_config_load(), name="console", no_updates=True, in_memory=True)
+    client = client_configured(config, name="console", no_updates=True, in_memory=True)
     gateway = PyrogramGateway.start_in_thread(
         client, limiter=RedisLimiter.from_settings(lane=REPLY), max_flood_wait=settings.TELEGRAM_MAX_FLOOD_WAIT
     )

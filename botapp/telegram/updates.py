@@ -35,9 +35,13 @@ from botapp.telegram.kurigram import (
     updates_track,
 )
 from botapp.telegram.position import PTS, QTS, Position, PositionState, Span
-from config.error_reports import TEXTS_TO_HIDE
 
 log = logging.getLogger(__name__)
+
+# The `extra` of an error report's scope that lists the texts of the update being handled: the
+# reports' scrubber (config/error_reports.py) takes it out of the event and replaces each text
+# wherever it appears (an exception's message may quote what the user sent).
+TEXTS_TO_HIDE = "texts to hide"
 
 
 def clean(text: str | None) -> str:

@@ -16,9 +16,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from botapp.telegram.client import client_build
 from botapp.telegram.gateway import ChannelPost
 from botapp.telegram.position import PositionState
-from botapp.telegram.pyrogram_gateway import PyrogramGateway, client_build
+from botapp.telegram.pyrogram_gateway import PyrogramGateway
 from botapp.telegram.updates import UpdatePump, handle_reported
 
 if TYPE_CHECKING:  # a client of `manage.py telegram_server` (a socket path) never loads the server

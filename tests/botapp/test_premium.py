@@ -149,9 +149,9 @@ def impatient(monkeypatch):
     """The gateway waits half a second for an answer (less than kurigram's one-second pause before
     its own retry of a 500): a call answered INTERNAL, or whose answer is lost, ends with its
     outcome unknown."""
-    from botapp.telegram import pyrogram_gateway
+    from botapp.telegram import retry
 
-    monkeypatch.setattr(pyrogram_gateway, "CALL_TIMEOUT", 0.5)
+    monkeypatch.setattr(retry, "CALL_TIMEOUT", 0.5)
 
 
 @pytest.mark.parametrize("fault", ["lost answer", "INTERNAL"])

@@ -12,7 +12,7 @@ injected.
 The stages, in the order a send meets them:
 - `request`: building the request (`PyrogramGateway._request_of`, where kurigram's raw types are
   filled in): nothing has left for Telegram;
-- `answer`: reading Telegram's answer to a group of sends (`pyrogram_gateway.sent_ids`): Telegram
+- `answer`: reading Telegram's answer to a group of sends (`request.sent_ids`): Telegram
   has delivered them;
 - `record`: recording a batch's outcome (`sends_count` in the broadcast sender's `record`,
   inside its transaction, after the rows' update): rolled back with it.
@@ -127,7 +127,7 @@ def _install(**kwargs) -> None:
     from django.conf import settings
 
     from botapp.services import broadcasts
-    from botapp.telegram import pyrogram_gateway
+    from botapp.telegram import pyrogram_gateway, request
     from scheduler.jobs import broadcast_send
 
     injector = _Injector(settings.REDIS_URL)
@@ -135,5 +135,5 @@ def _install(**kwargs) -> None:
     broadcasts._rows_make = injector.deadly("prepare", broadcasts._rows_make)
     gateway = pyrogram_gateway.PyrogramGateway
     gateway._request_of = injector.wrap("request", gateway._request_of)
-    pyrogram_gateway.sent_ids = injector.wrap("answer", pyrogram_gateway.sent_ids)
+    request.sent_ids = injector.wrap("answer", request.sent_ids)
     broadcast_send.sends_count = injector.wrap("record", broadcast_send.sends_count)

@@ -5,7 +5,7 @@ from django.conf import settings
 from pyrogram import raw
 
 from botapp.telegram.gateway import BadRequest, BotUnauthorized, Button, FloodWait, TgUser
-from botapp.telegram.pyrogram_gateway import _on_loop
+from botapp.telegram.request import on_loop
 from offline.telegram.clients import offline_gateway
 from offline.telegram.process import RemoteTelegram
 from tests.conftest import STORAGE
@@ -199,7 +199,7 @@ def test_one_private_chat_takes_a_short_burst_then_about_one_a_second(telegram, 
 def test_more_than_100_ids_in_one_call_is_refused(telegram, raw_gateway):
     query = raw.functions.messages.DeleteMessages(id=list(range(1, 102)), revoke=True)
     with pytest.raises(BadRequest):
-        raw_gateway._run(_on_loop(raw_gateway.client.invoke, query))
+        raw_gateway._run(on_loop(raw_gateway.client.invoke, query))
 
 
 def test_a_callback_answer_records_toast_or_alert(telegram, gateway, chat):
@@ -288,7 +288,7 @@ def test_pinning_adds_a_service_message_silently_or_not_and_unpinning_adds_none(
     async def unpin():
         await raw_gateway.client.unpin_chat_message(ANN.id, first)
 
-    raw_gateway._run(_on_loop(unpin))
+    raw_gateway._run(on_loop(unpin))
     assert not telegram.message(ANN.id, first).pinned and len([m for m in telegram.messages(ANN.id) if m.service]) == 2
 
     with pytest.raises(MessageNotFound):
@@ -326,7 +326,7 @@ def test_lengths_are_counted_as_telegram_counts_them_in_utf16_units(telegram, ra
 
 def difference(gateway, *, pts, qts=0, date=0, pts_total_limit=None):
     query = raw.functions.updates.GetDifference(pts=pts, qts=qts, date=date, pts_total_limit=pts_total_limit)
-    return gateway._run(_on_loop(gateway.client.invoke, query))
+    return gateway._run(on_loop(gateway.client.invoke, query))
 
 
 def test_a_long_difference_comes_in_slices_each_asked_from_where_the_last_ended(telegram, raw_gateway):

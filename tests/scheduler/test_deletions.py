@@ -154,10 +154,10 @@ def test_a_deletion_whose_worker_died_past_the_random_id_window_is_done_without_
 def test_a_notice_of_unknown_outcome_is_sent_again_with_its_random_id_and_arrives_once(
     telegram, gateway, conf, monkeypatch, fault
 ):
-    from botapp.telegram import pyrogram_gateway
+    from botapp.telegram import retry
     from offline.telegram.server import LOSE_ANSWER
 
-    monkeypatch.setattr(pyrogram_gateway, "CALL_TIMEOUT", 0.5)  # how long the gateway waits for an answer
+    monkeypatch.setattr(retry, "CALL_TIMEOUT", 0.5)  # how long the gateway waits for an answer
     met_user(telegram, telegram_id=1)
     row = schedule(gateway, 1, minutes=-1)
     telegram.fail_next(LOSE_ANSWER if fault == "lost answer" else fault, methods={"messages.SendMessage"}, times=20)

@@ -10,7 +10,7 @@ from django.urls import reverse
 
 from botapp import clock
 from botapp.models import SequenceMessage, SequenceStep, TelegramUser
-from botapp.telegram import pyrogram_gateway
+from botapp.telegram import retry
 from botapp.telegram.gateway import TgUser
 from offline.telegram.server import LOSE_ANSWER
 from scheduler.jobs.registry import job_run
@@ -113,7 +113,7 @@ def test_a_crash_mid_send_is_sent_again_and_delivered_once(chat, alice, telegram
 def test_a_send_whose_answer_was_lost_is_sent_again_once_and_recorded_sent(
     chat, alice, telegram, gateway, onboarding, monkeypatch
 ):
-    monkeypatch.setattr(pyrogram_gateway, "CALL_TIMEOUT", 0.5)  # how long the gateway waits for an answer
+    monkeypatch.setattr(retry, "CALL_TIMEOUT", 0.5)  # how long the gateway waits for an answer
     chat(alice, "/start")
     clock.clock_advance(timedelta(minutes=11))
     telegram.fail_next(LOSE_ANSWER, methods={"messages.SendMessage"})

@@ -63,8 +63,9 @@ class Command(BaseCommand):
         from botapp.services.health import heartbeat_start
         from botapp.services.updates import UpdatePositions
         from botapp.services.users import user_access_hash
+        from botapp.telegram.client import client_configured, client_start
         from botapp.telegram.limiter import RedisLimiter
-        from botapp.telegram.pyrogram_gateway import PyrogramGateway, client_configured, client_start
+        from botapp.telegram.pyrogram_gateway import PyrogramGateway
         from botapp.telegram.updates import UpdatePump
 
         # As many updates in flight as handler threads: kurigram's default (cores + 4) would
@@ -94,7 +95,7 @@ class Command(BaseCommand):
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
 
-        await client_start(client)
+        await client_start(client, refused=ConfigError)
         await loop.run_in_executor(pump.executor, _remember_username, gateway.bot_username)
         await pump.resume(client)
         log.info("runbot started as @%s; admins=%s", gateway.bot_username, sorted(config.admin_ids))

@@ -27,7 +27,7 @@ from botapp.telegram.gateway import (
     UserBlocked,
     UserDeactivated,
 )
-from botapp.telegram.pyrogram_gateway import CALL_TIMEOUT
+from botapp.telegram.retry import CALL_TIMEOUT
 from offline.telegram.clients import offline_gateway
 from offline.telegram.server import LOSE_ANSWER
 from tests.botapp.telegram.conftest import CountingLimiter

@@ -63,7 +63,7 @@ def requests(worker, telegram, met):
 
 async def _keyboard(worker):
     from botapp.telegram.gateway import Button
-    from botapp.telegram.pyrogram_gateway import markup
+    from botapp.telegram.messages import markup
 
     return await markup([[Button("Open", url="https://example.com")]]).write(worker.client)
 

@@ -544,7 +544,7 @@ def test_runbot_answers_within_seconds_while_redis_accepts_connections_and_never
     assert second < 7  # the settings cache's read and write
 
 
-# --- the bulk lane's own connection (limiter._GatedConnection) ---------------------------------------
+# --- the bulk lane's own connection (limiter_scripts.GatedConnection) --------------------------------
 
 
 def bulk(prefix):

@@ -13,7 +13,7 @@ from django.conf import settings
 from botapp.services.users import user_access_hash
 from botapp.telegram.gateway import FloodWait, Media, PeerUnknown, SendItem, Sent, TgUser, UserBlocked
 from botapp.telegram.limiter import BATCH_WINDOW, BULK, RedisLimiter, send_batch_size
-from botapp.telegram.pyrogram_gateway import ADMISSIONS_LAPSED_MAX, ADMITTED_FOR
+from botapp.telegram.retry import ADMISSIONS_LAPSED_MAX, ADMITTED_FOR
 from offline.telegram.clients import offline_gateway
 from tests.conftest import answers_unreadable_once
 
@@ -367,7 +367,7 @@ def test_telegrams_own_trouble_is_asked_again_through_the_limiter(telegram, user
     from pyrogram.session import Session
 
     from botapp.telegram.gateway import OutcomeUnknown
-    from botapp.telegram.pyrogram_gateway import ASK_AGAIN_MAX
+    from botapp.telegram.retry import ASK_AGAIN_MAX
 
     code = -503 if error == "Timeout" else 500
     waits = []

@@ -10,9 +10,9 @@ from pyrogram import errors, raw
 from pyrogram.errors.exceptions.all import exceptions
 
 from botapp.services.users import user_access_hash
-from botapp.telegram import pyrogram_gateway
+from botapp.telegram import request
 from botapp.telegram.gateway import BotUnauthorized, FloodWait, SendItem, Sent, TelegramError, TransientError
-from botapp.telegram.pyrogram_gateway import error_to_domain
+from botapp.telegram.request import error_to_domain
 from offline.telegram.clients import offline_gateway
 from tests.botapp.telegram.conftest import CountingLimiter
 
@@ -132,7 +132,7 @@ def test_an_unexpected_exception_is_raised_as_it_is_not_as_a_refusal(telegram, w
     def broken(answer):
         raise KeyError("a field kurigram renamed")
 
-    monkeypatch.setattr(pyrogram_gateway, "sent_ids", broken)
+    monkeypatch.setattr(request, "sent_ids", broken)
     with pytest.raises(KeyError):
         worker.send_text(met.id, "hello")
 

@@ -1,0 +1,411 @@
+"""The request layer: how one request reaches Telegram and how its answer comes back, whatever it asks.
+
+The client runs on an asyncio loop; the gateway's methods are synchronous and may be called from
+any thread except the loop's own: each call is scheduled on the loop and waited for
+(`TelegramRequests._run`). runbot runs the client on its main loop and calls services from worker
+threads; a Celery worker starts a loop in a background thread (`start_in_thread`).
+
+Every Telegram call goes through `_call` (one call) or the batch (batching.py, in MTProto
+containers): a slot of the shared limiter first, then the request, with the user's access hash
+handed to kurigram in the same hop (so kurigram never asks Telegram who a user is); after a
+refusal, retry.py decides whether it is asked again. Telegram's errors become domain errors
+(`error_to_domain`); anything else is a bug and is raised as it is. kurigram's private parts are
+used only through botapp/telegram/kurigram.py. What the requests ask, in Telegram's terms, is the
+method modules' (messages.py, copies.py, uploads.py, chats.py, deletions.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable
+
+from pyrogram import Client, errors, raw, utils
+
+from botapp.telegram import retry
+from botapp.telegram.gateway import (
+    AlreadySent,
+    BadRequest,
+    BotUnauthorized,
+    ChatNotFound,
+    FloodWait,
+    ForwardsRestricted,
+    MessageNotFound,
+    MessageTooOld,
+    OutcomeUnknown,
+    PeerUnknown,
+    TelegramError,
+    TransientError,
+    UserBlocked,
+    UserDeactivated,
+)
+from botapp.telegram.kurigram import SentId, Written, invoke_many, loop_bind, session_tune
+from botapp.telegram.limiter import Limiter
+from botapp.telegram.limits import USER_ID_MAX
+
+log = logging.getLogger(__name__)
+
+KNOWN_PEERS_MAX = 20_000  # users whose access hash this process remembers handing to kurigram
+
+# A 420 whose name kurigram's table does not know (a new FLOOD_* name) reaches us as Flood with the
+# value "[420 NAME]": its seconds, when the name carries them, are the number in it.
+_SECONDS = re.compile(r"_(\d+)\b")
+# What kurigram raises for the transport, not for a request: the connection or the session.
+_TRANSPORT = (OSError, errors.SecurityError)
+
+
+def error_to_domain(exc: BaseException, *, send: bool = False) -> TelegramError | BotUnauthorized | None:
+    """The domain error for what Telegram (an RPC error) or the transport raised; None for anything
+    else, which is a bug of ours or of kurigram and must reach the caller as it is (never recorded
+    as Telegram's refusal). Never raises. `send`: the call delivers something, so a lost answer
+    means the outcome is unknown rather than a safe retry."""
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, errors.Flood):
+        seconds = exc.value if isinstance(exc.value, int) and not isinstance(exc.value, bool) else None
+        if seconds is None and (found := _SECONDS.search(str(exc.value or ""))):
+            seconds = int(found[1])
+        if seconds is None or seconds <= 0:  # a 420 that names no wait (FROZEN_METHOD_INVALID): back off
+            return TransientError(text)
+        return FloodWait(seconds=seconds)
+    if isinstance(exc, errors.Unauthorized):
+        # 401: AUTH_KEY_UNREGISTERED, SESSION_REVOKED, USER_DEACTIVATED(_BAN) are about the bot itself.
+        return BotUnauthorized(text)
+    if isinstance(exc, errors.UserIsBlocked):
+        return UserBlocked(text)
+    if isinstance(exc, errors.InputUserDeactivated):
+        return UserDeactivated(text)
+    if isinstance(exc, errors.ChatForwardsRestricted):
+        return ForwardsRestricted(text)
+    if isinstance(
+        exc,
+        (
+            errors.PeerIdInvalid,
+            errors.ChatIdInvalid,
+            errors.ChannelInvalid,
+            errors.ChannelPrivate,
+            errors.UserIdInvalid,
+            errors.ChatAdminRequired,
+            errors.ChatWriteForbidden,
+        ),
+    ):
+        return ChatNotFound(text)
+    if isinstance(exc, errors.MessageIdInvalid):
+        return MessageNotFound(text)
+    if isinstance(exc, (errors.MessageEditTimeExpired, errors.MessageDeleteForbidden)):
+        return MessageTooOld(text)
+    if isinstance(exc, errors.RandomIdDuplicate):
+        return AlreadySent(text)  # an earlier attempt of this very request got through
+    if isinstance(exc, (errors.InternalServerError, errors.ServiceUnavailable, TimeoutError)):
+        return OutcomeUnknown(text) if send else TransientError(text)
+    if isinstance(exc, _TRANSPORT):
+        return TransientError(text)  # not connected, or refused before processing: the request never left
+    if isinstance(exc, (errors.BadRequest, errors.NotAcceptable)):
+        return BadRequest(f"{type(exc).__name__}: {text}")
+    if isinstance(exc, errors.RPCError):  # Telegram's, of a kind we do not act on: a refusal all the same
+        return TelegramError(f"{type(exc).__name__}: {text}")
+    return None
+
+
+def sent_ids(answer) -> list[int]:
+    """The new messages' ids in Telegram's answer to a send or forward, in the order sent. Callers
+    look it up here at call time (`request.sent_ids`): tests strike it to stand for an answer of
+    a shape never seen."""
+    if isinstance(answer, SentId):  # a one-message send's answer, read only as far as its id
+        return [answer.id]
+    if isinstance(answer, raw.types.UpdateShortSentMessage):
+        return [answer.id]
+    by_random = [u.id for u in getattr(answer, "updates", []) if isinstance(u, raw.types.UpdateMessageID)]
+    if by_random:
+        return by_random
+    return [
+        u.message.id
+        for u in getattr(answer, "updates", [])
+        if isinstance(u, (raw.types.UpdateNewMessage, raw.types.UpdateNewChannelMessage))
+    ]
+
+
+def peer_check(chat_id: int) -> None:
+    """Telegram answers PEER_ID_INVALID to an id outside its ranges (users: 1 to 2**52 - 1, the Bot
+    API's "52 significant bits"; groups and channels: kurigram's utils.get_peer_type, which raises
+    ValueError before asking). Said as Telegram would, before any call."""
+    if 0 < chat_id <= USER_ID_MAX:
+        return
+    try:
+        if chat_id > 0:
+            raise ValueError(f"a user id has at most 52 bits: {chat_id}")
+        utils.get_peer_type(chat_id)
+    except ValueError as exc:
+        raise ChatNotFound(f"PEER_ID_INVALID: {exc}") from None
+
+
+class NotCached(Exception):  # noqa: N818 - a signal between the request layer's halves, never raised out
+    """kurigram's storage has no access hash for this user (raised on the loop, before any call)."""
+
+
+async def on_loop(fn, *args, **kwargs):
+    """Call `fn` on the client's loop: kurigram's methods turn into blocking wrappers when called
+    from a thread without a running loop."""
+    return await fn(*args, **kwargs)
+
+
+async def noop():
+    return None
+
+
+class TelegramRequests:
+    """The connection (a client on its loop, in this thread or a daemon thread), one call
+    (`_call`), the requests as they go on the wire (`_invoke`, `_invoke_many`) and the users'
+    access hashes handed to kurigram.
+
+    `limiter`: the shared send limiter (None: no pacing, for tests that want raw calls).
+    `peers(user_id) -> access_hash | None`: where a worker finds the access hashes runbot stored,
+    so a send costs no resolution call. `paid`: sends carry the paid-broadcast flag. `sleep`: how
+    a back-off waits (tests count it)."""
+
+    def __init__(
+        self,
+        client: Client,
+        loop: asyncio.AbstractEventLoop,
+        *,
+        limiter: Limiter | None = None,
+        max_flood_wait: int = 60,
+        peers: Callable[[int], int | None] | None = None,
+        paid: bool = False,
+        sleep=time.sleep,
+    ):
+        self.client = client
+        self.loop = loop
+        loop_bind(client, loop)
+        self._thread: threading.Thread | None = None
+        self.limiter = limiter
+        self.max_flood_wait = max_flood_wait
+        self.peers = peers
+        self.paid = paid or None
+        self.sleep = sleep
+        self._known_peers: set[int] = set()
+        self._peer_hashes: dict[int, int] = {}
+
+    @property
+    def policy(self) -> retry.CallPolicy:
+        """The call policy for this gateway's limiter (asked only after a refusal)."""
+        return retry.CallPolicy(limiter=self.limiter, max_flood_wait=self.max_flood_wait)
+
+    # --- the connection ---------------------------------------------------------------------------
+
+    @classmethod
+    def in_thread(cls, client: Client, **options):
+        """A gateway for `client` on a private loop in a daemon thread (for workers, which are not
+        async); call `start()` next."""
+        loop = asyncio.new_event_loop()
+        thread = threading.Thread(target=loop.run_forever, name="pyrogram", daemon=True)
+        thread.start()
+        gateway = cls(client, loop, **options)
+        gateway._thread = thread
+        return gateway
+
+    @classmethod
+    def start_in_thread(cls, client: Client, **options):
+        gateway = cls.in_thread(client, **options)
+        gateway.start()
+        return gateway
+
+    def start(self, *, before_start=None, after_start=None) -> None:
+        """Sign in; `before_start(client)` runs on the loop first (to add update handlers),
+        `await after_start(client)` once signed in (an UpdatePump's `resume`)."""
+        if before_start is not None:
+
+            async def prepare():
+                before_start(self.client)
+
+            self._run(prepare())
+        self._run(on_loop(self.client.start))
+        session_tune(self.client)
+        if after_start is not None:
+            self._run(after_start(self.client))
+
+    def stop(self, *, after_stop=None) -> None:
+        """Stop the client; `await after_stop()` on the loop once it has stopped (an UpdatePump's `close`)."""
+        if self._thread is None:
+            return
+        with contextlib.suppress(Exception):
+            self._run(on_loop(self.client.stop))
+        if after_stop is not None:
+            with contextlib.suppress(Exception):
+                self._run(after_stop())
+
+        async def cancel_the_rest():  # a stop that failed halfway leaves kurigram's tasks behind
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        with contextlib.suppress(Exception):
+            self._run(cancel_the_rest())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=10)
+        self._thread = None
+        if not self.loop.is_running():
+            self.loop.close()
+
+    # --- one call -------------------------------------------------------------------------------
+
+    def _call(
+        self, fn, *args, chat_id: int | None = None, send: bool = False, paced: bool = True, count: int = 1,
+        paid: bool = False, **kwargs,
+    ):  # fmt: skip
+        """One Telegram call: `await fn(*args, **kwargs)` on the client's loop, under the limiter.
+        `send`: it is a message to `chat_id` (its per-chat limit applies); `count`: the messages it
+        delivers; `paid`: it carries the paid-broadcast flag."""
+        self._refuse_the_loop()
+        if chat_id is not None:
+            peer_check(chat_id)
+        peer = self._peer_for(chat_id) if chat_id is not None and chat_id > 0 else None
+        attempt = 1
+        granted = False
+        while True:
+            if self.limiter is not None and paced and not granted:
+                self.limiter.acquire(chat_id if send else None, count=count, paid=paid)
+            granted = False
+            try:
+                return self._run(self._on_loop(peer, fn, *args, **kwargs), send=send)
+            except NotCached:  # nothing went to Telegram: the stored hash, and the slot still ours
+                peer, granted = self._stored_peer(chat_id), True
+                continue
+            except (FloodWait, TransientError) as exc:  # Telegram did nothing: asking again is safe
+                again = self.policy.after(exc, attempt=attempt, chat_id=chat_id if send else None, paid=paid)
+                if isinstance(exc, FloodWait):
+                    log.warning("FloodWait %ss chat=%s: the limiter pauses its scope", exc.seconds, chat_id)
+                else:
+                    log.info("transient error chat=%s attempt=%s: %s", chat_id, attempt, exc)
+                if not again.again:
+                    raise
+                if again.wait:
+                    self.sleep(again.wait)
+            except (TelegramError, BotUnauthorized):
+                raise
+            except Exception as exc:
+                if send:  # not Telegram's answer (a bug): raised as it is, and said to have maybe left
+                    exc.maybe_delivered = True  # type: ignore[attr-defined]
+                raise
+            attempt += 1
+
+    def _refuse_the_loop(self) -> None:
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        if running is self.loop:
+            raise RuntimeError("PyrogramGateway is synchronous: call it from a worker thread, not from its loop")
+
+    def _run(self, coro, *, send: bool = False):
+        try:
+            self._refuse_the_loop()
+        except RuntimeError:
+            coro.close()
+            raise
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return future.result(timeout=retry.CALL_TIMEOUT)
+        except (TelegramError, BotUnauthorized, NotCached):
+            raise
+        except concurrent.futures.TimeoutError as exc:
+            future.cancel()
+            raise (OutcomeUnknown if send else TransientError)(f"no answer in {retry.CALL_TIMEOUT}s") from exc
+        except Exception as exc:
+            domain = error_to_domain(exc, send=send)
+            if domain is None:  # not Telegram's answer: our bug or kurigram's, raised as it is
+                raise
+            raise domain from exc
+
+    # --- the users' access hashes -----------------------------------------------------------------
+
+    def peers_remember(self, access_hashes: dict[int, int | None]) -> None:
+        if len(self._peer_hashes) >= KNOWN_PEERS_MAX:  # hashes of rows handed back, never sent
+            self._peer_hashes.clear()
+        self._peer_hashes.update((uid, h) for uid, h in access_hashes.items() if h is not None)
+
+    def _peer_for(self, user_id: int) -> tuple[int, int] | int | None:
+        """What to hand kurigram before calling, so that it never asks Telegram who the user is
+        (users.getUsers is a call the limiter does not see, and it fails for users the bot never
+        met): None when kurigram has the user, (user id, access hash) to give it, or the user id
+        alone: look in kurigram's storage first, on the loop in the call's own hop (runbot's
+        client stored the user from their update), and raise NotCached when it is not there."""
+        if user_id in self._known_peers:
+            return None
+        access_hash = self._peer_hashes.pop(user_id, None)  # a sweep's batch brought it (used once)
+        if access_hash is not None:
+            return user_id, access_hash
+        return user_id
+
+    def _stored_peer(self, user_id: int) -> tuple[int, int]:
+        """The access hash runbot stored for a user kurigram's storage does not have."""
+        access_hash = self.peers(user_id) if self.peers is not None else None
+        if access_hash is None:
+            raise PeerUnknown(f"user {user_id} has never written to the bot: no access hash")
+        return user_id, access_hash
+
+    async def _knows(self, user_id: int) -> bool:
+        try:
+            await self.client.storage.get_peer_by_id(user_id)
+            return True
+        except KeyError:
+            return False
+
+    async def _on_loop(self, peer: tuple[int, int] | int | None, fn, *args, **kwargs):
+        """The call, on the client's loop, after making sure kurigram has the user's access hash
+        (`_peer_for`; in the same hop: a send costs one trip to the loop)."""
+        if isinstance(peer, int):
+            if not await self._knows(peer):
+                raise NotCached(peer)
+            self._remember_known(peer)
+        elif peer is not None:
+            await self.client.storage.update_peers([(peer[0], peer[1], "user", None)])
+            self._remember_known(peer[0])
+        return await fn(*args, **kwargs)
+
+    def _remember_known(self, user_id: int) -> None:
+        if len(self._known_peers) >= KNOWN_PEERS_MAX:  # a worker lives for millions of sends
+            self._known_peers.clear()  # forgotten ones are found in kurigram's storage again
+        self._known_peers.add(user_id)
+
+    def _input_peer(self, chat_id: int) -> raw.base.InputPeer | None:
+        """The user's InputPeer from the access hash the claim brought or runbot stored (no
+        kurigram storage write or read per send); None: kurigram resolves it (channels, groups,
+        users it met itself)."""
+        if chat_id <= 0:
+            return None
+        access_hash = self._peer_hashes.pop(chat_id, None)
+        if access_hash is None and chat_id not in self._known_peers and self.peers is not None:
+            access_hash = self.peers(chat_id)
+        if access_hash is None:
+            if chat_id in self._known_peers or self._run(self._knows(chat_id)):
+                return None
+            raise PeerUnknown(f"user {chat_id} has never written to the bot: no access hash")
+        return raw.types.InputPeerUser(user_id=chat_id, access_hash=access_hash)
+
+    # --- requests on the wire ---------------------------------------------------------------------
+
+    async def _invoke_many(
+        self, queries: list, *, write_by: float | None = None, one_sent: bool = False, ask_again: bool = True
+    ) -> list:
+        """Each query's answer (or the exception it raised), several in one MTProto container
+        (kurigram.invoke_many: each request serialized once, on the wire as this client sends;
+        `one_sent`: each sends one message, and only its id is read: a SentId)."""
+        wired = [q if isinstance(q, Written) and q.query is not None else Written(self._wire(q).write(), q) for q in queries]
+        return await invoke_many(self.client, wired, write_by=write_by, one_sent=one_sent, ask_again=ask_again)
+
+    def _wire(self, query: raw.core.TLObject) -> raw.core.TLObject:
+        """The request as it goes on the wire: a client without updates asks Telegram for none."""
+        return raw.functions.InvokeWithoutUpdates(query=query) if self.client.no_updates else query
+
+    async def _invoke(self, query, *, one_sent: bool = False):
+        """One request, sent as `_invoke_many` sends them; raises what kurigram's invoke raises."""
+        (answer,) = await self._invoke_many([query], one_sent=one_sent)
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
