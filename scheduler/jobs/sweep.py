@@ -1,4 +1,4 @@
-"""The durable-sweep loop (ARCHITECTURE.md, "Scheduled work"): claim a batch of due rows in a short
+"""The durable-sweep loop (docs/architecture.md, "Scheduled work: durable rows, swept"): claim a batch of due rows in a short
 transaction, work on them concurrently with no row lock held, record every result in bulk, and
 repeat until nothing is due or the time budget is spent. Queries per batch do not depend on its size.
 
@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Generic, Protocol, TypeVar
 
 from django.conf import settings
@@ -25,6 +26,11 @@ from botapp.telegram.gateway import BotUnauthorized
 from scheduler.jobs.registry import Outcome
 
 log = logging.getLogger(__name__)
+
+# Every sweep's lease: a row (or a broadcast's claim) whose sweeper is silent this long is taken
+# back (the reaper, scheduler/jobs/claims.py; the broadcast deleter's claim moves delete_at this
+# far on). Far longer than a claimed batch takes to work, so a live sweeper never loses its rows.
+LEASE = timedelta(minutes=5)
 
 Row = TypeVar("Row")
 Result = TypeVar("Result")
