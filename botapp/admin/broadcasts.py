@@ -345,8 +345,8 @@ class BroadcastAdmin(ModelAdmin):
         broadcast = self._broadcast(object_id)
         later = bool(broadcast.scheduled_at and broadcast.scheduled_at > clock.now())
         if request.method != "POST":
-            # Counted for the confirmation only: the start itself answers at once (0.57 s of a
-            # 0.7 s POST at 10,000,000 users was this count).
+            # Counted for the confirmation only: the start itself answers at once (at millions of
+            # users, this count was most of the POST's time; docs/benchmarks.md).
             audience, who = broadcast_recipients_text(broadcast=broadcast)
             if later:
                 when = f"{timezone.localtime(broadcast.scheduled_at):%Y-%m-%d %H:%M %Z}"

@@ -113,8 +113,8 @@ CLAIMS_DELETE = sql.SQL("DELETE FROM {} WHERE id = ANY(%s)").format(_CLAIMS).as_
 def deliveries_claim(broadcast_id: int, n: int, *, now: datetime, after: int = 0) -> list[Leased]:
     """Claim up to n pending deliveries of the broadcast above id `after`, lowest id first, rows
     of other senders' live claims skipped: one BroadcastClaim per run of rows between those
-    claims. No delivery row is written (a claim of 200 that set them `sending` cost ~8.7 ms, p50,
-    in PostgreSQL; the walk alone ~2.4 ms). One statement, the function `courier_broadcast_claim`
+    claims. No delivery row is written (a claim that set them `sending` cost PostgreSQL several
+    times the walk alone). One statement, the function `courier_broadcast_claim`
     (migration 0022: the lock, the claims, the walk of each gap). Called outside a transaction,
     its own commits the claims as it ends; inside one, the lock is held until that one ends."""
     with connection.cursor() as cursor:
@@ -481,7 +481,7 @@ job_register(
 def prepare_broadcasts(*, gateway=None, dry_run: bool = False, time_budget: float = 240.0) -> Outcome:
     """Make the delivery rows of started broadcasts too large to queue at once (services/
     broadcasts.py: START_ROWS are made when it starts), chunk by chunk while they are being sent.
-    The budget lets one run make ~10M rows on its own (beat's run each minute finds a broadcast
+    The budget lets one run make the rows of the largest broadcasts on its own (beat's run each minute finds a broadcast
     it is preparing locked, and leaves it)."""
     preparing = Broadcast.objects.filter(status__in=ACTIVE + (Broadcast.Status.PAUSED,), prepare_after__isnull=False)
     if dry_run:

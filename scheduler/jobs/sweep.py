@@ -125,7 +125,7 @@ class Sweep(Generic[Row, Result]):
 
         # The pool's calls report here as they complete; the loop sleeps until enough rows are back
         # for it to have something to do (a claim, a batch to record, the end) or a record is due,
-        # not once per call: at the free rate that wake-up per send was a fifth of a worker's CPU.
+        # not once per call: at the free rate that wake-up per send was a large share of a worker's CPU.
         done_lock = threading.Lock()
         woken = threading.Event()
         arrived = 0  # rows of completed calls not yet collected
@@ -284,11 +284,11 @@ def sends_in_flight(rate: float | None = None) -> int:
 
 
 # A sender records its results once a second, or once RECORD_ROWS are in where that takes longer:
-# a record is one transaction of several statements whatever its size. At the free rate, recorded
-# each second, records were a quarter of a worker's CPU; at 960/s, recorded every 200 results,
-# 0.19 s of CPU per 10,000 sends against 0.07 s once a second (side by side). Progress and counters
-# lag by that much (3.5 s at 28.8/s); a crash meanwhile loses nothing (the rows stay leased: the
-# reaper hands them back, and they go again with their random_ids).
+# a record is one transaction of several statements whatever its size, so recording more often
+# costs the worker CPU for nothing (at the paid rate, a record every few hundred results cost
+# far more CPU than one a second did). Progress and counters lag by that much; a crash meanwhile
+# loses nothing (the rows stay leased: the reaper hands them back, and they go again with their
+# random_ids).
 RECORD_ROWS = 100
 
 
