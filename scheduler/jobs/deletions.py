@@ -122,20 +122,8 @@ class DeletionSweep:
                 ids_update(PendingDeletion, [r.id for r in rows], status=ClaimStatus.CLAIMED, lease_until=now + LEASE)
         self.gateway.peers_remember({r.chat_id: r.access_hash for r in rows})
         cutoff = now - timedelta(seconds=settings.TELEGRAM_RANDOM_ID_WINDOW)
-        return [
-            Due(
-                r.id,
-                r.chat_id,
-                r.message_ids,
-                r.share_id,
-                r.notice_due,
-                r.created_at,
-                r.attempts,
-                r.notice_from,
-                late=r.notice_from is not None and r.notice_from < cutoff,
-            )
-            for r in rows
-        ]
+        # The row's columns but the access hash are Due's, in its order.
+        return [Due(*r[:-1], late=r.notice_from is not None and r.notice_from < cutoff) for r in rows]
 
     def _expired(self, due: Due, error: str = "") -> Done:
         """A row whose messages Telegram will not delete any more (the window closed before a try
