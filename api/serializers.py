@@ -14,12 +14,12 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from botapp import clock
-from botapp.admin.compose import ComposedMessageForm
 from botapp.models import Broadcast, BroadcastAttachment, BroadcastDelivery, StoredFile, TelegramUser
 from botapp.models.buttons import button_text_problem
 from botapp.models.files import MAX_BATCH, message_ids_problem
 from botapp.models.sequences import START_PAYLOAD_RE
 from botapp.services.broadcasts import PREPARED_IN
+from botapp.services.composed import ComposedMessageForm
 from botapp.services.files import bot_username_cached, deep_link
 from botapp.services.messages import MAX_RECIPIENTS, AttachmentSpec
 from botapp.telegram.limits import (

@@ -40,11 +40,10 @@ from django.test.utils import CaptureQueriesContext
 
 from botapp import clock
 from botapp.models import BotSettings, PendingDeletion, TelegramUser
-from botapp.services.autodelete import DeletionSweep
 from botapp.services.users import user_access_hash
 from botapp.telegram.limiter import BULK, RedisLimiter
 from offline.telegram.clients import offline_gateway
-from scheduler.jobs.deletions import delete_due_messages
+from scheduler.jobs.deletions import DeletionSweep, delete_due_messages
 
 BASE = 50_000_000  # run r's chat i (1..due) is user BASE + r * due + i
 BATCH, THREADS = 500, 8  # delete_due_messages's batch_size and sweep_outcome's concurrency (production)

@@ -3,7 +3,7 @@
 
 Django's RedisCacheClient.get_client builds a new `redis.Redis` for every cache operation, and
 redis-py 8's constructor fills several hundred response callbacks each time: in a profile of
-runbot's /start that was about a tenth of its CPU (three cache reads per update). A `redis.Redis`
+runbot's /start that was a visible share of its CPU (three cache reads per update). A `redis.Redis`
 is safe to share between threads (each command takes a connection from the pool), so one per pool
 does.
 """

@@ -1,10 +1,10 @@
 """A lookup by a unique column, compiled once: for the queries runbot makes on every update.
 
 `Model.objects.filter(col=value).first()` builds and compiles its SQL again on every call; for a
-one-row lookup that is most of the CPU (about 0.4 ms here, against 0.1 ms for the round trip
-itself). `row_by` keeps what the ORM compiled for the first call (its SQL, the columns and the
-value converters, JSONField's included) and only binds the new value, so it returns what
-`.first()` would, at about a third of the cost.
+one-row lookup that is most of the CPU (several times the round trip itself). `row_by` keeps what
+the ORM compiled for the first call (its SQL, the columns and the value converters, JSONField's
+included) and only binds the new value, so it returns what `.first()` would, for a fraction of
+the cost.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def _insert_sql(model: type[models.Model], alias: str):
 
 def row_insert(obj: M) -> M:
     """`obj.save()` of a new row whose primary key the database gives, as one INSERT compiled
-    once (`Model.objects.create` compiles it again on every call: twice the CPU of the round trip);
+    once (`Model.objects.create` compiles it again on every call: more CPU than the round trip);
     in the caller's transaction when there is one. Sends no save signals: for models nothing
     listens to. Returns `obj`, saved (its primary key set)."""
     model = type(obj)

@@ -94,21 +94,12 @@ class JobRunAdmin(InternalAdmin):
 
 
 @admin.register(BackgroundJob)
-class BackgroundJobAdmin(ModelAdmin):
+class BackgroundJobAdmin(InternalAdmin):
     """The jobs page: each job, its schedule in words, last and next run, stale or failing, the
     worker and beat heartbeats, and "Run now" (for operators with the run permission)."""
 
     search_fields = ("job",)
     list_filter = ("status",)
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
     def changelist_view(self, request, extra_context=None):
         if not request.user.has_perm("scheduler.view_jobrun"):

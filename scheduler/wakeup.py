@@ -83,8 +83,8 @@ _scripts: dict[str, object] = {}
 
 # What this process last learnt from Redis per (job, key): a due time (ms) the key holds or is
 # earlier than, until when (monotonic) it is trusted. A row due at or after it, while it is still
-# ahead, is covered without asking (runbot writes a deletion per /start: a Redis script call each,
-# ~0.2 ms of its CPU): the wake-up armed for it runs the job, which asks the database for the next
+# ahead, is covered without asking (runbot writes a deletion per /start: a Redis script call each
+# cost it CPU on every update): the wake-up armed for it runs the job, which asks the database for the next
 # due row (ours among them) and arms on; `later` is only ever replaced from the database too.
 # Trusted for NOTED_TTL at most, so a key Redis lost (flushed, failed over) is re-armed within it;
 # meanwhile beat's minute run is the safety net, as for any wake-up lost.

@@ -22,9 +22,9 @@ class TabularInline(UnfoldTabularInline):
 
 
 class InternalAdmin(ModelAdmin):
-    """A table the bot or a job writes: never added or edited by hand. `deletable` says whether an
-    operator may delete rows (only where nothing depends on them: a deleted delivery would lose the
-    message id its deletion needs)."""
+    """A table the bot or a job writes: never added or edited by hand (every read-only screen of
+    the console is one). `deletable` says whether an operator may delete rows (only where nothing
+    depends on them: a deleted delivery would lose the message id its deletion needs)."""
 
     deletable = False
     warn_unsaved_form = False

@@ -3,6 +3,9 @@ Send a test (each admin's result shown), Start sending… (a confirmation that s
 Cancel…, Duplicate as draft, and progress that updates by itself. Writes go through
 botapp/services/broadcasts.py."""
 
+from collections.abc import Callable
+from typing import TypeVar
+
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
@@ -45,6 +48,7 @@ from botapp.services.health import broker_problem, processes_state
 from botapp.telegram.limits import MESSAGE_ID_MAX
 
 ACTIVE = (Broadcast.Status.QUEUED, Broadcast.Status.SENDING)
+T = TypeVar("T")
 RECIPIENTS_SHOWN = 20  # listed users' ids on a broadcast's page; the rest counted
 
 
@@ -283,6 +287,18 @@ class BroadcastAdmin(ModelAdmin):
             },
         )
 
+    def _act(self, request, broadcast, act: Callable[[], T], done: Callable[[T], None]):
+        """The POST of an action: `act()` calls the service; its refusal (ValidationError) is shown
+        as an error, otherwise `done(what act returned)` tells the operator what happened. Then
+        back to the broadcast's page."""
+        try:
+            result = act()
+        except ValidationError as exc:
+            self.message_user(request, exc.messages[0], messages.ERROR)
+        else:
+            done(result)
+        return self._back(broadcast)
+
     def has_send_test_permission(self, request, object_id=None):
         return self.has_change_permission(request)
 
@@ -317,21 +333,20 @@ class BroadcastAdmin(ModelAdmin):
                 button="Send the test",
                 warning=broker_problem(),
             )
-        try:
-            broadcast_test_request(broadcast=broadcast, admin_count=len(admins))
-        except ValidationError as exc:
-            self.message_user(request, exc.messages[0], messages.ERROR)
-        else:
-            self.message_user(request, f"A test is on its way to {len(admins)} admin(s); their results appear below.")
-        return self._back(broadcast)
+        return self._act(
+            request,
+            broadcast,
+            lambda: broadcast_test_request(broadcast=broadcast, admin_count=len(admins)),
+            lambda _: self.message_user(request, f"A test is on its way to {len(admins)} admin(s); their results appear below."),
+        )
 
     @action(description="Start sending…", url_path="start", icon="send", variant=ActionVariant.PRIMARY, permissions=["start"])
     def start_sending(self, request, object_id):
         broadcast = self._broadcast(object_id)
         later = bool(broadcast.scheduled_at and broadcast.scheduled_at > clock.now())
         if request.method != "POST":
-            # Counted for the confirmation only: the start itself answers at once (0.57 s of a
-            # 0.7 s POST at 10,000,000 users was this count).
+            # Counted for the confirmation only: the start itself answers at once (at millions of
+            # users, this count was most of the POST's time; docs/benchmarks.md).
             audience, who = broadcast_recipients_text(broadcast=broadcast)
             if later:
                 when = f"{timezone.localtime(broadcast.scheduled_at):%Y-%m-%d %H:%M %Z}"
@@ -351,11 +366,15 @@ class BroadcastAdmin(ModelAdmin):
                 button="Schedule it" if later else f"Send to {audience:,} user{'s' if audience != 1 else ''}",
                 warning=broker_problem(),
             )
-        try:
-            total = broadcast_start(broadcast=broadcast)
-        except ValidationError as exc:
-            self.message_user(request, exc.messages[0], messages.ERROR)
-            return self._back(broadcast)
+        return self._act(
+            request,
+            broadcast,
+            lambda: broadcast_start(broadcast=broadcast),
+            lambda total: self._started(request, broadcast, total),
+        )
+
+    def _started(self, request, broadcast: Broadcast, total: int) -> None:
+        """What Start sending… tells the operator once `total` deliveries are queued (or scheduled)."""
         users = f"{total:,} users"
         if broadcast.prepare_after is not None:  # too many to queue at once: a worker makes the rest
             users = f"the first {total:,} users (a worker is preparing the rest)"
@@ -377,7 +396,6 @@ class BroadcastAdmin(ModelAdmin):
             )
         else:
             self.message_user(request, f"Sending to {users}: progress below updates by itself.")
-        return self._back(broadcast)
 
     @action(description="Resume…", url_path="resume", icon="play_arrow", variant=ActionVariant.PRIMARY, permissions=["resume"])
     def resume_sending(self, request, object_id):
@@ -391,13 +409,12 @@ class BroadcastAdmin(ModelAdmin):
                 lines=[broadcast.paused_reason, f"{pending:,} users have not got it yet; sending to them starts again."],
                 button="Resume sending",
             )
-        try:
-            left = broadcast_resume(broadcast=broadcast)
-        except ValidationError as exc:
-            self.message_user(request, exc.messages[0], messages.ERROR)
-        else:
-            self.message_user(request, f"Resumed: sending to the {left:,} users left.")
-        return self._back(broadcast)
+        return self._act(
+            request,
+            broadcast,
+            lambda: broadcast_resume(broadcast=broadcast),
+            lambda left: self.message_user(request, f"Resumed: sending to the {left:,} users left."),
+        )
 
     def render_change_form(self, request, context, add=False, change=False, form_url="", obj=None):
         if obj is not None and obj.status == Broadcast.Status.PAUSED and request.method == "GET":
@@ -423,13 +440,14 @@ class BroadcastAdmin(ModelAdmin):
                 button="Cancel sending",
                 danger=True,
             )
-        try:
-            left = broadcast_cancel(broadcast=broadcast)
-        except ValidationError as exc:
-            self.message_user(request, exc.messages[0], messages.ERROR)
-        else:
-            self.message_user(request, f"Cancelled; {left:,} users will not get it{_unprepared(broadcast)}.", messages.WARNING)
-        return self._back(broadcast)
+        return self._act(
+            request,
+            broadcast,
+            lambda: broadcast_cancel(broadcast=broadcast),
+            lambda left: self.message_user(
+                request, f"Cancelled; {left:,} users will not get it{_unprepared(broadcast)}.", messages.WARNING
+            ),
+        )
 
     @action(description="Duplicate as draft", url_path="duplicate", icon="content_copy", permissions=["duplicate"])
     def duplicate(self, request, object_id):

@@ -2,7 +2,7 @@
 
 from django.contrib import admin, messages
 
-from botapp.admin.base import ModelAdmin
+from botapp.admin.base import InternalAdmin, ModelAdmin
 from botapp.models import AdminCommand, PremiumPlan, UserBan
 from botapp.services.moderation import user_unban
 from botapp.services.premium import premium_revoke
@@ -50,19 +50,10 @@ class UserBanAdmin(ModelAdmin):
 
 
 @admin.register(AdminCommand)
-class AdminCommandAdmin(ModelAdmin):
+class AdminCommandAdmin(InternalAdmin):
     """What admins asked of the bot: read only."""
 
     list_display = ("created_at", "admin_id", "command", "arguments", "ok", "result")
     list_filter = ("command", "ok", "created_at")
     search_fields = ("=admin_id", "arguments", "result")
     date_hierarchy = "created_at"
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False

@@ -1,10 +1,10 @@
 """Autovacuum for broadcast deliveries: every send updates its row twice (pending → sending → sent)
-and neither update can be HOT (status is in the partial indexes' predicates), so a 10M-user
-broadcast leaves ~20M dead row versions and their index entries. PostgreSQL's default vacuums a
-table after 20 % of it is dead (2M+ rows here), and until then the sender's claim walks the dead
-entries of `delivery_pending` (91 ms for the first claim after 500k of 5M rows were sent). Here a
-vacuum follows every ~1 % (+10,000 rows), about once a minute at 1000 sends/s on a 5M-row table, and
-the planner's statistics keep up with a table that grows by millions at a time."""
+and neither update can be HOT (status is in the partial indexes' predicates), so a large
+broadcast leaves two dead row versions per user and their index entries. PostgreSQL's default
+vacuums a table after 20 % of it is dead, and until then the sender's claim walks the dead entries
+of `delivery_pending`, slower with every send. Here a vacuum follows every 1 % (+10,000 rows), often
+while a broadcast is sent, and the planner's statistics keep up with a table that grows by millions
+at a time."""
 
 from django.db import migrations
 

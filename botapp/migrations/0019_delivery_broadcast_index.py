@@ -1,6 +1,6 @@
 """Broadcast deliveries lose the index of their broadcast_id alone: the unique (broadcast, user)
 index starts with it and serves every lookup by broadcast (the cascade of a deleted broadcast
-included). ~12 bytes of every row (6 %) and an index write per row made. Only the index is dropped:
+included), and cost space in every row and an index write per row made. Only the index is dropped:
 Django's AlterField would also drop and re-add the foreign key, re-checking every row."""
 
 import django.db.models.deletion

@@ -1,6 +1,7 @@
 """Broadcast claims: a sender leases a range of a broadcast's delivery rows with one BroadcastClaim
-row instead of setting every row `sending` (a non-HOT update of 200 rows, ~1,400 WAL records and
-four index entries a row: ~5 ms of the claim's ~7 in PostgreSQL). The rows stay `pending`.
+row instead of setting every row `sending` (a non-HOT update of every row of the batch, with its
+WAL records and four index entries a row: most of the claim's time in PostgreSQL). The rows stay
+`pending`.
 
 Only adds a table. Senders of the code before it still set rows `sending` (the reaper settles those
 as before), but they do not know the claims: an old worker could take rows a new one has claimed

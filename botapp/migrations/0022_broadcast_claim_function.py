@@ -1,7 +1,7 @@
 """A broadcast claim in one round trip: the function `courier_broadcast_claim` takes the claim
 lock, reads the live claims and walks and claims each gap between them, where the sender used to
 send three statements inside a transaction of its own (BEGIN, the lock, the claims, the walk,
-COMMIT: five round trips, ~1.5 ms of a ~3 ms claim at 10M rows). The sender calls it outside a
+COMMIT: five round trips, about half the claim's time). The sender calls it outside a
 transaction: the statement's own transaction holds the lock and commits the claims.
 
 In PL/pgSQL each statement of a VOLATILE function takes a new snapshot (READ COMMITTED, Django's

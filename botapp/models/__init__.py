@@ -1,5 +1,5 @@
 """Courier's data, one module per capability. Every future action is a row with a due time and a
-status (see ARCHITECTURE.md); each index names the query it serves."""
+status (docs/architecture.md, "Scheduled work: durable rows, swept"); each index names the query it serves."""
 
 from botapp.models.access import ChannelJoinRequest, CounterEntry, DailyStat, DailyTokenCount, ForceSubChannel, VerificationToken
 from botapp.models.broadcasts import Broadcast, BroadcastAttachment, BroadcastClaim, BroadcastDelivery

@@ -145,8 +145,8 @@ class BroadcastDelivery(OutgoingSend):
         SendStatus.NOT_USER,
     )
 
-    # No index of its own: the unique (broadcast, user) index starts with it (a second one cost ~12
-    # bytes of every row, 6 %, and an index write per row made).
+    # No index of its own: the unique (broadcast, user) index starts with it (a second one cost
+    # space in every row and an index write per row made).
     broadcast = models.ForeignKey(Broadcast, on_delete=models.CASCADE, related_name="deliveries", db_index=False)
     user = models.ForeignKey(TelegramUser, on_delete=models.CASCADE, related_name="broadcast_deliveries")
     delete_at = models.DateTimeField(null=True, blank=True)
@@ -160,7 +160,7 @@ class BroadcastDelivery(OutgoingSend):
             # Rows being sent, one index for two queries: "is the broadcast done?" (no pending row,
             # above, and none here, without a scan of all its rows) and the reaper's (sends whose
             # lease ran out: a walk of this small index). One index entry per claimed row, not two
-            # (migration 0020: a separate (lease_until) index cost ~15 % of the claim).
+            # (migration 0020: a separate (lease_until) index made every claim slower).
             models.Index(fields=["broadcast", "lease_until"], name="delivery_sending", condition=Q(status="sending")),
             # The broadcast deleter's claim: sent messages whose lifetime is over.
             models.Index(fields=["delete_at"], name="delivery_delete_due", condition=Q(status="sent", delete_at__isnull=False)),
@@ -177,9 +177,9 @@ class BroadcastDelivery(OutgoingSend):
 class BroadcastClaim(models.Model):
     """A sender's lease on the rows of a broadcast with ids in [first_id, last_id]: the pending rows
     of that range when it was claimed, which one worker is sending. The rows stay `pending` while
-    claimed: a claim writes one row here, not every delivery (leasing 200 rows by setting them
-    `sending` wrote ~1,400 WAL records and an entry into four indexes per row, ~5 ms of the claim's
-    7; scheduler/jobs/broadcast_send.py `deliveries_claim`, which calls migration 0022's function
+    claimed: a claim writes one row here, not every delivery (leasing a batch by setting its rows
+    `sending` wrote WAL records and an entry into four indexes per row, most of the claim's time;
+    scheduler/jobs/broadcast_send.py `deliveries_claim`, which calls migration 0022's function
     `courier_broadcast_claim`). A claim's range never holds another's (a sender's walk stops at
     each live claim), and only one sender walks a broadcast at a time.
 

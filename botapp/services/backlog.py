@@ -40,8 +40,8 @@ def _due(rows, field: str, now: datetime) -> tuple[int, datetime | None]:
 def deliveries_left() -> tuple[int, datetime | None]:
     """Deliveries of broadcasts being sent that are not settled yet (pending or in flight), due
     since their broadcast started. Read off each broadcast's counters (its rows made, less those
-    recorded), one row per broadcast: counting the pending rows walked ~10,000,000 index entries
-    at every scrape of a 10M-user broadcast."""
+    recorded), one row per broadcast: counting the pending rows walked an index entry per
+    recipient at every scrape."""
     active = (Broadcast.Status.QUEUED, Broadcast.Status.SENDING)
     settled = F("sent") + F("failed") + F("blocked") + F("skipped") + F("interrupted") + F("not_users")
     left = Broadcast.objects.filter(status__in=active).annotate(left=F("total") - settled).filter(left__gt=0)

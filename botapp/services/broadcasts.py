@@ -229,12 +229,12 @@ def broadcasts_start_due() -> int:
 
 
 # Starting a broadcast answers at once whatever its audience (the admin's view, the API's, /broadcast;
-# gunicorn's 30 s timeout killed a start above ~1.8M users when every row was made in the request).
+# gunicorn's timeout killed a start of a few million users when every row was made in the request).
 # The request makes the first START_ROWS delivery rows, so a broadcast to that many or fewer is
 # queued whole and at once, and sending starts with them; a worker makes the rest
 # (`broadcasts_prepare`, the job `prepare_broadcasts`), PREPARE_CHUNK rows per transaction.
-# A row costs ~15 µs to make on PostgreSQL (the INSERT … SELECT and its indexes): ~0.15 s for the
-# first rows, ~0.75 s a chunk (docs/benchmarks.md).
+# Both are sized so that the request's rows take a fraction of a second and a chunk's transaction
+# stays short (the INSERT … SELECT and its indexes; docs/benchmarks.md has the figures).
 START_ROWS = 10_000
 PREPARE_CHUNK = 50_000
 # Statuses in which rows are still made: a paused broadcast is one whose sending stopped.
@@ -309,7 +309,8 @@ def _rows_make(broadcast: Broadcast, *, after: int | None, limit: int) -> tuple[
 
 
 def _audience_left(broadcast: Broadcast, *, after: int) -> int:
-    """Recipients past `after` whose rows are still to be made (one count: ~1 s at 10M users)."""
+    """Recipients past `after` whose rows are still to be made (one count, slow at millions of users:
+    asked once per broadcast prepared, not per chunk)."""
     if broadcast.audience == Broadcast.Audience.USERS:
         listed = list(broadcast.recipient_ids)
         return len(set(listed[after:]) - set(listed[:after]))
@@ -403,7 +404,7 @@ def broadcasts_settled(*, broadcasts):
     """Those of the broadcasts none of whose rows is pending or being sent. One NOT EXISTS per
     status, each a look into its partial index (`delivery_pending`, `delivery_sending`): asked as
     one `status IN ('pending', 'sending')`, PostgreSQL matched neither index and scanned the whole
-    table (84 ms at 1,000,000 rows, the reaper's every minute; 0.14 ms so)."""
+    table, in the reaper's every minute."""
     Status = BroadcastDelivery.Status
     left = {s: BroadcastDelivery.objects.filter(broadcast=OuterRef("pk"), status=s) for s in (Status.PENDING, Status.SENDING)}
     return broadcasts.exclude(Exists(left[Status.PENDING])).exclude(Exists(left[Status.SENDING]))

@@ -7,7 +7,7 @@ from datetime import datetime
 
 from django.core.exceptions import ValidationError
 
-from botapp.models import StoredFile
+from botapp.models import BotSettings, StoredFile
 from botapp.models.files import MAX_BATCH as MAX_BATCH  # where callers have always found it
 from botapp.models.files import message_ids_validate
 from botapp.telegram.limits import DELETE_WINDOW_MINUTES, channel_id_problem
@@ -51,9 +51,21 @@ def file_store(
 
 def bot_username_cached() -> str:
     """The bot's username as runbot last saw it, from the cached settings: a list of links costs no query."""
-    from botapp.models import BotSettings
-
     return BotSettings.load().bot_username
+
+
+def bot_username_record(*, username: str) -> str:
+    """Record the bot's username in Bot settings (links need it), as runbot and the sandbox start.
+    Reads the row itself, not the cache: a cached copy of a row that is gone (a database restored
+    or emptied while Redis kept it) made the update affect no row, and runbot died at start.
+    Returns the username."""
+    if not username:
+        return username
+    conf, _ = BotSettings.objects.get_or_create(pk=1)
+    if conf.bot_username != username:
+        conf.bot_username = username
+        conf.save(update_fields=["bot_username"])
+    return username
 
 
 def deep_link(*, bot_username: str, payload: str) -> str:

@@ -2,7 +2,7 @@
 (Broadcast.delete_after_minutes). Sweeps BroadcastDelivery rows like the message deleter does, by
 the same rule (botapp/services/autodelete.py): a deletion Telegram did not make (an outage, a
 FloodWait, any refusal, a row handed back) is tried again at the job's next run (hourly; at least
-LEASE later), until Telegram's 48 h window closes. A message whose window closed before a try, or
+the sweeps' LEASE later), until Telegram's 48 h window closes. A message whose window closed before a try, or
 whose try failed in the window's last minute (LAST_TRY), is `expired` (logged at WARNING, counted
 on the dashboard), never `deleted`."""
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import NamedTuple
 
 from django.db import transaction
@@ -22,12 +22,11 @@ from botapp.services.autodelete import deletion_last_try
 from botapp.telegram.gateway import DELETE_CHUNK, FloodWait, Gateway, TelegramError, TransientError
 from botapp.telegram.limits import DELETE_WINDOW
 from scheduler.jobs.registry import Job, Outcome, job_register
-from scheduler.jobs.sweep import sweep_outcome
+from scheduler.jobs.sweep import LEASE, sweep_outcome
 
 log = logging.getLogger(__name__)
 
 Status = BroadcastDelivery.Status
-LEASE = timedelta(minutes=10)  # a claimed row's delete_at moves this far on: a dead sweeper's rows come due again
 EXPIRED = "not deleted: Telegram's 48 h window closed first, the message stays in the chat"
 
 
@@ -58,7 +57,7 @@ class BroadcastDeletionSweep:
                 .order_by("delete_at")
                 .values_list("id", "chat_id", "message_id", "sent_at", "user__access_hash", named=True)[:n]
             )
-            # Pushing delete_at forward is the lease: a dead sweeper's rows come due again later.
+            # Pushing delete_at forward by LEASE is the lease: a dead sweeper's rows come due again.
             if rows:
                 ids_update(BroadcastDelivery, [r.id for r in rows], delete_at=now + LEASE)
         self.gateway.peers_remember({r.chat_id: r.user__access_hash for r in rows})

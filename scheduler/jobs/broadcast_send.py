@@ -26,6 +26,7 @@ from typing import NamedTuple
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Exists, F, OuterRef
+from psycopg import sql
 
 from botapp import clock
 from botapp.metrics import sends_count
@@ -47,12 +48,11 @@ from botapp.signals import work_scheduled_announce
 from botapp.telegram.gateway import CopyIncomplete, Gateway, PeerUnknown, SendItem, Sent, TelegramError
 from scheduler.jobs.bulk import rows_update
 from scheduler.jobs.registry import Job, Outcome, job_register
-from scheduler.jobs.sweep import message_or_error, sends_outcome
+from scheduler.jobs.sweep import LEASE, message_or_error, sends_outcome
 
 log = logging.getLogger(__name__)
 
 Status = BroadcastDelivery.Status
-LEASE = timedelta(minutes=5)
 ACTIVE_TTL = 2.0  # seconds between two looks at which broadcasts are being sent
 ACTIVE = (Broadcast.Status.QUEUED, Broadcast.Status.SENDING)
 HANDED_BACK = "handed back: "  # a row's error when a bug sent it back untouched
@@ -98,15 +98,23 @@ class Result:
 LATE = "outcome unknown, and its random_id is past TELEGRAM_RANDOM_ID_WINDOW: not sent again"
 
 # pg_advisory_xact_lock(CLAIM_LOCK, broadcast id): one sender walks a broadcast's rows at a time,
-# so no two claims take the same rows (a claim is ~1-2 ms: senders queue on it for no longer).
+# so no two claims take the same rows (a claim is one short statement: senders queue on it for no
+# longer).
 CLAIM_LOCK = 0x62636C6D  # "bclm"
+
+# A record's claims, locked until it commits (the reaper skips a claim being recorded), and those
+# whose last rows it records, deleted: the claim ids go as parameters, the table's name is quoted
+# once here.
+_CLAIMS = sql.Identifier(BroadcastClaim._meta.db_table)
+CLAIMS_LOCK = sql.SQL("SELECT id FROM {} WHERE id = ANY(%s) ORDER BY id FOR UPDATE").format(_CLAIMS).as_string()
+CLAIMS_DELETE = sql.SQL("DELETE FROM {} WHERE id = ANY(%s)").format(_CLAIMS).as_string()
 
 
 def deliveries_claim(broadcast_id: int, n: int, *, now: datetime, after: int = 0) -> list[Leased]:
     """Claim up to n pending deliveries of the broadcast above id `after`, lowest id first, rows
     of other senders' live claims skipped: one BroadcastClaim per run of rows between those
-    claims. No delivery row is written (a claim of 200 that set them `sending` cost ~8.7 ms, p50,
-    in PostgreSQL; the walk alone ~2.4 ms). One statement, the function `courier_broadcast_claim`
+    claims. No delivery row is written (a claim that set them `sending` cost PostgreSQL several
+    times the walk alone). One statement, the function `courier_broadcast_claim`
     (migration 0022: the lock, the claims, the walk of each gap). Called outside a transaction,
     its own commits the claims as it ends; inside one, the lock is held until that one ends."""
     with connection.cursor() as cursor:
@@ -118,28 +126,82 @@ def deliveries_claim(broadcast_id: int, n: int, *, now: datetime, after: int = 0
 
 
 @dataclass
+class RunProgress:
+    """What this run has done to each broadcast it sends, so that each is done once per run."""
+
+    started: set[int] = field(default_factory=set)  # marked sending
+    # Whose pending rows it has seen run out: only their completion is checked, when the run
+    # records results of theirs, or at once when it has none left to record.
+    drained: set[int] = field(default_factory=set)
+    handbacks_noted: set[int] = field(default_factory=set)  # whose handback it noted
+
+
+@dataclass
+class ClaimBooks:
+    """The rows this run has leased and not yet recorded, and their claims."""
+
+    # Per broadcast, the highest row leased: the next claim's index walk starts there, not at the
+    # broadcast's first row past every entry its sent rows left behind (until VACUUM, a broadcast
+    # of millions walked thousands of index pages to find its first pending row).
+    upto: dict[int, int] = field(default_factory=dict)
+    of: dict[int, int] = field(default_factory=dict)  # a leased row's BroadcastClaim
+    left: collections.Counter = field(default_factory=collections.Counter)  # per claim: its rows not yet recorded
+    unrecorded: collections.Counter = field(default_factory=collections.Counter)  # per broadcast
+
+    def book(self, leased: list[Leased]) -> list[Leased]:
+        """One claim's rows (one broadcast's, by id), booked: leased, not yet recorded."""
+        if leased:
+            broadcast_id = leased[0].broadcast_id
+            self.upto[broadcast_id] = max(self.upto.get(broadcast_id, 0), leased[-1].id)
+            self.unrecorded[broadcast_id] += len(leased)
+            for r in leased:
+                self.of[r.id] = r.claim
+            self.left.update(r.claim for r in leased)
+        return leased
+
+    def recorded(self, results: list[Result], *, done: list[int]) -> None:
+        """These results' record committed: their rows leave the books (those whose claim the
+        reaper took were not written, and are forgotten too), and so do the claims whose last rows
+        they were (`done`, deleted by the record)."""
+        claims = collections.Counter()
+        for r in results:
+            claim = self.of.pop(r.id)
+            claims[claim] += 1
+            self.unrecorded[r.broadcast_id] -= 1
+        self.left.subtract(claims)
+        for c in done:
+            del self.left[c]
+
+
+@dataclass
+class ActiveBroadcasts:
+    """The broadcasts being sent, oldest first: looked up again every ACTIVE_TTL seconds, not at
+    every claim (the query cost the worker more CPU than leasing a batch of rows)."""
+
+    ids: list[int] = field(default_factory=list)
+    looked_at: float | None = None  # monotonic()
+
+    def current(self) -> list[int]:
+        if self.looked_at is None or monotonic() - self.looked_at >= ACTIVE_TTL:
+            # A message whose files are not all on Telegram yet waits for attachments_upload.
+            not_uploaded = BroadcastAttachment.objects.filter(broadcast=OuterRef("pk"), file_id="")
+            active = Broadcast.objects.filter(status__in=ACTIVE).exclude(Exists(not_uploaded))
+            self.ids = list(active.order_by("id").values_list("id", flat=True))
+            self.looked_at = monotonic()
+        return self.ids
+
+
+@dataclass
 class BroadcastSendSweep:
     gateway: Gateway
+    window: SendWindow = field(default_factory=SendWindow)  # Bot settings' send window (default: always open)
+    optout: str = ""  # the opt-out button's text under every broadcast ("": none)
     # Each broadcast's message, built once per run; or why it cannot be built (PUBLIC_URL removed
     # after a tracked button was composed): its rows are then handed back untouched by `work`.
     messages: dict[int, BroadcastMessage | Exception] = field(default_factory=dict)
-    started: set[int] = field(default_factory=set)  # broadcasts this run has marked sending
-    # Broadcasts whose pending rows this run has seen run out: only their completion is checked,
-    # when the run records results of theirs, or at once when it has none left to record.
-    drained: set[int] = field(default_factory=set)
-    unrecorded: collections.Counter = field(default_factory=collections.Counter)  # leased, not yet recorded
-    handbacks_noted: set[int] = field(default_factory=set)  # broadcasts whose handback this run noted
-    streaking: set[int] = field(default_factory=set)  # active broadcasts with an error streak
-    window: SendWindow = field(default_factory=SendWindow)  # Bot settings' send window (default: always open)
-    optout: str = ""  # the opt-out button's text under every broadcast ("": none)
-    _active_ids: list[int] = field(default_factory=list)
-    _active_at: float | None = None
-    # Per broadcast, the highest row this run leased: the next claim's index walk starts there, not
-    # at the broadcast's first row past every entry its sent rows left behind (until VACUUM, a
-    # 5M-row broadcast's first claim after 500k sends walked ~1,900 index pages: 91 ms).
-    claimed_upto: dict[int, int] = field(default_factory=dict)
-    claim_of: dict[int, int] = field(default_factory=dict)  # a claimed row's BroadcastClaim, until recorded
-    claim_left: collections.Counter = field(default_factory=collections.Counter)  # per claim: rows not yet recorded
+    progress: RunProgress = field(default_factory=RunProgress)
+    claims: ClaimBooks = field(default_factory=ClaimBooks)
+    active: ActiveBroadcasts = field(default_factory=ActiveBroadcasts)
 
     def claim(self, n: int) -> list[Delivery]:
         """Up to n pending deliveries, oldest broadcast first. One broadcast at a time, so the
@@ -151,17 +213,17 @@ class BroadcastSendSweep:
         rows: list[Leased] = []
         # No transaction of ours: each claim is one statement that commits as it ends (migration
         # 0022: three round trips fewer), and is in this run's books before the next is asked.
-        for broadcast_id in self._active():
+        for broadcast_id in self.active.current():
             wanted = n - len(rows)
-            after = self.claimed_upto.get(broadcast_id, 0)
-            leased = self._book(deliveries_claim(broadcast_id, wanted, now=now, after=after))
+            after = self.claims.upto.get(broadcast_id, 0)
+            leased = self.claims.book(deliveries_claim(broadcast_id, wanted, now=now, after=after))
             if len(leased) < wanted and after:
                 # Rows below the mark may be pending again (handed back, a FloodWait's, the
                 # reaper's): one walk from the start before the broadcast counts as drained.
-                leased += self._book(deliveries_claim(broadcast_id, wanted - len(leased), now=now))
-            if len(leased) < wanted and broadcast_id not in self.drained:
-                self.drained.add(broadcast_id)
-                if not leased and not self.unrecorded[broadcast_id]:  # no record of ours will ask
+                leased += self.claims.book(deliveries_claim(broadcast_id, wanted - len(leased), now=now))
+            if len(leased) < wanted and broadcast_id not in self.progress.drained:
+                self.progress.drained.add(broadcast_id)
+                if not leased and not self.claims.unrecorded[broadcast_id]:  # no record of ours will ask
                     broadcasts_finish(broadcast_ids=[broadcast_id])
             rows += leased
             if len(rows) >= n:
@@ -169,9 +231,9 @@ class BroadcastSendSweep:
         if not rows:
             return []
         ids = {r.broadcast_id for r in rows}
-        if ids - self.started:  # once per broadcast and run, not once per batch
+        if ids - self.progress.started:  # once per broadcast and run, not once per batch
             Broadcast.objects.filter(id__in=ids, status=Broadcast.Status.QUEUED).update(status=Broadcast.Status.SENDING)
-            self.started |= ids
+            self.progress.started |= ids
         self.gateway.peers_remember({r.chat_id: r.access_hash for r in rows})
         missing = ids - set(self.messages)
         if missing:  # broadcast bodies are loaded once per run, not once per batch
@@ -194,33 +256,9 @@ class BroadcastSendSweep:
             for r in rows
         ]
 
-    def _book(self, leased: list[Leased]) -> list[Leased]:
-        """One claim's rows (one broadcast's, by id), in this run's books: leased, not yet recorded."""
-        if leased:
-            broadcast_id = leased[0].broadcast_id
-            self.claimed_upto[broadcast_id] = max(self.claimed_upto.get(broadcast_id, 0), leased[-1].id)
-            self.unrecorded[broadcast_id] += len(leased)
-            for r in leased:
-                self.claim_of[r.id] = r.claim
-            self.claim_left.update(r.claim for r in leased)
-        return leased
-
     def _key(self, row: Delivery) -> str:
         message = self.messages[row.broadcast_id]
         return send_key(kind="b", row_id=row.id, made_at=message.made_at) if isinstance(message, BroadcastMessage) else ""
-
-    def _active(self) -> list[int]:
-        """The broadcasts being sent, oldest first: looked up again every ACTIVE_TTL seconds, not
-        at every claim (the query cost the worker more CPU than leasing 200 rows)."""
-        if self._active_at is None or monotonic() - self._active_at >= ACTIVE_TTL:
-            # A message whose files are not all on Telegram yet waits for attachments_upload.
-            not_uploaded = BroadcastAttachment.objects.filter(broadcast=OuterRef("pk"), file_id="")
-            active = Broadcast.objects.filter(status__in=ACTIVE).exclude(Exists(not_uploaded))
-            rows = list(active.order_by("id").values_list("id", "error_streak"))
-            self._active_ids = [pk for pk, _ in rows]
-            self.streaking = {pk for pk, streak in rows if streak}
-            self._active_at = monotonic()
-        return self._active_ids
 
     def work(self, row: Delivery) -> Result:
         if row.skip:
@@ -309,15 +347,14 @@ class BroadcastSendSweep:
         rows to the next sender: their results here are dropped, not written over that sender's.
         With them, what to note once the record has committed (a record that fails changes nothing:
         the sweep's last try records the same results again)."""
-        claim = {r.id: self.claim_of[r.id] for r in results}
+        claim = {r.id: self.claims.of[r.id] for r in results}
         claims = collections.Counter(claim.values())
-        done = [c for c, n in claims.items() if self.claim_left[c] <= n]
-        table = BroadcastClaim._meta.db_table
+        done = [c for c, n in claims.items() if self.claims.left[c] <= n]
         with connection.cursor() as cursor:
-            cursor.execute(f"SELECT id FROM {table} WHERE id = ANY(%s) ORDER BY id FOR UPDATE", [sorted(claims)])
+            cursor.execute(CLAIMS_LOCK, [sorted(claims)])
             live = {row[0] for row in cursor.fetchall()}
             if done:
-                cursor.execute(f"DELETE FROM {table} WHERE id = ANY(%s)", [done])
+                cursor.execute(CLAIMS_DELETE, [done])
         kept = results if len(live) == len(claims) else [r for r in results if claim[r.id] in live]
         if len(kept) < len(results):
             log.error(
@@ -325,17 +362,7 @@ class BroadcastSendSweep:
                 "their rows to the next sender (same random_id: Telegram delivers each once)",
                 len(results) - len(kept), sorted(set(claims) - live),
             )  # fmt: skip
-
-        def committed() -> None:
-            for r in results:
-                del self.claim_of[r.id]
-                if claim[r.id] not in live:
-                    self.unrecorded[r.broadcast_id] -= 1
-            self.claim_left.subtract(claims)
-            for c in done:
-                del self.claim_left[c]
-
-        return kept, committed
+        return kept, functools.partial(self.claims.recorded, results, done=done)
 
     def record(self, results: list[Result]) -> tuple[int, int]:
         with transaction.atomic():  # results and the counters they move, together
@@ -384,12 +411,12 @@ class BroadcastSendSweep:
                 broadcast_ids={r.broadcast_id for r in results if r.status != Status.PENDING} - handed.keys()
             )
             for broadcast_id, error in handed.items():
-                if broadcast_id not in self.handbacks_noted:
-                    self.handbacks_noted.add(broadcast_id)
+                if broadcast_id not in self.progress.handbacks_noted:
+                    self.progress.handbacks_noted.add(broadcast_id)
                     broadcast_handback_note(broadcast_id=broadcast_id, error=error)
             # Done when nothing is pending or being sent. Only a worker that has seen the pending
             # rows run out asks (it, or another that did, records the last results).
-            broadcasts_finish(broadcast_ids=[b for b in counts if b in self.drained])
+            broadcasts_finish(broadcast_ids=[b for b in counts if b in self.progress.drained])
             reported = [b for b in counts if getattr(self.messages[b], "reported", False)]  # /broadcast's progress message
             if reported:  # edited once committed: no row lock held during the call
                 transaction.on_commit(lambda: broadcasts_report(gateway=self.gateway, broadcast_ids=reported))
@@ -397,9 +424,7 @@ class BroadcastSendSweep:
                 sum(r.status != Status.PENDING for r in results),
                 sum(r.status in (Status.FAILED, Status.PENDING) for r in results),
             )
-        claimed()
-        for broadcast_id, c in counts.items():  # once committed: a record tried again counts once
-            self.unrecorded[broadcast_id] -= c.total()
+        claimed()  # once committed: a record tried again counts once
         return outcome
 
 
@@ -456,7 +481,7 @@ job_register(
 def prepare_broadcasts(*, gateway=None, dry_run: bool = False, time_budget: float = 240.0) -> Outcome:
     """Make the delivery rows of started broadcasts too large to queue at once (services/
     broadcasts.py: START_ROWS are made when it starts), chunk by chunk while they are being sent.
-    The budget lets one run make ~10M rows on its own (beat's run each minute finds a broadcast
+    The budget lets one run make the rows of the largest broadcasts on its own (beat's run each minute finds a broadcast
     it is preparing locked, and leaves it)."""
     preparing = Broadcast.objects.filter(status__in=ACTIVE + (Broadcast.Status.PAUSED,), prepare_after__isnull=False)
     if dry_run:

@@ -9,7 +9,7 @@
   (when it was claimed): it is sent again with the same random_id, which Telegram delivers at most
   once. When that is more than TELEGRAM_RANDOM_ID_WINDOW ago, it becomes `interrupted` instead and
   is never re-sent (Telegram may have forgotten the random_id). The reaper runs every minute, so a
-  row a dead worker held comes back within its lease (LEASE_MAX) and a minute. A broadcast's rows
+  row a dead worker held comes back within its lease (LEASE) and a minute. A broadcast's rows
   are held by a BroadcastClaim (they stay `pending`): its rows still pending get `retry_from` and
   the claim goes; a sequence message (and a delivery claimed before migration 0021) is `sending`.
 - (A pending deletion still `delivering` DELIVERY_GRACE after it was written, runbot having died
@@ -32,18 +32,15 @@ from django.db.models.functions import Coalesce
 
 from botapp import clock
 from botapp.models import Broadcast, BroadcastClaim, BroadcastDelivery, ClaimStatus, PendingDeletion, SequenceMessage
-from botapp.services.autodelete import LEASE as DELETION_LEASE
 from botapp.services.broadcasts import broadcasts_settled
 from scheduler.jobs.registry import Job, Outcome, job_register
+from scheduler.jobs.sweep import LEASE
 from scheduler.models import JobRun
 
 log = logging.getLogger(__name__)
 
 # A run older than this cannot still be running: Celery kills a task at CELERY_TASK_TIME_LIMIT.
 RUN_GRACE = timedelta(minutes=1)
-# The senders' lease (scheduler/jobs/broadcast_send.py, sequence_send.py: 5 minutes): the claim of a
-# reaped row was made this long before its lease ran out.
-LEASE_MAX = timedelta(minutes=5)
 
 
 def reap_expired_claims(*, gateway=None, dry_run: bool = False) -> Outcome:
@@ -63,7 +60,7 @@ def reap_expired_claims(*, gateway=None, dry_run: bool = False) -> Outcome:
         )
     window = timedelta(seconds=settings.TELEGRAM_RANDOM_ID_WINDOW)
     # The notice of unknown outcome: since its first such attempt, or this claim.
-    noticed = Q(notice_from__lt=now - window) | Q(notice_from__isnull=True, lease_until__lt=now - window + DELETION_LEASE)
+    noticed = Q(notice_from__lt=now - window) | Q(notice_from__isnull=True, lease_until__lt=now - window + LEASE)
     given_up = list(deletions.filter(noticed, notice_due=True).values_list("id", flat=True))
     if given_up:
         log.warning(
@@ -72,12 +69,13 @@ def reap_expired_claims(*, gateway=None, dry_run: bool = False) -> Outcome:
         )  # fmt: skip
         PendingDeletion.objects.filter(id__in=given_up).update(notice_due=False)
     d = deletions.update(
-        status=ClaimStatus.PENDING, lease_until=None, notice_from=Coalesce("notice_from", F("lease_until") - DELETION_LEASE)
+        status=ClaimStatus.PENDING, lease_until=None, notice_from=Coalesce("notice_from", F("lease_until") - LEASE)
     )
-    # When the attempt of unknown outcome was made: the first such attempt, or this claim.
-    tried = Coalesce("retry_from", F("lease_until") - LEASE_MAX)
+    # When the attempt of unknown outcome was made: the first such attempt, or this claim (made
+    # LEASE before its lease ran out).
+    tried = Coalesce("retry_from", F("lease_until") - LEASE)
     late = Q(retry_from__lt=now - timedelta(seconds=settings.TELEGRAM_RANDOM_ID_WINDOW)) | Q(
-        retry_from__isnull=True, lease_until__lt=now - timedelta(seconds=settings.TELEGRAM_RANDOM_ID_WINDOW) + LEASE_MAX
+        retry_from__isnull=True, lease_until__lt=now - timedelta(seconds=settings.TELEGRAM_RANDOM_ID_WINDOW) + LEASE
     )
     again = dict(status="pending", lease_until=None, retry_from=tried, error="worker stopped mid-send: to be sent again")
     lost = "worker stopped mid-send, past TELEGRAM_RANDOM_ID_WINDOW: not sent again"

@@ -24,14 +24,13 @@ from botapp.services.users import users_mark_unreachable
 from botapp.telegram.gateway import Gateway, TelegramError
 from scheduler.jobs.bulk import rows_update
 from scheduler.jobs.registry import Job, Outcome, job_register
-from scheduler.jobs.sweep import message_or_error, sends_outcome
+from scheduler.jobs.sweep import LEASE, message_or_error, sends_outcome
 
 log = logging.getLogger(__name__)
 
 Status = SequenceMessage.Status
 LATE = "outcome unknown, and its random_id is past TELEGRAM_RANDOM_ID_WINDOW: not sent again"
 Condition = SequenceStep.Condition
-LEASE = timedelta(minutes=5)
 
 
 @dataclass(slots=True)

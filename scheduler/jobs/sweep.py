@@ -1,4 +1,4 @@
-"""The durable-sweep loop (ARCHITECTURE.md, "Scheduled work"): claim a batch of due rows in a short
+"""The durable-sweep loop (docs/architecture.md, "Scheduled work: durable rows, swept"): claim a batch of due rows in a short
 transaction, work on them concurrently with no row lock held, record every result in bulk, and
 repeat until nothing is due or the time budget is spent. Queries per batch do not depend on its size.
 
@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Generic, Protocol, TypeVar
 
 from django.conf import settings
@@ -25,6 +26,11 @@ from botapp.telegram.gateway import BotUnauthorized
 from scheduler.jobs.registry import Outcome
 
 log = logging.getLogger(__name__)
+
+# Every sweep's lease: a row (or a broadcast's claim) whose sweeper is silent this long is taken
+# back (the reaper, scheduler/jobs/claims.py; the broadcast deleter's claim moves delete_at this
+# far on). Far longer than a claimed batch takes to work, so a live sweeper never loses its rows.
+LEASE = timedelta(minutes=5)
 
 Row = TypeVar("Row")
 Result = TypeVar("Result")
@@ -119,7 +125,7 @@ class Sweep(Generic[Row, Result]):
 
         # The pool's calls report here as they complete; the loop sleeps until enough rows are back
         # for it to have something to do (a claim, a batch to record, the end) or a record is due,
-        # not once per call: at the free rate that wake-up per send was a fifth of a worker's CPU.
+        # not once per call: at the free rate that wake-up per send was a large share of a worker's CPU.
         done_lock = threading.Lock()
         woken = threading.Event()
         arrived = 0  # rows of completed calls not yet collected
@@ -278,11 +284,11 @@ def sends_in_flight(rate: float | None = None) -> int:
 
 
 # A sender records its results once a second, or once RECORD_ROWS are in where that takes longer:
-# a record is one transaction of several statements whatever its size. At the free rate, recorded
-# each second, records were a quarter of a worker's CPU; at 960/s, recorded every 200 results,
-# 0.19 s of CPU per 10,000 sends against 0.07 s once a second (side by side). Progress and counters
-# lag by that much (3.5 s at 28.8/s); a crash meanwhile loses nothing (the rows stay leased: the
-# reaper hands them back, and they go again with their random_ids).
+# a record is one transaction of several statements whatever its size, so recording more often
+# costs the worker CPU for nothing (at the paid rate, a record every few hundred results cost
+# far more CPU than one a second did). Progress and counters lag by that much; a crash meanwhile
+# loses nothing (the rows stay leased: the reaper hands them back, and they go again with their
+# random_ids).
 RECORD_ROWS = 100
 
 

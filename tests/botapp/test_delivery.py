@@ -15,7 +15,9 @@ from botapp.services.autodelete import DELIVERY_GRACE
 from botapp.services.files import file_store
 from botapp.services.stats import counters_flush
 from botapp.telegram.gateway import Media, TgUser
+from scheduler.jobs.deletions import DeletionSweep
 from scheduler.jobs.registry import job_run
+from scheduler.jobs.sweep import Sweep
 from tests.conftest import STORAGE
 from tests.factories import PendingDeletionFactory
 
@@ -150,9 +152,6 @@ def test_verified_user_start_runs_a_constant_number_of_queries(chat, conf, teleg
 
 def test_auto_delete_survives_a_restart(alice, conf, stored, telegram, chat, bot, gateway):
     """Deliver through runbot, stop it, delete from a worker: only the database row carries over."""
-    from botapp.services.autodelete import DeletionSweep
-    from scheduler.jobs.sweep import Sweep
-
     chat(alice, f"/start {stored.share_id}")
     delivered = [m.id for m in telegram.bot_messages(alice.id)]
     bot.stop()

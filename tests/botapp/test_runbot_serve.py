@@ -89,11 +89,11 @@ def test_runbot_answers_and_stops_cleanly_on_sigterm(settings, tmp_path, telegra
 def test_runbot_records_its_username_when_the_cached_settings_row_is_gone():
     """A database emptied or restored while the cache kept the settings row: runbot still starts
     (it died on an update that affected no row)."""
-    from botapp.management.commands.runbot import _remember_username
     from botapp.models import BotSettings
+    from botapp.services.files import bot_username_record
 
     BotSettings.load().save()
     BotSettings.load()  # cached
     BotSettings.objects.all().delete()  # behind the cache's back
-    assert _remember_username("CourierBot") == "CourierBot"
+    assert bot_username_record(username="CourierBot") == "CourierBot"
     assert BotSettings.objects.get().bot_username == "CourierBot"

@@ -46,13 +46,14 @@ from botapp.models import (
     TelegramUser,
     UpdatePosition,
 )
-from botapp.services.autodelete import LEASE, WILL_DELETE
+from botapp.services.autodelete import WILL_DELETE
 from botapp.services.broadcasts import broadcast_start
 from botapp.services.files import file_store
 from botapp.services.outgoing import ALREADY_SENT
 from botapp.telegram.gateway import TgUser
 from scheduler.jobs.claims import RUN_GRACE
 from scheduler.jobs.registry import job_run
+from scheduler.jobs.sweep import LEASE
 from scheduler.models import JobRun
 from scheduler.tasks import TASKS
 from tests.chaos.cluster import DEPLOYMENT_DB_APP, TABLE, UPDATES_TABLE, Figures, UpdateFigures, wait_for

@@ -11,8 +11,9 @@ from django.db import connections, transaction
 
 from botapp import clock
 from botapp.models import Broadcast, BroadcastClaim, BroadcastDelivery
-from scheduler.jobs.broadcast_send import LEASE, BroadcastSendSweep, Result, deliveries_claim
+from scheduler.jobs.broadcast_send import BroadcastSendSweep, Result, deliveries_claim
 from scheduler.jobs.registry import job_run
+from scheduler.jobs.sweep import LEASE
 from tests.factories import BroadcastDeliveryFactory, BroadcastFactory, TelegramUserFactory
 
 Status = BroadcastDelivery.Status
@@ -167,7 +168,7 @@ def test_a_record_after_the_reaper_writes_nothing(gateway, caplog):
     broadcast.refresh_from_db()
     assert broadcast.sent == 0
     assert "2 result(s) not recorded" in caplog.text
-    assert slow.unrecorded[broadcast.pk] == 0
+    assert slow.claims.unrecorded[broadcast.pk] == 0
 
 
 @pytest.mark.django_db
@@ -187,12 +188,12 @@ def test_a_record_that_fails_changes_nothing_and_its_retry_records_all(gateway, 
     monkeypatch.setattr(broadcast_send, "broadcasts_progress_note", fails)
     with pytest.raises(RuntimeError):
         sweep.record([sent(rows[0]), sent(rows[1])])
-    assert BroadcastClaim.objects.count() == 1 and set(sweep.claim_of) == set(ids)
-    assert sweep.unrecorded[broadcast.pk] == 2
+    assert BroadcastClaim.objects.count() == 1 and set(sweep.claims.of) == set(ids)
+    assert sweep.claims.unrecorded[broadcast.pk] == 2
     monkeypatch.setattr(broadcast_send, "broadcasts_progress_note", noted)
 
     assert sweep.record([sent(rows[0]), sent(rows[1])]) == (2, 0)
-    assert not BroadcastClaim.objects.exists() and not sweep.claim_of and not sweep.claim_left
-    assert sweep.unrecorded[broadcast.pk] == 0  # counted down once, not once per try
+    assert not BroadcastClaim.objects.exists() and not sweep.claims.of and not sweep.claims.left
+    assert sweep.claims.unrecorded[broadcast.pk] == 0  # counted down once, not once per try
     broadcast.refresh_from_db()
     assert broadcast.sent == 2

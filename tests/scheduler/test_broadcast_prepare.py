@@ -202,7 +202,7 @@ def test_claims_walk_on_from_the_last_row_and_go_back_for_rows_handed_back(teleg
     walks = [q["sql"] for q in walk.captured_queries if "courier_broadcast_claim(" in q["sql"]]
     assert [f"courier_broadcast_claim({broadcast.pk}, 2, {ids[1]}, " in sql for sql in walks] == [True], walks
     assert sorted(r.id for r in sweep.claim(2)) == [ids[0], ids[4]]  # the last one, then the one handed back
-    assert sweep.claim(2) == [] and broadcast.pk in sweep.drained
+    assert sweep.claim(2) == [] and broadcast.pk in sweep.progress.drained
 
 
 @pytest.mark.django_db

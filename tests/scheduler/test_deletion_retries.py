@@ -12,8 +12,8 @@ from django.urls import reverse
 
 from botapp import clock
 from botapp.models import BroadcastDelivery, PendingDeletion, TelegramUser
-from botapp.services.autodelete import DeletionSweep
 from botapp.telegram.limits import DELETE_WINDOW
+from scheduler.jobs.deletions import DeletionSweep
 from scheduler.jobs.registry import JOBS, job_run
 from scheduler.jobs.sweep import RowsHandedBack
 from scheduler.models import JobRun

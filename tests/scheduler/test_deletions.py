@@ -9,9 +9,9 @@ from django.test.utils import CaptureQueriesContext
 
 from botapp import clock
 from botapp.models import PendingDeletion, TelegramUser
-from botapp.services.autodelete import LEASE, DeletionSweep
+from scheduler.jobs.deletions import DeletionSweep
 from scheduler.jobs.registry import job_run
-from scheduler.jobs.sweep import Sweep
+from scheduler.jobs.sweep import LEASE, Sweep
 from scheduler.models import JobRun
 from tests.concurrency import run_in_threads
 from tests.factories import PendingDeletionFactory, meet, met_user

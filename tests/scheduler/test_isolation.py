@@ -101,7 +101,7 @@ def test_a_failure_building_one_notice_retries_that_deletion_only(telegram, gate
             raise ValueError("a bug building the notice")
         return real(chat_id=chat_id, **kwargs)
 
-    monkeypatch.setattr("botapp.services.autodelete.deleted_notice_item", broken_for_one)
+    monkeypatch.setattr("scheduler.jobs.deletions.deleted_notice_item", broken_for_one)
     with pytest.raises(RowsHandedBack, match="a bug building the notice"):
         delete_due_messages(gateway=gateway)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import signal
 import sys
@@ -60,6 +61,7 @@ class Command(BaseCommand):
     async def serve(self, config, *, threads: int, ready: Callable[[str], object] | None = None) -> None:
         """Serve until SIGTERM or SIGINT; `ready(username)` once updates are being handled."""
         from botapp.bot.router import Router
+        from botapp.services.files import bot_username_record
         from botapp.services.health import heartbeat_start
         from botapp.services.updates import UpdatePositions
         from botapp.services.users import user_access_hash
@@ -96,7 +98,7 @@ class Command(BaseCommand):
             loop.add_signal_handler(sig, stop.set)
 
         await client_start(client, refused=ConfigError)
-        await loop.run_in_executor(pump.executor, _remember_username, gateway.bot_username)
+        await loop.run_in_executor(pump.executor, functools.partial(bot_username_record, username=gateway.bot_username))
         await pump.resume(client)
         log.info("runbot started as @%s; admins=%s", gateway.bot_username, sorted(config.admin_ids))
         heartbeat = heartbeat_start(process="bot")  # the console's dashboard: is the bot running?
@@ -109,18 +111,3 @@ class Command(BaseCommand):
         await client.stop()
         await pump.close()  # the position of the last update handled
         log.info("runbot stopped")
-
-
-def _remember_username(username: str) -> str:
-    """Record the bot's username in Bot settings (links need it). Reads the row itself, not the
-    cache: a cached copy of a row that is gone (a database restored or emptied while Redis kept
-    it) made the update affect no row, and runbot died at start."""
-    from botapp.models import BotSettings
-
-    if not username:
-        return username
-    conf, _ = BotSettings.objects.get_or_create(pk=1)
-    if conf.bot_username != username:
-        conf.bot_username = username
-        conf.save(update_fields=["bot_username"])
-    return username

@@ -18,7 +18,6 @@ from django.core.management.base import BaseCommand
 from django.utils import timezone
 
 from botapp.config import admin_ids_load, storage_channel_load
-from botapp.management.commands.runbot import _remember_username
 from botapp.signals import broadcast_queued, work_scheduled
 from scheduler.receivers import broadcast_sender_wake, work_wake
 
@@ -76,6 +75,7 @@ class Command(BaseCommand):
 
         from botapp import clock
         from botapp.bot.router import Router
+        from botapp.services.files import bot_username_record
         from botapp.services.users import user_access_hash
         from offline.campaign_demo import campaign_demo_setup
         from offline.sandbox import Sandbox, demo_setup, stdin_is_tty
@@ -100,7 +100,7 @@ class Command(BaseCommand):
         HandledUpdate.objects.all().delete()
         # One in-memory Telegram; runbot's client and a worker's client talk to it over MTProto.
         # The sandbox moves a virtual clock, so real-time rate windows would mean nothing here.
-        telegram = TelegramServer(username=_remember_username("CourierBot"), enforce_rates=False)
+        telegram = TelegramServer(username=bot_username_record(username="CourierBot"), enforce_rates=False)
         storage = storage_channel_load() or SANDBOX_STORAGE
         telegram.create_channel(storage, title="Storage")
         admins = admin_ids_load() or frozenset({SANDBOX_ADMIN})
