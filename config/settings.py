@@ -152,6 +152,9 @@ S3_ACCESS_KEY_ID = env("S3_ACCESS_KEY_ID", default="")
 S3_SECRET_ACCESS_KEY = env("S3_SECRET_ACCESS_KEY", default="")
 S3_PREFIX = env("S3_PREFIX", default="media")  # a folder of the bucket, so that one bucket can serve several
 
+# Django's two upload handlers, each also keeping the name the client gave (config/uploads.py).
+FILE_UPLOAD_HANDLERS = ["config.uploads.GivenNameMemoryUploadHandler", "config.uploads.GivenNameTemporaryUploadHandler"]
+
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 STORAGES = {
