@@ -64,7 +64,9 @@ MIDDLEWARE = [
 
 # --- Login throttling (django-axes): LOGIN_FAILURE_LIMIT failed log-ins with one user name from one
 # address lock that pair out for LOGIN_COOLOFF_MINUTES (counted from the lock-out: attempts while
-# locked, the right password included, are refused and do not extend it). Attempts are kept in the
+# locked, the right password included, are refused and do not extend it), and
+# LOGIN_ADDRESS_FAILURE_LIMIT failed log-ins from one address, whatever the user names, lock that
+# address (password spraying: botapp/login_throttle.py). Attempts are kept in the
 # database, so every gunicorn worker and every web process sees the same count (a per-process
 # cache would give each worker its own limit). The lock-out answer is the admin's login page with
 # the reason (botapp/views.py). Unlock early: python manage.py axes_reset_username NAME.
@@ -72,10 +74,13 @@ AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contri
 # Where a log-in without ?next= lands: the console's home (unfold's login form posts no `next`, and
 # Django's default, /accounts/profile/, does not exist here).
 LOGIN_REDIRECT_URL = "admin:index"
-AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
+AXES_HANDLER = "botapp.login_throttle.LoginThrottle"  # axes' database handler and the address lock
 AXES_FAILURE_LIMIT = env.int("LOGIN_FAILURE_LIMIT", default=5)
+# Several operators behind one office address have room for their typos: four times a name's limit.
+LOGIN_ADDRESS_FAILURE_LIMIT = env.int("LOGIN_ADDRESS_FAILURE_LIMIT", default=20)
 AXES_COOLOFF_TIME = timedelta(minutes=env.int("LOGIN_COOLOFF_MINUTES", default=30))
-# One user name from one address: a stranger elsewhere cannot lock an operator out by guessing.
+# One user name from one address: a stranger elsewhere cannot lock an operator out by guessing (the
+# address lock holds only that address).
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True  # a typo now and then never adds up to a lock-out
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
