@@ -57,6 +57,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "config.audit.AuditContextMiddleware",  # who and where, for the audit trail (after the user is known)
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "axes.middleware.AxesMiddleware",  # last, as django-axes asks: turns a lock-out into its page
@@ -424,6 +425,7 @@ UNFOLD = {
                     _nav("Pending deletions", "auto_delete", "admin:botapp_pendingdeletion_changelist"),
                     _nav("Pending batches", "pending_actions", "admin:botapp_pendingbatch_changelist"),
                     _nav("Admin commands", "terminal", "admin:botapp_admincommand_changelist"),
+                    _nav("Audit trail", "policy", "admin:botapp_auditentry_changelist"),
                     _nav("API clients", "api", "admin:api_apiclient_changelist"),
                     _nav("Operators", "admin_panel_settings", "admin:auth_user_changelist"),
                 ],

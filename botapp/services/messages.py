@@ -26,6 +26,7 @@ from botapp import clock
 from botapp.models import Broadcast, BroadcastAttachment, BroadcastDelivery, TelegramUser
 from botapp.models.buttons import buttons_parse
 from botapp.models.uploads import DISPLAY_NAME_LENGTH, upload_display_name
+from botapp.services.audit import audit_record
 from botapp.services.composed import composed_text_problems
 from botapp.signals import work_scheduled_announce
 from botapp.telegram.limits import FILE_SIZE, PHOTO_SIZE, START_PAYLOAD_LENGTH
@@ -117,6 +118,11 @@ def message_schedule(
         )
         _attach(message, attachments)
         work_scheduled_announce(work="broadcast", due_at=message.scheduled_at)
+        audit_record(
+            action="message.schedule",
+            target=message,
+            detail=f"to {message.audience}, at {message.scheduled_at:%Y-%m-%d %H:%M %Z}",
+        )
     return message
 
 
@@ -165,6 +171,7 @@ def message_update(*, message: Broadcast, changes: dict) -> Broadcast:
             _attach(locked, attachments)
             # The old files leave the storage once the change is committed (not before: a rollback keeps them).
             transaction.on_commit(lambda: [upload.delete(save=False) for upload in replaced])
+        audit_record(action="message.change", target=locked, detail=f"changed: {', '.join(sorted(changes)) or 'nothing'}")
     return locked
 
 
