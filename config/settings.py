@@ -38,6 +38,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_celery_beat",
     "axes",
+    "django_otp",
+    "django_otp.plugins.otp_totp",
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
@@ -57,6 +59,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django_otp.middleware.OTPMiddleware",  # request.user.is_verified(): the session passed its TOTP code
+    "botapp.admin.two_factor.TwoFactorMiddleware",  # the code page before the console, for accounts with 2FA
     "config.audit.AuditContextMiddleware",  # who and where, for the audit trail (after the user is known)
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
@@ -88,6 +92,10 @@ AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_LOCKOUT_CALLABLE = "botapp.views.login_locked_out"
 AXES_CLIENT_IP_CALLABLE = "botapp.views.client_ip"
 AXES_VERBOSE = False  # no banner from every process at start; failures and lock-outs are still logged
+# --- Two-factor log-in (django-otp, TOTP; botapp/admin/two_factor.py): optional for every console
+# account, set up at /account/two-factor/; with TOTP_REQUIRED_FOR_SUPERUSERS, required of superusers.
+TOTP_REQUIRED_FOR_SUPERUSERS = env.bool("TOTP_REQUIRED_FOR_SUPERUSERS", default=False)
+OTP_TOTP_ISSUER = "Courier"  # the name authenticator apps show beside the account
 # Reverse proxies in front of gunicorn that append the client's address to X-Forwarded-For (nginx:
 # proxy_add_x_forwarded_for). 0: the connection's own address. Behind a proxy, leaving it 0 makes
 # every visitor the proxy's address, and one user name's lock-out everyone's.
@@ -428,6 +436,7 @@ UNFOLD = {
                     _nav("Audit trail", "policy", "admin:botapp_auditentry_changelist"),
                     _nav("API clients", "api", "admin:api_apiclient_changelist"),
                     _nav("Operators", "admin_panel_settings", "admin:auth_user_changelist"),
+                    _nav("Two-factor log-in", "phonelink_lock", "totp_setup"),
                 ],
             },
         ],
