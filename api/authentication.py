@@ -32,7 +32,7 @@ class BearerAuthentication(authentication.BaseAuthentication):
 
 class HasScope(permissions.BasePermission):
     """Reading takes the read scope, anything else the write scope. Staff signed in to the admin
-    may read the schema and the docs (SchemaAccess)."""
+    with the API permission may read the schema and the docs (SchemaAccess)."""
 
     message = "This token lacks the scope for this request."
 
@@ -48,13 +48,18 @@ class HasScope(permissions.BasePermission):
 
 
 class SchemaAccess(permissions.BasePermission):
-    """The schema and the docs: a client with the read scope, or staff signed in to the admin."""
+    """The schema and the docs: a client with the read scope, or staff signed in to the admin whose
+    account may see the API's clients (the API permission: "Can view API client"). A staff account
+    without it gets 403: the schema maps every endpoint, which is no business of, say, an operator
+    who only moderates users."""
+
+    PERMISSION = "api.view_apiclient"
 
     def has_permission(self, request, view):
         if isinstance(request.auth, ApiClient):
             return ApiClient.Scope.READ in request.auth.scope_set
         user = request.user
-        return bool(user and getattr(user, "is_staff", False))
+        return bool(user and user.is_active and user.is_staff and user.has_perm(self.PERMISSION))
 
 
 class ClientRateThrottle(throttling.SimpleRateThrottle):

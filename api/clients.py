@@ -15,6 +15,7 @@ from django.db import IntegrityError, transaction
 
 from api.models import ApiClient
 from botapp import clock
+from botapp.services.audit import audit_record
 
 TOKEN_PREFIX = "courier_"
 RATE_RE = re.compile(r"^[1-9][0-9]*/(s|sec|second|m|min|minute|h|hour|d|day)$")
@@ -47,6 +48,9 @@ def apiclient_create(*, name: str, scopes: str = "read", rate: str = "") -> tupl
                 scopes=",".join(dict.fromkeys(wanted)),
                 rate=rate,
             )
+            audit_record(
+                action="api_client.create", target=client, detail=f"scopes {client.scopes}; token {client.token_prefix}…"
+            )
     except IntegrityError as exc:
         raise ValidationError(f"A client named {name!r} exists already.") from exc
     return client, token
@@ -66,5 +70,6 @@ def apiclient_authenticate(*, token: str) -> ApiClient | None:
 
 def apiclient_revoke(*, client: ApiClient) -> None:
     """Refuse the client's token from now on (the row stays, for the record)."""
-    ApiClient.objects.filter(pk=client.pk, revoked_at__isnull=True).update(revoked_at=clock.now())
+    if ApiClient.objects.filter(pk=client.pk, revoked_at__isnull=True).update(revoked_at=clock.now()):
+        audit_record(action="api_client.revoke", target=client, detail=f"token {client.token_prefix}…")
     client.refresh_from_db()

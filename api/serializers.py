@@ -21,7 +21,7 @@ from botapp.models.sequences import START_PAYLOAD_RE
 from botapp.services.broadcasts import PREPARED_IN
 from botapp.services.composed import ComposedMessageForm
 from botapp.services.files import bot_username_cached, deep_link
-from botapp.services.messages import MAX_RECIPIENTS, AttachmentSpec
+from botapp.services.messages import MAX_RECIPIENTS, AttachmentSpec, attachment_name_notes
 from botapp.telegram.limits import (
     BUTTON_TEXT_LENGTH,
     CHANNEL_ID_MAX,
@@ -235,6 +235,17 @@ class MessageDetailSerializer(MessageSerializer):
         return message_results(message=obj)
 
 
+class MessageWrittenSerializer(MessageDetailSerializer):
+    """The answer to a create or a change: the message, and `notes` on what was kept otherwise
+    than given (a file name cut to what the database holds). Only for the schema: the view adds
+    `notes` when there are any."""
+
+    notes = serializers.ListField(child=serializers.CharField(), required=False, help_text="Only when there is something to say.")
+
+    class Meta(MessageDetailSerializer.Meta):
+        fields = (*MessageDetailSerializer.Meta.fields, "notes")
+
+
 class AwareDateTimeField(serializers.DateTimeField):
     """ISO 8601 with its zone: a time without one is refused rather than guessed."""
 
@@ -312,12 +323,15 @@ class MessageWriteSerializer(serializers.Serializer):
             raise serializers.ValidationError({"kinds": [f"Give one kind per file ({len(files)} files, {len(kinds)} kinds)."]})
         specs = [
             AttachmentSpec(
-                kind=kinds[n] if kinds else kind_of(f.name, getattr(f, "content_type", "")), upload=f, file_name=f.name
+                kind=kinds[n] if kinds else kind_of(f.name, getattr(f, "content_type", "")),
+                upload=f,
+                file_name=getattr(f, "given_name", f.name),  # config/uploads.py: before Django cut it
             )
             for n, f in enumerate(files)
         ]
         specs += [AttachmentSpec(kind=a["kind"], file_id=a["file_id"]) for a in data.get("attachments") or []]
         data["attachment_specs"] = specs
+        data["notes"] = attachment_name_notes(attachments=specs)
         return data
 
     def service_arguments(self) -> dict:

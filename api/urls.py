@@ -12,7 +12,8 @@ router.register("users", views.UserViewSet, basename="user")
 router.register("files", views.FileViewSet, basename="file")
 router.register("broadcasts", views.BroadcastViewSet, basename="broadcast")
 
-# The schema and the docs: a client's token (read scope), or staff signed in to the admin.
+# The schema and the docs: a client's token (read scope), or staff signed in to the admin with the
+# API permission (SchemaAccess).
 schema_access = {
     "authentication_classes": [BearerAuthentication, SessionAuthentication],
     "permission_classes": [SchemaAccess],

@@ -22,6 +22,7 @@ from api.serializers import (
     MessageDetailSerializer,
     MessageSerializer,
     MessageWriteSerializer,
+    MessageWrittenSerializer,
     StoredFileSerializer,
     TelegramUserSerializer,
     field_errors,
@@ -80,12 +81,12 @@ def service(call):
     create=extend_schema(
         summary="Schedule a message (JSON with file ids, or multipart with files)",
         request={"application/json": MessageWriteSerializer, "multipart/form-data": MessageWriteSerializer},
-        responses={201: MessageDetailSerializer, **WRITE_ERRORS},
+        responses={201: MessageWrittenSerializer, **WRITE_ERRORS},
     ),
     partial_update=extend_schema(
         summary="Change a message that has not started",
         request={"application/json": MessageWriteSerializer, "multipart/form-data": MessageWriteSerializer},
-        responses={200: MessageDetailSerializer, 404: Error, **WRITE_ERRORS},
+        responses={200: MessageWrittenSerializer, 404: Error, **WRITE_ERRORS},
     ),
 )
 class MessageViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
@@ -109,14 +110,14 @@ class MessageViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
         write = MessageWriteSerializer(data=request.data)
         write.is_valid(raise_exception=True)
         message = service(lambda: message_schedule(**write.service_arguments(), api_client=request.auth.name))
-        return Response(MessageDetailSerializer(message).data, status=status.HTTP_201_CREATED)
+        return Response(written(message, write), status=status.HTTP_201_CREATED)
 
     def partial_update(self, request, pk=None):
         message = get_object_or_404(Broadcast, pk=pk, kind=Broadcast.Kind.MESSAGE)
         write = MessageWriteSerializer(data=request.data, partial=True)
         write.is_valid(raise_exception=True)
         message = service(lambda: message_update(message=message, changes=write.service_arguments()))
-        return Response(MessageDetailSerializer(message).data)
+        return Response(written(message, write))
 
     @extend_schema(
         summary="Cancel: recipients not reached yet do not get it",
@@ -128,6 +129,14 @@ class MessageViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
         message = get_object_or_404(Broadcast, pk=pk, kind=Broadcast.Kind.MESSAGE)
         service(lambda: broadcast_cancel(broadcast=message))
         return Response(MessageDetailSerializer(message).data)
+
+
+def written(message: Broadcast, write: MessageWriteSerializer) -> dict:
+    """MessageWrittenSerializer's shape: the message, with `notes` only when there are some."""
+    data = MessageDetailSerializer(message).data
+    if notes := write.validated_data["notes"]:
+        data["notes"] = notes
+    return data
 
 
 # --- users -------------------------------------------------------------------------------------------

@@ -1,9 +1,9 @@
 import logging
+import math
 
 import redis
 from django.conf import settings
 from django.db import connection
-from django.db.models import Max
 from django.http import HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
 from django.template.response import TemplateResponse
@@ -11,6 +11,7 @@ from django.utils import timezone
 from django.views import defaults
 from django.views.decorators.http import require_GET
 
+from botapp.login_throttle import Lock, login_lock
 from botapp.models import BotSettings
 from botapp.services.outgoing import ClickLinkExpired, click_record
 
@@ -92,32 +93,36 @@ def client_ip(request) -> str | None:
 
 def login_locked_out(request, response=None, credentials=None):
     """django-axes' answer to a locked-out log-in: the login page the admin just rendered, its
-    error replaced by the reason and when log-in opens again (HTTP 429). Any login template works,
-    themed or not, as long as it shows the form's errors."""
+    error replaced by the reason and when log-in opens again (HTTP 429, with Retry-After). Any
+    login template works, themed or not, as long as it shows the form's errors."""
     username = (credentials or {}).get("username") or request.POST.get("username", "")
-    message = _lockout_message(request, username)
+    lock = login_lock(username=username, ip_address=getattr(request, "axes_ip_address", None))
+    message = _lockout_message(lock)
     form = getattr(response, "context_data", None) and response.context_data.get("form")
     if form is None or not hasattr(form, "add_error"):
-        return render(request, "login_locked.html", {"message": message}, status=429)
-    form.errors.clear()
-    form.add_error(None, message)
-    locked = TemplateResponse(request, response.template_name, response.context_data, status=429)
-    return locked.render()
-
-
-def _lockout_message(request, username: str) -> str:
-    from axes.models import AccessAttempt
-
-    minutes = int(settings.AXES_COOLOFF_TIME.total_seconds() // 60)
-    last = AccessAttempt.objects.filter(username=username, ip_address=getattr(request, "axes_ip_address", None)).aggregate(
-        last=Max("attempt_time")
-    )["last"]
-    until = timezone.localtime(last + settings.AXES_COOLOFF_TIME) if last else None
-    if until is None:
-        when = f"for {minutes} minutes"
+        locked = render(request, "login_locked.html", {"message": message}, status=429)
     else:
+        form.errors.clear()
+        form.add_error(None, message)
+        locked = TemplateResponse(request, response.template_name, response.context_data, status=429).render()
+    wait = (lock.until - timezone.now()).total_seconds() if lock else settings.AXES_COOLOFF_TIME.total_seconds()
+    locked["Retry-After"] = str(max(1, math.ceil(wait)))
+    return locked
+
+
+def _lockout_message(lock: Lock | None) -> str:
+    if lock is None:
+        when = f"for {int(settings.AXES_COOLOFF_TIME.total_seconds() // 60)} minutes"
+    else:
+        until = timezone.localtime(lock.until)
         day = "" if until.date() == timezone.localdate() else f"{until:%d %b} "
         when = f"until {day}{until:%H:%M} ({until.tzname()})"
+    if lock is not None and lock.by_address:
+        return (
+            f"Too many failed log-ins from your address: log-in is locked {when} for every user name. "
+            "Attempts until then are refused, even with the right password. "
+            "An administrator can lift the lock sooner."
+        )
     return (
         f"Too many failed log-ins with this user name from your address: log-in is locked {when}. "
         "Attempts until then are refused, even with the right password. "

@@ -38,6 +38,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_celery_beat",
     "axes",
+    "django_otp",
+    "django_otp.plugins.otp_totp",
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
@@ -57,6 +59,9 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django_otp.middleware.OTPMiddleware",  # request.user.is_verified(): the session passed its TOTP code
+    "botapp.admin.two_factor.TwoFactorMiddleware",  # the code page before the console, for accounts with 2FA
+    "config.audit.AuditContextMiddleware",  # who and where, for the audit trail (after the user is known)
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "axes.middleware.AxesMiddleware",  # last, as django-axes asks: turns a lock-out into its page
@@ -64,7 +69,9 @@ MIDDLEWARE = [
 
 # --- Login throttling (django-axes): LOGIN_FAILURE_LIMIT failed log-ins with one user name from one
 # address lock that pair out for LOGIN_COOLOFF_MINUTES (counted from the lock-out: attempts while
-# locked, the right password included, are refused and do not extend it). Attempts are kept in the
+# locked, the right password included, are refused and do not extend it), and
+# LOGIN_ADDRESS_FAILURE_LIMIT failed log-ins from one address, whatever the user names, lock that
+# address (password spraying: botapp/login_throttle.py). Attempts are kept in the
 # database, so every gunicorn worker and every web process sees the same count (a per-process
 # cache would give each worker its own limit). The lock-out answer is the admin's login page with
 # the reason (botapp/views.py). Unlock early: python manage.py axes_reset_username NAME.
@@ -72,16 +79,23 @@ AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contri
 # Where a log-in without ?next= lands: the console's home (unfold's login form posts no `next`, and
 # Django's default, /accounts/profile/, does not exist here).
 LOGIN_REDIRECT_URL = "admin:index"
-AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
+AXES_HANDLER = "botapp.login_throttle.LoginThrottle"  # axes' database handler and the address lock
 AXES_FAILURE_LIMIT = env.int("LOGIN_FAILURE_LIMIT", default=5)
+# Several operators behind one office address have room for their typos: four times a name's limit.
+LOGIN_ADDRESS_FAILURE_LIMIT = env.int("LOGIN_ADDRESS_FAILURE_LIMIT", default=20)
 AXES_COOLOFF_TIME = timedelta(minutes=env.int("LOGIN_COOLOFF_MINUTES", default=30))
-# One user name from one address: a stranger elsewhere cannot lock an operator out by guessing.
+# One user name from one address: a stranger elsewhere cannot lock an operator out by guessing (the
+# address lock holds only that address).
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True  # a typo now and then never adds up to a lock-out
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_LOCKOUT_CALLABLE = "botapp.views.login_locked_out"
 AXES_CLIENT_IP_CALLABLE = "botapp.views.client_ip"
 AXES_VERBOSE = False  # no banner from every process at start; failures and lock-outs are still logged
+# --- Two-factor log-in (django-otp, TOTP; botapp/admin/two_factor.py): optional for every console
+# account, set up at /account/two-factor/; with TOTP_REQUIRED_FOR_SUPERUSERS, required of superusers.
+TOTP_REQUIRED_FOR_SUPERUSERS = env.bool("TOTP_REQUIRED_FOR_SUPERUSERS", default=False)
+OTP_TOTP_ISSUER = "Courier"  # the name authenticator apps show beside the account
 # Reverse proxies in front of gunicorn that append the client's address to X-Forwarded-For (nginx:
 # proxy_add_x_forwarded_for). 0: the connection's own address. Behind a proxy, leaving it 0 makes
 # every visitor the proxy's address, and one user name's lock-out everyone's.
@@ -151,6 +165,9 @@ S3_REGION = env("S3_REGION", default="")
 S3_ACCESS_KEY_ID = env("S3_ACCESS_KEY_ID", default="")
 S3_SECRET_ACCESS_KEY = env("S3_SECRET_ACCESS_KEY", default="")
 S3_PREFIX = env("S3_PREFIX", default="media")  # a folder of the bucket, so that one bucket can serve several
+
+# Django's two upload handlers, each also keeping the name the client gave (config/uploads.py).
+FILE_UPLOAD_HANDLERS = ["config.uploads.GivenNameMemoryUploadHandler", "config.uploads.GivenNameTemporaryUploadHandler"]
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
@@ -416,8 +433,10 @@ UNFOLD = {
                     _nav("Pending deletions", "auto_delete", "admin:botapp_pendingdeletion_changelist"),
                     _nav("Pending batches", "pending_actions", "admin:botapp_pendingbatch_changelist"),
                     _nav("Admin commands", "terminal", "admin:botapp_admincommand_changelist"),
+                    _nav("Audit trail", "policy", "admin:botapp_auditentry_changelist"),
                     _nav("API clients", "api", "admin:api_apiclient_changelist"),
                     _nav("Operators", "admin_panel_settings", "admin:auth_user_changelist"),
+                    _nav("Two-factor log-in", "phonelink_lock", "totp_setup"),
                 ],
             },
         ],

@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.urls import include, path
 
 from botapp import views
+from botapp.admin import two_factor
 
 urlpatterns = [
     path("health/", views.health, name="health"),
@@ -9,6 +10,8 @@ urlpatterns = [
     path("go/<str:token>/", views.go, name="go"),
     path("api/v1/", include(("api.urls", "api"), namespace="api")),
     path("", include("api.compat.urls")),  # the moved-in clients' paths (docs/api.md), before the console's catch-all
+    path("login/verify/", two_factor.totp_verify, name="totp_verify"),  # before the console's own paths
+    path("account/two-factor/", two_factor.totp_setup, name="totp_setup"),
     path("", admin.site.urls),
 ]
 

@@ -3,7 +3,7 @@ through services."""
 
 from django.contrib import admin
 
-from botapp.admin import access, broadcasts, files, premium, sequences, settings, site, updates, users  # noqa: F401 - registers the admins
+from botapp.admin import access, audit, broadcasts, files, premium, sequences, settings, site, updates, users  # noqa: F401 - registers the admins
 
 admin.site.site_header = "Courier"
 admin.site.site_title = "Courier"

@@ -6,6 +6,7 @@ hint; bad input gets a one-line explanation and changes nothing. Every admin com
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Callable
@@ -16,8 +17,9 @@ from django.core.exceptions import ValidationError
 from django.utils.html import escape
 
 from botapp import clock
-from botapp.models import BotSettings, Broadcast, TelegramUser
+from botapp.models import AuditEntry, BotSettings, Broadcast, TelegramUser
 from botapp.services import users
+from botapp.services.audit import AuditContext, audit_context
 from botapp.services.broadcast_bot import (
     broadcast_audience,
     broadcast_copy_draft,
@@ -66,6 +68,20 @@ class Conversation(Protocol):
     callbacks: dict[str, Callable]
 
 
+def as_admin(act: Callable) -> Callable:
+    """Run an admin's command or button as them for the audit trail (telegram:<id>): what the
+    services it calls record names the admin. The message or callback is the first argument
+    after `self`, if any."""
+
+    @functools.wraps(act)
+    def run(*args, **kwargs):
+        update = next(a for a in args if isinstance(a, IncomingMessage | CallbackQuery))
+        with audit_context(context=AuditContext(actor=f"telegram:{update.user.id}", via=AuditEntry.Via.BOT)):
+            return act(*args, **kwargs)
+
+    return run
+
+
 def refuse(text: str) -> Reply:
     return Reply(text, ok=False)
 
@@ -105,7 +121,7 @@ class AdminCommands:
             if msg.user.id not in self.router.admin_ids:
                 self.gateway.send_text(msg.chat_id, self.router.unknown_text)
                 return
-            reply = act(msg, arg)
+            reply = as_admin(act)(msg, arg)
             admin_command_record(admin_id=msg.user.id, command=name, arguments=arg, ok=reply.ok, result=reply.text)
             self.gateway.send_text(msg.chat_id, reply.text, buttons=reply.buttons)
 
@@ -279,6 +295,7 @@ class AdminCommands:
             ],
         )
 
+    @as_admin
     def cb_broadcast(self, cq: CallbackQuery, arg: str) -> None:
         """Send / Cancel under a /broadcast confirmation, Cancel under its progress message."""
         action, _, pk = arg.partition(":")

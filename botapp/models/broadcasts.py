@@ -12,6 +12,7 @@ from django.db.models import Q
 from botapp import clock
 from botapp.models.files import TELEGRAM_DELETE_WINDOW_MINUTES
 from botapp.models.outgoing import OutgoingSend, SendStatus, send_statuses
+from botapp.models.uploads import attachment_upload_to
 from botapp.models.users import TelegramUser
 
 
@@ -210,7 +211,7 @@ class BroadcastClaim(models.Model):
 
 class BroadcastAttachment(models.Model):
     """One file of a scheduled message. An uploaded file is kept in Django's default storage
-    (`upload`) until the sender has uploaded it to Telegram once (`file_id`, from Telegram's
+    (`upload`, under a name of ours: botapp/models/uploads.py; `file_name` is the uploader's) until the sender has uploaded it to Telegram once (`file_id`, from Telegram's
     answer); every recipient then gets it by that file id. A file id given by the caller is used as
     it is. Several attachments go as albums where Telegram allows (botapp/services/attachments.py)."""
 
@@ -223,7 +224,7 @@ class BroadcastAttachment(models.Model):
     broadcast = models.ForeignKey(Broadcast, on_delete=models.CASCADE, related_name="attachments")
     position = models.PositiveSmallIntegerField(default=0)
     kind = models.CharField(max_length=16, choices=Kind.choices)
-    upload = models.FileField(upload_to="attachments/%Y/%m/", blank=True, max_length=255)
+    upload = models.FileField(upload_to=attachment_upload_to, blank=True, max_length=255)
     file_name = models.CharField(max_length=255, blank=True)
     size = models.PositiveBigIntegerField(default=0)
     file_id = models.CharField(max_length=512, blank=True, help_text="Telegram's file id (given, or returned by the upload).")

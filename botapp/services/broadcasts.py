@@ -18,6 +18,7 @@ from django.db.models import Exists, F, OuterRef
 
 from botapp import clock
 from botapp.models import BotSettings, Broadcast, BroadcastDelivery, TelegramUser
+from botapp.services.audit import audit_record
 from botapp.services.broadcast_copy import MessageCopy, message_pin
 from botapp.services.outgoing import Outgoing
 from botapp.signals import broadcast_queued, broadcast_test_requested, work_scheduled_announce
@@ -207,8 +208,10 @@ def broadcast_start(*, broadcast: Broadcast) -> int:
             Broadcast.objects.filter(pk=broadcast.pk).update(status=Broadcast.Status.SCHEDULED)
             work_scheduled_announce(work="broadcast", due_at=locked.scheduled_at)
             total = 0
+            audit_record(action="broadcast.start", target=locked, detail=f"scheduled for {locked.scheduled_at:%Y-%m-%d %H:%M %Z}")
         else:
             total = _queue(locked)
+            audit_record(action="broadcast.start", target=locked, detail=f"queued for {total} user(s)")
     broadcast.refresh_from_db()
     return total
 
@@ -428,6 +431,7 @@ def broadcast_cancel(*, broadcast: Broadcast) -> int:
     Broadcast.objects.filter(pk=broadcast.pk).update(status=Broadcast.Status.CANCELLED, finished_at=clock.now())
     left = broadcast.deliveries.filter(status=BroadcastDelivery.Status.PENDING).count()
     broadcast.refresh_from_db()
+    audit_record(action="broadcast.cancel", target=broadcast, detail=f"{left} user(s) left unsent")
     return left
 
 
@@ -475,4 +479,6 @@ def broadcast_resume(*, broadcast: Broadcast) -> int:
         status=Broadcast.Status.SENDING, error_streak=0, error_last="", paused_reason=""
     )
     broadcast.refresh_from_db()
-    return broadcast.deliveries.filter(status=BroadcastDelivery.Status.PENDING).count()
+    left = broadcast.deliveries.filter(status=BroadcastDelivery.Status.PENDING).count()
+    audit_record(action="broadcast.resume", target=broadcast, detail=f"{left} user(s) left to send")
+    return left

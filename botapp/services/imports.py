@@ -33,6 +33,7 @@ from botapp import clock
 from botapp.models import ButtonClick, TelegramUser
 from botapp.models.buttons import KEY_RE
 from botapp.models.sequences import START_PAYLOAD_RE
+from botapp.services.audit import audited
 
 FORMATS = ("csv", "json", "sqlite")
 EXTENSIONS = {
@@ -555,6 +556,7 @@ def import_row_parse(*, where: str, value, now: datetime | None = None) -> Row:
 # --- writing ---------------------------------------------------------------------------------------
 
 
+@audited(action="import.users")
 def users_import(*, records: Iterable[tuple[str, object]], dry_run: bool = False) -> ImportReport:
     """Create the users an export names that Courier does not have; for those it has, fill only
     what is empty, move the join date back when the file knows an earlier one, and add button

@@ -22,6 +22,7 @@ from django.db import transaction
 
 from botapp.models import BotSettings, Sequence, SequenceStep
 from botapp.models.buttons import buttons_parse
+from botapp.services.audit import audited
 from botapp.services.imports import ImportFileError
 from botapp.telegram.limits import MESSAGE_ID_MAX, channel_id_problem
 
@@ -165,6 +166,7 @@ class CampaignReport:
     steps: dict[str, int] = field(default_factory=dict)  # task type -> step id (dry run, new: negative)
 
 
+@audited(action="import.campaign")
 def drip_campaign_build(*, env: DripEnv, farewell: str, dry_run: bool = False) -> CampaignReport:
     """Write the campaign: Bot settings' posts channel and welcome post (when not set already: an
     operator's own choice is kept, and said), the sequence "Drip bot (imported)" for every new user

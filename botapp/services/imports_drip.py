@@ -31,6 +31,7 @@ from django.db import transaction
 
 from botapp import clock
 from botapp.models import ButtonClick, SequenceMessage, SequenceStep, TelegramUser
+from botapp.services.audit import audited
 from botapp.services.imports import (
     CHUNK,
     ImportFileError,
@@ -260,6 +261,7 @@ class _Clicks:
     last: datetime
 
 
+@audited(action="import.drip_clicks")
 def drip_clicks_import(*, tables: DripTables, user_ids: set[int], dry_run: bool = False) -> DripReport:
     """Record the drip bot's button clicks, one ButtonClick per user and key (the first click's
     time, the last one's, and how many rows), for users Courier has: a click Courier already
@@ -416,6 +418,7 @@ def _retries(value) -> int:
     return int(str(value).strip())
 
 
+@audited(action="import.drip_tasks")
 def drip_tasks_import(
     *,
     records,

@@ -27,6 +27,7 @@ from django.db import transaction
 
 from botapp import clock
 from botapp.models import Broadcast, BroadcastDelivery, DailyTokenCount, PendingDeletion, StoredFile, TelegramUser
+from botapp.services.audit import audited
 from botapp.services.imports import Invalid, Unreadable, moment_parse, user_id_parse
 from botapp.signals import work_scheduled_announce
 
@@ -91,6 +92,7 @@ def _pks(ids) -> dict[int, int]:
     return dict(TelegramUser.objects.filter(telegram_id__in=set(ids)).values_list("telegram_id", "pk"))
 
 
+@audited(action="import.mongo_tokens")
 def mongo_tokens_import(*, records, dry_run: bool = False) -> MongoReport:
     """Keep each user with a verified, unexpired token verified until its expiry (never shorter
     than Courier already has them verified)."""
@@ -122,6 +124,7 @@ def mongo_tokens_import(*, records, dry_run: bool = False) -> MongoReport:
     return report
 
 
+@audited(action="import.mongo_token_counts")
 def mongo_token_counts_import(*, records, today: date, dry_run: bool = False) -> MongoReport:
     """Today's token counts (`today`: the operator's date) as DailyTokenCount; a count Courier has
     is kept when higher."""
@@ -156,6 +159,7 @@ def mongo_token_counts_import(*, records, today: date, dry_run: bool = False) ->
     return report
 
 
+@audited(action="import.mongo_deletions")
 def mongo_deletions_import(*, records, dry_run: bool = False) -> MongoReport:
     """A PendingDeletion for each pending deletion, due at its delete_at (one already due is due
     now): the message deleter deletes the messages and sends the "deleted" notice."""
@@ -207,6 +211,7 @@ def _broadcast_messages(doc: dict) -> list[tuple[int, int]]:
     raise Invalid("no message_ids, messages or message_id: which message each user got")
 
 
+@audited(action="import.mongo_broadcasts")
 def mongo_broadcasts_import(*, records, dry_run: bool = False) -> MongoReport:
     """Each broadcast with a deletion time becomes a finished Broadcast ("moved in: broadcasts
     <id>") whose sent deliveries carry it as delete_at: the broadcast deleter removes the messages

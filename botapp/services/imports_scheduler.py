@@ -34,6 +34,7 @@ from django.core.files import File
 
 from botapp import clock
 from botapp.models import Subscriber, SubscriberMessage
+from botapp.services.audit import audited
 from botapp.services.imports import ImportFileError, Invalid, moment_parse, user_id_parse
 from botapp.services.subscribers import SubscribedAlready, subscriber_create, subscriber_message_schedule
 
@@ -91,6 +92,7 @@ def _tables(path: Path) -> set[str]:
         return set()
 
 
+@audited(action="import.scheduler")
 def scheduler_import(*, path: str | Path, dry_run: bool = False) -> SchedulerImportReport:
     """Import the database at `path` (its subscribers first, then its messages not sent yet); a
     table without the columns above raises ImportFileError before anything is written. `dry_run`:

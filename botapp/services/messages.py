@@ -25,6 +25,8 @@ from django.utils import timezone
 from botapp import clock
 from botapp.models import Broadcast, BroadcastAttachment, BroadcastDelivery, TelegramUser
 from botapp.models.buttons import buttons_parse
+from botapp.models.uploads import DISPLAY_NAME_LENGTH, upload_display_name
+from botapp.services.audit import audit_record
 from botapp.services.composed import composed_text_problems
 from botapp.signals import work_scheduled_announce
 from botapp.telegram.limits import FILE_SIZE, PHOTO_SIZE, START_PAYLOAD_LENGTH
@@ -60,8 +62,21 @@ class AttachmentSpec:
 
     @property
     def name(self) -> str:
-        """The file's name as recipients see it."""
-        return (self.file_name or (self.upload.name if self.upload is not None else "") or "").rsplit("/", 1)[-1]
+        """The file's name as recipients see it (botapp/models/uploads.py: cut to what is kept)."""
+        return upload_display_name(self.file_name or (self.upload.name if self.upload is not None else "") or "")[0]
+
+
+def attachment_name_notes(*, attachments: Sequence[AttachmentSpec]) -> list[str]:
+    """What the caller is told about the names kept: each attachment whose file name was too long
+    for the database, cut (`AttachmentSpec.name` shows the cut one)."""
+    notes = []
+    for n, item in enumerate(attachments, start=1):
+        given = item.file_name or (item.upload.name if item.upload is not None else "") or ""
+        if upload_display_name(given)[1]:
+            notes.append(
+                f"Attachment {n}: its file name was cut to {DISPLAY_NAME_LENGTH} characters (it had {len(given.rsplit('/', 1)[-1])})."
+            )
+    return notes
 
 
 def message_schedule(
@@ -103,6 +118,11 @@ def message_schedule(
         )
         _attach(message, attachments)
         work_scheduled_announce(work="broadcast", due_at=message.scheduled_at)
+        audit_record(
+            action="message.schedule",
+            target=message,
+            detail=f"to {message.audience}, at {message.scheduled_at:%Y-%m-%d %H:%M %Z}",
+        )
     return message
 
 
@@ -151,6 +171,7 @@ def message_update(*, message: Broadcast, changes: dict) -> Broadcast:
             _attach(locked, attachments)
             # The old files leave the storage once the change is committed (not before: a rollback keeps them).
             transaction.on_commit(lambda: [upload.delete(save=False) for upload in replaced])
+        audit_record(action="message.change", target=locked, detail=f"changed: {', '.join(sorted(changes)) or 'nothing'}")
     return locked
 
 
@@ -301,13 +322,14 @@ def _attach_rows(message: Broadcast, attachments: Sequence[AttachmentSpec], writ
             position=position,
             kind=item.kind,
             file_id=item.file_id if item.upload is None else "",
-            file_name=item.name[:255],
+            file_name=item.name,
             size=item.size,
         )
         if item.upload is not None:
-            # The name chosen first, so that a write that fails half-way leaves a name to remove.
+            # The name chosen first, so that a write that fails half-way leaves a name to remove. It
+            # is one of ours (botapp/models/uploads.py), never the uploader's.
             storage = row.upload.storage
-            name = storage.get_available_name(row.upload.field.generate_filename(row, row.file_name or "file"))
+            name = storage.get_available_name(row.upload.field.generate_filename(row, row.file_name), max_length=255)
             written.append(name)
             row.upload.name = storage.save(name, item.upload)
             written[-1] = row.upload.name

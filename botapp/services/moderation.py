@@ -15,6 +15,7 @@ from django.db.models import Q
 
 from botapp import clock
 from botapp.models import AdminCommand, TelegramUser, UserBan
+from botapp.services.audit import audit_record
 
 
 def ban_in_force_q(*, now: datetime) -> Q:
@@ -31,6 +32,8 @@ def user_ban(*, user: TelegramUser, duration: timedelta | None, reason: str = ""
             user=user, reason=reason[:255], banned_by=banned_by, created_at=now, until=now + duration if duration else None
         )
         TelegramUser.objects.filter(pk=user.pk).update(admin_banned=True)
+        until = f"until {ban.until:%Y-%m-%d %H:%M %Z}" if ban.until else "until lifted"
+        audit_record(action="user.ban", target=user, detail=f"{until}; reason: {reason}" if reason else until)
     user.admin_banned = True
     return ban
 
@@ -42,6 +45,8 @@ def user_unban(*, user: TelegramUser, lifted_by: int | None = None) -> bool:
         lifted = UserBan.objects.filter(ban_in_force_q(now=now), user=user).update(lifted_at=now, lifted_by=lifted_by)
         UserBan.objects.filter(user=user, lifted_at__isnull=True).update(lifted_at=now, lifted_by=lifted_by)  # expired ones
         TelegramUser.objects.filter(pk=user.pk).update(admin_banned=False)
+        if lifted:
+            audit_record(action="user.unban", target=user)
     user.admin_banned = False
     return bool(lifted)
 
@@ -77,6 +82,8 @@ def users_unban(*, users: Iterable[TelegramUser]) -> int:
     lifted = 0
     for user in users:
         bypass = TelegramUser.objects.filter(pk=user.pk, banned_until__gt=now).update(banned_until=None)
+        if bypass:
+            audit_record(action="user.unban", target=user, detail="verification-bypass ban lifted")
         admin = user.admin_banned and user_unban(user=user)
         lifted += bool(bypass or admin)
     return lifted

@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from botapp import clock
 from botapp.models import BotSettings, PremiumPlan, TelegramUser
+from botapp.services.audit import audit_record
 from botapp.services.outgoing import send_key
 from botapp.services.texts import human_span
 from botapp.signals import work_scheduled_announce
@@ -75,6 +76,7 @@ def premium_grant(*, user: TelegramUser, duration: timedelta, granted_by: int | 
             plan = PremiumPlan.objects.create(user=user, starts_at=now, ends_at=now + duration, granted_by=granted_by)
         TelegramUser.objects.filter(pk=user.pk).update(premium_until=plan.ends_at)
         work_scheduled_announce(work="premium", due_at=plan.ends_at)
+        audit_record(action="premium.grant", target=user, detail=f"for {duration}, until {plan.ends_at:%Y-%m-%d %H:%M %Z}")
     user.premium_until = plan.ends_at
     return plan
 
@@ -86,6 +88,7 @@ def premium_revoke(*, user: TelegramUser) -> PremiumPlan | None:
         plan = PremiumPlan.objects.select_for_update().filter(user=user, status=PremiumPlan.Status.ACTIVE).first()
         if plan is not None:
             PremiumPlan.objects.filter(pk=plan.pk).update(status=PremiumPlan.Status.REVOKED, ended_at=now)
+            audit_record(action="premium.revoke", target=user, detail=f"plan {plan.pk} ended")
         TelegramUser.objects.filter(pk=user.pk).update(premium_until=None)
     user.premium_until = None
     if plan is None or plan.ends_at <= now:

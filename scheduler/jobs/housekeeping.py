@@ -8,7 +8,8 @@ from datetime import timedelta
 from django.conf import settings
 
 from botapp import clock
-from botapp.models import HandledUpdate
+from botapp.models import AuditEntry, HandledUpdate
+from botapp.services.audit import audit_prune
 from botapp.services.updates import HANDLED_RETENTION, handled_updates_prune
 from scheduler.jobs.registry import JOBS, Job, Outcome, job_register
 from scheduler.models import JobRun
@@ -16,14 +17,16 @@ from scheduler.models import JobRun
 
 def prune_job_runs(*, gateway=None, dry_run: bool = False) -> Outcome:
     """Delete job runs older than JOB_RUN_RETENTION_DAYS, except each job's latest run (the
-    dashboard shows it however old it is)."""
+    dashboard shows it however old it is), and the audit trail's entries as old."""
     cutoff = clock.now() - timedelta(days=settings.JOB_RUN_RETENTION_DAYS)
     latest = [pk for name in JOBS if (pk := JobRun.objects.filter(job=name).values_list("pk", flat=True).first())]
     old = JobRun.objects.filter(started_at__lt=cutoff).exclude(pk__in=latest)
     if dry_run:
-        return Outcome(old.count(), detail=f"runs older than {settings.JOB_RUN_RETENTION_DAYS} days")
+        audit = AuditEntry.objects.filter(at__lt=cutoff).count()
+        return Outcome(old.count(), detail=f"runs older than {settings.JOB_RUN_RETENTION_DAYS} days; {audit} audit entries")
     n, _ = old.delete()
-    return Outcome(n, detail=f"deleted {n} runs older than {settings.JOB_RUN_RETENTION_DAYS} days")
+    audit = audit_prune(before=cutoff)
+    return Outcome(n, detail=f"deleted {n} runs and {audit} audit entries older than {settings.JOB_RUN_RETENTION_DAYS} days")
 
 
 job_register(Job("prune_job_runs", prune_job_runs, {"minute": "30", "hour": "3"}, "Delete old job runs"))

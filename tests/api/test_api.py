@@ -333,6 +333,22 @@ def test_the_docs_page_is_for_clients_and_staff_only(api, admin_client, plain_ht
     assert api("read").get("/api/v1/schema/").status_code == 200
 
 
+@pytest.mark.parametrize("path", ["/api/v1/docs/", "/api/v1/schema/"])
+def test_the_docs_and_schema_are_for_staff_with_the_api_permission_only(client, django_user_model, plain_http, path):
+    from django.contrib.auth.models import Permission
+
+    staff = django_user_model.objects.create_user("plain-staff", password="pw", is_staff=True)
+    client.force_login(staff)
+    assert client.get(path).status_code == 403  # staff with no permissions at all
+
+    staff.user_permissions.add(Permission.objects.get(codename="view_apiclient"))
+    assert client.get(path).status_code == 200
+
+    staff.is_active = False  # a disabled account's session is refused however it got one
+    staff.save()
+    assert client.get(path).status_code in (401, 403)
+
+
 def test_the_admin_adds_a_client_shows_its_token_once_and_revokes_it(admin_client, plain_http):
     refused = admin_client.post(reverse("admin:api_apiclient_add"), {"name": "crm", "scopes": "admin", "rate": "fast"})
     assert set(refused.context["adminform"].form.errors) == {"scopes", "rate"}

@@ -133,8 +133,9 @@ def test_schedule_message_as_the_documents_curl(api, subscribers, media):
     assert uuid.UUID(body["id"])
     assert body["target_user_id"] == ["user-123", "user-456"] and body["message"] == "Hello from the scheduler!"
     assert body["scheduled_timestamp"] == "2025-12-05T10:30:00" and body["is_sent"] is False
-    assert [p.rsplit("/", 1)[-1] for p in body["file_paths"]] == ["document.pdf", "image.jpg"]
-    assert sorted(files_kept(media)) == ["document.pdf", "image.jpg"]
+    # Names in Courier's storage: its own (botapp/models/uploads.py), with the files' extensions.
+    assert [p.startswith("attachments/") and p.rsplit(".", 1)[-1] for p in body["file_paths"]] == ["pdf", "jpg"]
+    assert sorted(files_kept(media)) == sorted(p.rsplit("/", 1)[-1] for p in body["file_paths"])
     assert NAIVE.match(body["created_at"])
 
     # The same rows as /api/v1/messages/ makes: a scheduled message to the subscribers' Telegram ids.

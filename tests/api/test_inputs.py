@@ -210,3 +210,46 @@ def test_an_upload_onto_a_full_or_read_only_storage_is_refused_and_leaves_no_fil
     assert response.status_code == status and set(response.json()) == {"detail"}
     assert written and [p for p in tmp_path.rglob("*") if p.is_file()] == []
     assert not Broadcast.objects.exists()
+
+
+# --- uploaded file names ----------------------------------------------------------------------------------
+
+
+def stored_files(root):
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+
+
+def test_a_file_name_of_300_characters_is_stored_under_a_generated_name_and_cut_for_display(api, settings, tmp_path):
+    import io
+
+    settings.MEDIA_ROOT = tmp_path
+    name = "r" * 296 + ".pdf"
+    sent = io.BytesIO(b"%PDF long")
+    sent.name = name  # as a client sends it (Django's own SimpleUploadedFile would cut it first)
+    files = [sent]
+    response = api().post("/api/v1/messages/", {"send_at": later(), "recipients": "all", "files": files}, format="multipart")
+
+    assert response.status_code == 201, response.content
+    shown = response.json()["attachments"][0]["file_name"]
+    assert len(shown) == 255 and shown.endswith("….pdf") and shown.startswith("rrrr")
+    assert response.json()["notes"] == [f"Attachment 1: its file name was cut to 255 characters (it had {len(name)})."]
+    [stored] = stored_files(tmp_path)
+    assert stored.startswith("attachments/") and stored.endswith(".pdf") and "rrr" not in stored
+    assert (tmp_path / stored).read_bytes() == b"%PDF long"
+
+
+@pytest.mark.parametrize("name", [".htaccess", "page.html", "logo.svg", "shell.php", "x.pdf.js", "../../etc/passwd"])
+def test_dotfiles_and_active_types_are_stored_inert_under_their_display_name(api, settings, tmp_path, name):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    settings.MEDIA_ROOT = tmp_path
+    files = [SimpleUploadedFile(name, b"<?php echo 1; ?>", content_type="application/octet-stream")]
+    response = api().post("/api/v1/messages/", {"send_at": later(), "recipients": "all", "files": files}, format="multipart")
+
+    assert response.status_code == 201, response.content
+    assert response.json()["attachments"][0]["file_name"] == name.rsplit("/", 1)[-1]
+    assert "notes" not in response.json()
+    [stored] = stored_files(tmp_path)
+    stem = stored.rsplit("/", 1)[-1]
+    assert stored.startswith("attachments/") and stem.endswith(".bin") and not stem.startswith(".")
+    assert name.rsplit("/", 1)[-1].lstrip(".").split(".")[0] not in stem

@@ -1,5 +1,6 @@
 """Login throttling (django-axes): a run of wrong passwords locks one user name from one address
-out of the admin for a while, with the reason on the login page; the right password does not get
+out of the admin for a while, and a run of wrong passwords across user names locks the address;
+the reason and the time log-in opens again are on the login page; the right password does not get
 through until then; the lock can be lifted by command."""
 
 import pytest
@@ -11,6 +12,7 @@ from django.urls import reverse
 pytestmark = pytest.mark.django_db
 
 LOCKED = "Too many failed log-ins with this user name from your address"
+ADDRESS_LOCKED = "Too many failed log-ins from your address"
 
 
 @pytest.fixture
@@ -116,3 +118,65 @@ def test_logging_in_at_the_login_page_lands_on_the_console(client, operator):
     response = log_in(client, "right-pw")  # /login/ opened by hand: no ?next=
     assert response.status_code == 302 and response.url == reverse("admin:index")
     assert logged_in(client)
+
+
+def test_password_spraying_20_names_4_passwords_from_one_address_is_locked_at_the_address_limit(client, operator, settings):
+    settings.AXES_FAILURE_LIMIT = 5
+    settings.LOGIN_ADDRESS_FAILURE_LIMIT = 20
+    spray = {"REMOTE_ADDR": "203.0.113.9"}
+    answers = [log_in(client, f"guess-{p}", username=f"name-{n}", **spray) for p in range(4) for n in range(20)]
+
+    assert [r.status_code for r in answers] == [200] * 19 + [429] * 61
+    page = answers[-1].content.decode()
+    assert ADDRESS_LOCKED in page and "every user name" in page and "locked until" in page
+    cool_off = settings.AXES_COOLOFF_TIME.total_seconds()  # from the 20th failure, counted down since
+    assert cool_off - 30 <= int(answers[-1]["Retry-After"]) <= int(answers[19]["Retry-After"]) <= cool_off
+    assert log_in(client, "right-pw", **spray).status_code == 429  # the operator too, from that address
+    assert log_in(client, "right-pw", REMOTE_ADDR="198.51.100.7").status_code == 302  # not from elsewhere
+
+    cool_off_passes(settings)
+    assert log_in(client, "right-pw", **spray).status_code == 302
+
+
+def test_variants_of_one_user_name_share_one_counter(client, operator, settings):
+    settings.AXES_FAILURE_LIMIT = 5
+    settings.LOGIN_ADDRESS_FAILURE_LIMIT = 100
+    # What the login form makes of them (surrounding spaces, Unicode compatibility forms): "op".
+    variants = ["op", " op", "op ", "\uff4f\uff50", "\uff4fp"]
+    answers = [log_in(client, f"guess-{n}", username=name) for n, name in enumerate(variants)]
+
+    assert [r.status_code for r in answers] == [200] * 4 + [429]
+    assert LOCKED in answers[-1].content.decode()
+    assert log_in(client, "right-pw").status_code == 429
+
+
+def test_a_success_from_the_address_does_not_wipe_the_other_names_failures(client, operator, settings):
+    settings.AXES_FAILURE_LIMIT = 5
+    settings.LOGIN_ADDRESS_FAILURE_LIMIT = 8
+    for n in range(4):
+        log_in(client, "guess", username=f"name-{n}")
+    for _ in range(3):
+        log_in(client, "typo")
+    assert log_in(client, "right-pw").status_code == 302  # its own 3 failures are forgiven
+    client.logout()
+
+    answers = [log_in(client, "guess", username=f"other-{n}") for n in range(5)]
+    assert [r.status_code for r in answers] == [200] * 3 + [429] * 2  # 4 + 4th new one = 8
+
+
+def test_the_address_lock_page_says_until_when_by_the_oldest_failure_that_still_counts(client, operator, settings):
+    from datetime import timedelta
+
+    from axes.models import AccessAttempt
+
+    settings.AXES_FAILURE_LIMIT = 5
+    settings.LOGIN_ADDRESS_FAILURE_LIMIT = 4
+    for n in range(3):
+        log_in(client, "guess", username=f"name-{n}")
+    # The first failures were 10 minutes ago: when they age out, the address is below the limit.
+    AccessAttempt.objects.filter(username__in=["name-0", "name-1"]).update(attempt_time=F("attempt_time") - timedelta(minutes=10))
+    locked = log_in(client, "guess", username="name-3")
+
+    assert locked.status_code == 429
+    retry = int(locked["Retry-After"])
+    assert settings.AXES_COOLOFF_TIME.total_seconds() - 600 - 5 <= retry <= settings.AXES_COOLOFF_TIME.total_seconds() - 600
