@@ -418,6 +418,8 @@ UNFOLD = {
                     _nav("Sequence steps", "format_list_numbered", "admin:botapp_sequencestep_changelist"),
                     _nav("Broadcast deliveries", "mark_email_read", "admin:botapp_broadcastdelivery_changelist"),
                     _nav("Sequence messages", "outgoing_mail", "admin:botapp_sequencemessage_changelist"),
+                    _nav("Moved-in subscribers", "contacts", "admin:botapp_subscriber_changelist"),
+                    _nav("Moved-in messages", "schedule", "admin:botapp_subscribermessage_changelist"),
                 ],
             },
             {

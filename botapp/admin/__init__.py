@@ -3,7 +3,19 @@ through services."""
 
 from django.contrib import admin
 
-from botapp.admin import access, audit, broadcasts, files, premium, sequences, settings, site, updates, users  # noqa: F401 - registers the admins
+from botapp.admin import (  # noqa: F401 - registers the admins
+    access,
+    audit,
+    broadcasts,
+    files,
+    premium,
+    sequences,
+    settings,
+    site,
+    subscribers,
+    updates,
+    users,
+)
 
 admin.site.site_header = "Courier"
 admin.site.site_title = "Courier"
