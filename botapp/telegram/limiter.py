@@ -91,25 +91,19 @@ def global_rate() -> float:
 # at once (one MTProto container) and is admitted against the windows as one. Each batch is a burst
 # of rate x BATCH_WINDOW sends that the rate windows (TELEGRAM_RATE_SPAN) must hold: 16 at 960/s.
 # The windows take whole batches, so a span holds only as many as fit under the cap: what is left
-# over is lost to the broadcast (replies may use it). 1000 holds 52 batches of 19 (988, 12 left:
-# the broadcast and 4 replies/s together at most 0.954 of 1000/s) but 62 of 16 (992, 8 left, 0.958).
-# Side by side (bench/broadcast.py --mode paid, one run each, alternating, 2026-11-28): 19 gave
-# 0.952, 0.952, 0.952 of allowed; 16 gave 0.954, 0.955, 0.954; 12 gave 0.955 three times. Sends
-# per CPU-second at real pacing (bench/sender.py --paced paid): 16 and 19 within each other's noise
-# (6,669-8,167 against 6,662-7,944), 12 lower (5,615-6,400). 40 ms batches cost a worker less CPU
-# (5,125 against 4,750, side by side) but a paid broadcast end to end fell from 0.950 to
-# 0.893-0.939 of the allowed rate, with 157 FLOOD_WAITs in one run of three: bigger bunches fill
-# the windows in bigger steps.
+# over is lost to the broadcast (replies may use it): 1000 holds 52 batches of 19 (12 left) but 62
+# of 16 (8 left), so 16 comes nearer the cap. Smaller batches cost a worker more CPU a send for no
+# more rate; bigger ones (a window twice as long) cost less CPU but fill the windows in bigger
+# steps, and a paid broadcast end to end lost rate and met FLOOD_WAITs. The side-by-side runs are
+# in the message of fb214d5, the commit that set 16.
 BATCH_WINDOW = 0.017
 BATCH_MAX = 50  # sends per batch at most, whatever the rate
 # Sends per batch at least, whatever the rate: at the free rate (28.8/s) a pair, two slots 35 ms
 # apart sent at once. Each batch costs a worker the same thread hops, Redis call, container and
-# answer whatever its size: one send at a time cost 1.9 ms of CPU a send, most of it those (530
-# sends per CPU-second at 28.8/s, against 1,066 in pairs and 1,255 in threes, side by side). No more
-# than a pair: a reply waits for a place in the windows, and a pair's places free two at a time
-# (one every 69 ms). End to end (bench/broadcast.py --mode free), replies during a free broadcast
-# take p95 89 ms in pairs (200 ms before replies had their own queue and the first place in the
-# windows; 65 ms one at a time), and the runs met no FLOOD_WAIT (one at a time: 3-4 a run).
+# answer whatever its size, so one send at a time cost about twice a pair's CPU a send. No more
+# than a pair: a reply waits for a place in the windows, and a pair's places free two at a time.
+# End to end (bench/broadcast.py --mode free) replies keep within their goal in pairs, and the runs
+# meet no FLOOD_WAIT (one at a time met a few a run); docs/benchmarks.md has the current figures.
 BATCH_MIN = 2
 
 

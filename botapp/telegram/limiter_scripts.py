@@ -167,7 +167,7 @@ return string.format('%.6f', math.max(until_, current) - now)
 # leave it a place while it waits, and WAITING_GRACE after (their cap is lower by the replies waiting;
 # a reply that never comes back is forgotten then): the place that
 # frees first is the reply's, not the next bulk batch's (which, asking at the same instant, took
-# it two times in three: replies waited up to four expiries, p95 211 ms in pairs). Returns 0
+# it two times in three, and replies waited up to four expiries). Returns 0
 # (admitted and logged) or the seconds until it would be.
 WAITING_GRACE = 0.05  # seconds a waiting reply keeps its place after its wait (WINDOW)
 WINDOW = """
