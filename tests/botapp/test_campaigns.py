@@ -10,6 +10,7 @@ from botapp.models import BotSettings, SequenceMessage, TelegramUser
 from botapp.models.files import share_id_new
 from botapp.services.delivery import FILE_LINK_RE, NO_FILE
 from botapp.services.legacy import legacy_share_id
+from botapp.services.subscribers import subscriber_create
 from botapp.telegram.gateway import TgUser
 from scheduler.jobs.registry import job_run
 from tests.factories import SequenceFactory
@@ -182,3 +183,14 @@ def test_the_settings_page_refuses_a_retired_command_it_cannot_read(operator):
     assert errors["welcome_back_text"][0].startswith("{firstname} is not a placeholder")
     response = settings_form_post(operator, retired_commands="/ok | <b>unclosed")
     assert response.context["adminform"].form.errors["retired_commands"] == ["/ok: <b> is never closed."]
+
+
+def test_the_welcome_shows_the_user_their_id_as_the_scheduled_message_system_did(operator, chat, alice, conf):
+    """Seed 003's /start told the user their user_id and chat_id: {id}, {chat_id} and {user_id}
+    are placeholders the settings page takes and the bot fills, escaped like the names."""
+    text = "Hi {first_name}: your id is {id}, chat {chat_id}, user {user_id}."
+    assert settings_form_post(operator, welcome_text=text, welcome_back_text="Back: {user_id}").status_code == 302
+
+    assert [e.text for e in chat(alice, "/start")] == ["Hi Alice: your id is 1001, chat 1001, user 1001."]
+    subscriber_create(chat_id=alice.id, chat_name="Alice", subscriber_id="660e9511-f39c <b>")
+    assert [e.text for e in chat(alice, "/start")] == ["Back: 660e9511-f39c <b>"]  # escaped: shown as written, not as bold
