@@ -53,6 +53,7 @@ class BotSettingsAdmin(ModelAdmin):
                     "about_text",
                     "faq_text",
                     "deleted_notice_text",
+                    "again_button_text",
                     "retired_commands",
                 )
             },

@@ -23,6 +23,7 @@ from botapp.telegram.limits import MESSAGE_ID_MAX
 log = logging.getLogger(__name__)
 
 CACHE_KEY = "botsettings"
+AGAIN_BUTTON_TEXT = "♻️ Get files again"
 
 
 def one_button_validate(value: str) -> None:
@@ -180,6 +181,13 @@ class BotSettings(models.Model):
     about_text = models.TextField(default="Courier delivers files through Telegram links.")
     faq_text = models.TextField(default="Why are files deleted? To keep your chat clean: tap the button to get them again.")
     deleted_notice_text = models.TextField('"deleted" notice text', default="Previous message was deleted.")
+    again_button_text = models.CharField(
+        '"get files again" button text',
+        max_length=64,
+        default=AGAIN_BUTTON_TEXT,
+        validators=[button_label_validate],
+        help_text='The button under the "deleted" notice that opens the file link again.',
+    )
     premium_skips_force_subscribe = models.BooleanField(
         "premium users skip force-subscribe", default=False, help_text="Premium users also skip the channels to join."
     )

@@ -39,6 +39,7 @@ from django.db.models.functions import Least
 from botapp import clock
 from botapp.db import ids_delete, ids_update, row_insert, row_update
 from botapp.models import BotSettings, BroadcastDelivery, ClaimStatus, PendingDeletion, TelegramUser
+from botapp.models.settings import AGAIN_BUTTON_TEXT
 from botapp.services.files import deep_link
 from botapp.services.outgoing import send_key
 from botapp.services.texts import human_span
@@ -313,7 +314,7 @@ class DeletionSweep:
         try:
             deleted_notice_send(
                 gateway=self.gateway, chat_id=due.chat_id, share_id=due.share_id, text=self.conf.deleted_notice_text,
-                key=due.key,
+                label=self.conf.again_button_text, key=due.key,
             )  # fmt: skip
         except TelegramError as exc:
             return self._noticed(due, exc, now)
@@ -364,6 +365,7 @@ class DeletionSweep:
                         chat_id=due.chat_id,
                         share_id=due.share_id,
                         text=self.conf.deleted_notice_text,
+                        label=self.conf.again_button_text,
                         key=due.key,
                     )
                 )
@@ -458,18 +460,22 @@ class DeletionSweep:
 # --- and then ------------------------------------------------------------------------------------
 
 
-def deleted_notice_send(*, gateway: Gateway, chat_id: int, share_id: str, text: str, key: str = "") -> Sent:
-    """After an auto-delete: say so, with *Get files again* (the same deep link; none without a
-    share id) and *Close*. `key`: its random_id key (`Due.key`). Telegram's refusal is raised to
-    the caller."""
-    item = deleted_notice_item(gateway=gateway, chat_id=chat_id, share_id=share_id, text=text, key=key)
+def deleted_notice_send(
+    *, gateway: Gateway, chat_id: int, share_id: str, text: str, label: str = AGAIN_BUTTON_TEXT, key: str = ""
+) -> Sent:
+    """After an auto-delete: say so, with the *Get files again* button (`label`: Bot settings'
+    text; the same deep link; none without a share id) and *Close*. `key`: its random_id key
+    (`Due.key`). Telegram's refusal is raised to the caller."""
+    item = deleted_notice_item(gateway=gateway, chat_id=chat_id, share_id=share_id, text=text, label=label, key=key)
     return gateway.send_text(chat_id, item.text, buttons=item.buttons, key=key)
 
 
-def deleted_notice_item(*, gateway: Gateway, chat_id: int, share_id: str, text: str, key: str = "") -> SendItem:
+def deleted_notice_item(
+    *, gateway: Gateway, chat_id: int, share_id: str, text: str, label: str = AGAIN_BUTTON_TEXT, key: str = ""
+) -> SendItem:
     """The "deleted" notice as one send of a batch."""
     buttons = [[Button("❌ Close", callback_data="close")]]
     if share_id:
-        again = Button("♻️ Get files again", url=deep_link(bot_username=gateway.bot_username, payload=share_id))
+        again = Button(label, url=deep_link(bot_username=gateway.bot_username, payload=share_id))
         buttons = [[again, buttons[0][0]]]
     return SendItem(chat_id, text, buttons=buttons, key=key)
