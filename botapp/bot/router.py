@@ -308,9 +308,14 @@ class Router:
         )
 
     def cmd_text(self, field: str) -> Callable[[IncomingMessage, str], None]:
+        """/about, /faq: the text of Bot settings, with the button to the operator's channel when
+        one is set (the drip bot's "Join Channel", shared/seeds/002)."""
+
         def handler(msg: IncomingMessage, arg: str) -> None:
             users.user_seen(tg=msg.user)
-            self.gateway.send_text(msg.chat_id, text_render(template=getattr(BotSettings.load(), field), tg=msg.user))
+            conf = BotSettings.load()
+            buttons = [[Button(conf.channel_button_text, url=conf.channel_url)]] if conf.channel_url else None
+            self.gateway.send_text(msg.chat_id, text_render(template=getattr(conf, field), tg=msg.user), buttons=buttons)
 
         return handler
 

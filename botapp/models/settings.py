@@ -9,7 +9,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models, transaction
 
 from botapp.cache import HotValue
-from botapp.models.buttons import button_text_problem, buttons_parse
+from botapp.models.buttons import button_text_problem, button_url_ok, buttons_parse
 from botapp.models.files import TELEGRAM_DELETE_WINDOW_MINUTES
 from botapp.models.ranges import (
     BYPASS_SECONDS_MAX,
@@ -79,6 +79,11 @@ def time_zone_validate(value: str) -> None:
         raise ValidationError(
             f"{value} is not a time zone name: write one like Europe/Berlin, America/New_York or UTC."
         ) from None
+
+
+def button_url_validate(value: str) -> None:
+    if value and not button_url_ok(url=value):
+        raise ValidationError("Give a link Telegram accepts on a button: https://t.me/yourchannel (or http(s)://…, tg://…).")
 
 
 def button_label_validate(value: str) -> None:
@@ -180,6 +185,16 @@ class BotSettings(models.Model):
     help_text = models.TextField(default="Open a file link to get its files. /about, /faq, /stop to stop messages.")
     about_text = models.TextField(default="Courier delivers files through Telegram links.")
     faq_text = models.TextField(default="Why are files deleted? To keep your chat clean: tap the button to get them again.")
+    channel_url = models.CharField(
+        "channel link",
+        max_length=255,
+        blank=True,
+        validators=[button_url_validate],
+        help_text="Your channel's link (https://t.me/…): /about and /faq carry a button to it. Empty: no button.",
+    )
+    channel_button_text = models.CharField(
+        "channel button text", max_length=64, default="Join Channel", validators=[button_label_validate]
+    )
     deleted_notice_text = models.TextField('"deleted" notice text', default="Previous message was deleted.")
     again_button_text = models.CharField(
         '"get files again" button text',

@@ -1,5 +1,6 @@
 """Seed 002's drip bot rebuilt on Courier from its own `.env` (shared/seeds/002_*.txt): the posts
-channel (SOURCE_CHANNEL_ID), the welcome post (MSG_IMMEDIATE_ID), and a sequence for every new user
+channel (SOURCE_CHANNEL_ID), the welcome post (MSG_IMMEDIATE_ID), the channel link /about and /faq
+carry (CHANNEL_URL), and a sequence for every new user
 with the bot's four timed tasks as steps, at the document's delays: msg_30s after 40 s, msg_3min
 after 3 min, the farewell (msg_cleanup) CLEANUP_DELAY_MINUTES (15) after that, and msg_2h after 2 h
 only for users who have not clicked join_channel. The post steps carry the bot's keyboard: a link
@@ -176,11 +177,15 @@ def drip_campaign_build(*, env: DripEnv, farewell: str, dry_run: bool = False) -
     with transaction.atomic():
         conf = BotSettings.load()
         changed = []
-        for name, value, what in (("posts_channel_id", channel, "posts channel"), ("welcome_post_id", welcome, "welcome post")):
+        for name, value, what in (
+            ("posts_channel_id", channel, "posts channel"),
+            ("welcome_post_id", welcome, "welcome post"),
+            ("channel_url", env.values.get("CHANNEL_URL") or None, "channel link (/about and /faq's button)"),
+        ):
             current = getattr(conf, name)
             if value is None or current == value:
                 continue
-            if current is None:
+            if current in (None, ""):
                 setattr(conf, name, value)
                 changed.append(name)
                 report.lines.append(f"Bot settings: {what} {value}")

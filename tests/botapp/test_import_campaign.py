@@ -57,6 +57,7 @@ def test_the_env_builds_the_campaign_and_a_user_who_clicked_join_channel_is_spar
     assert out.splitlines() == [
         f"campaign: Bot settings: posts channel {CHANNEL}",
         "campaign: Bot settings: welcome post 36",
+        "campaign: Bot settings: channel link (/about and /faq's button) https://t.me/yourbot",
         "campaign: sequence 'Drip bot (imported)': for every new user",
         "campaign: step msg_30s: after 40 s, post 56, buttons: ⚡ Join Now / ✅ I Joined",
         "campaign: step msg_3min: after 3 min, post 57, buttons: ⚡ Join Now / ✅ I Joined",
@@ -68,7 +69,7 @@ def test_the_env_builds_the_campaign_and_a_user_who_clicked_join_channel_is_spar
         "tasks: 8 read: 6 scheduled, 0 already scheduled, 2 done (not imported), 0 repeated, 0 invalid",
     ]
     conf = BotSettings.load()
-    assert (conf.posts_channel_id, conf.welcome_post_id) == (CHANNEL, 36)
+    assert (conf.posts_channel_id, conf.welcome_post_id, conf.channel_url) == (CHANNEL, 36, "https://t.me/yourbot")
     assert sorted(ButtonClick.objects.values_list("user__telegram_id", "button", "count")) == [
         (USER, "join_channel", 1),
         (USER, "verify", 1),
