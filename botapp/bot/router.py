@@ -62,6 +62,7 @@ Send a file, an album or forward a storage-channel post: it is stored and you ge
 /broadcast, /pbroadcast: reply to a message to send it to every active user (p: pinned)
 /ban &lt;user id&gt; [duration] [reason], /unban &lt;user id&gt;, /banlist
 /addpremium &lt;user id&gt; &lt;duration&gt;, /delpremium &lt;user id&gt;, /premiumusers
+/autodelete [time]: when delivered files are deleted (e.g. 30, 2h, off)
 /users, /stats: counts"""
 # What an admin is told when runbot died while handling their message: it is never run twice.
 INTERRUPTED = (

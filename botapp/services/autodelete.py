@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Case, DateTimeField, ExpressionWrapper, F, OuterRef, Subquery, Value, When
 from django.db.models.functions import Least
@@ -57,7 +58,7 @@ from botapp.telegram.gateway import (
     TelegramError,
     TransientError,
 )
-from botapp.telegram.limits import DELETE_WINDOW
+from botapp.telegram.limits import DELETE_WINDOW, DELETE_WINDOW_MINUTES
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +77,19 @@ LAST_TRY = timedelta(minutes=1)
 
 
 # --- when a file is delivered --------------------------------------------------------------------
+
+
+def auto_delete_set(*, minutes: int) -> None:
+    """Bot settings' auto-delete time, as an admin's /autodelete sets it: 0 (never) to Telegram's
+    48 h in minutes, or a ValidationError saying so, nothing changed. Files delivered from then on
+    follow it; a link's own time still wins (services/files.py)."""
+    if not 0 <= minutes <= DELETE_WINDOW_MINUTES:
+        raise ValidationError(
+            f"At most {DELETE_WINDOW_MINUTES // 60} hours ({DELETE_WINDOW_MINUTES} minutes): Telegram lets a bot delete its messages for 48 hours."
+        )
+    conf = BotSettings.load()
+    conf.auto_delete_minutes = minutes
+    conf.save(update_fields=["auto_delete_minutes"])
 
 
 def deletion_warning(*, minutes: int) -> str:
