@@ -27,7 +27,7 @@ from botapp.services.outgoing import TAP_CALLBACK
 from botapp.services.posts import welcome_send
 from botapp.services.sequences import sequence_payloads, sequences_enroll, sequences_enroll_campaign
 from botapp.services.shortener import shortener_for
-from botapp.services.stats import stat_today
+from botapp.services.stats import button_clicks_by_key, stat_today
 from botapp.services.taps import tap_handle
 from botapp.services.texts import text_render
 from botapp.services.updates import Kind, update_claim, update_done, update_run
@@ -47,6 +47,8 @@ from botapp.telegram.gateway import (
 from botapp.telegram.limits import TEXT_LENGTH, utf16_length
 
 log = logging.getLogger(__name__)
+
+CLICK_KEYS_SHOWN = 20  # button keys /stats names; the rest are counted
 
 SORRY = "Sorry, something went wrong on our side. Please try again in a minute."
 UNKNOWN = "I did not understand that. Send /help to see what I can do."
@@ -345,6 +347,10 @@ class Router:
         lines.append(
             f"<b>Today</b>: {today['deliveries']} deliveries, {today['verifications']} verifications, {today['bypasses']} bypasses"
         )
+        clicks = button_clicks_by_key()
+        shown = ", ".join(f"{escape(key)} {n}" for key, n in list(clicks.items())[:CLICK_KEYS_SHOWN])
+        more = f", …and {len(clicks) - CLICK_KEYS_SHOWN} more" if len(clicks) > CLICK_KEYS_SHOWN else ""
+        lines.append(f"<b>Button clicks</b>: {sum(clicks.values())}" + (f" ({shown}{more})" if clicks else ""))
         text = "\n".join(lines)
         sequences = campaign_stats()
         if sequences:  # a block per sequence, cut to what one message holds

@@ -3,8 +3,8 @@ and broadcasts: what a tap does.
 
 Guarantees: a tap whose data Courier did not sign for that chat, or whose button is gone or has
 another key since, is answered ("no longer available") and records nothing. A valid tap records a
-click on the button's key in the store tracked links use (`click_count`: once per user and key),
-so the step conditions "clicked X" / "not clicked X" see both kinds; it is answered with the
+click on the button's key in the store tracked links use (`click_count`: one row per user and key,
+counting every tap), so the step conditions "clicked X" / "not clicked X" see both kinds; it is answered with the
 button's toast or alert; the button turns into its `then:` button (the rest of the keyboard as the
 user sees it); and its `reply:` message is sent on the user's first tap of that key.
 """
@@ -44,7 +44,7 @@ def tap_handle(*, gateway: Gateway, cq: CallbackQuery, user: TelegramUser, arg: 
         log.info("tap refused user=%s data=%r", cq.user.id, cq.data)
         gateway.answer_callback(cq.id, GONE)
         return None
-    first = click_count(user_id=user.pk, key=spec.key)
+    first = click_count(user_id=user.pk, key=spec.key, every=True)
     gateway.answer_callback(cq.id, spec.answer, alert=spec.alert)
     turned = False
     if spec.then is not None:

@@ -15,7 +15,8 @@ from botapp.telegram.console import console_gateway_use
 from botapp.telegram.gateway import Media, TgUser
 from botapp.telegram.limits import CALLBACK_DATA_BYTES, callback_data_length
 from scheduler.jobs.registry import job_run
-from tests.factories import SequenceFactory
+from tests.conftest import ADMIN
+from tests.factories import ButtonClickFactory, SequenceFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -195,6 +196,23 @@ def test_a_tap_reply_is_sent_on_the_first_tap_only(chat, alice, telegram, conf):
         ("send", "Your code: WELCOME10", False),
     ]
     assert [(e.action, e.text) for e in second] == [("answer", "Here it comes")]
+
+
+def test_stats_counts_every_tap_per_button_key_and_their_total(chat, alice, conf):
+    """The drip bot's /stats counted clicks per button type and their total (shared/seeds/002), not
+    the users who clicked: every tap counts, and the clicks an import carried."""
+    conf.welcome_buttons = "🎁 Bonus | tap:bonus || 📘 Docs | tap:docs"
+    conf.save()
+    chat(alice, "/start")
+    chat(BOB, "/start")
+    for user, label in ((alice, "🎁 Bonus"), (alice, "🎁 Bonus"), (alice, "🎁 Bonus"), (BOB, "🎁 Bonus"), (BOB, "📘 Docs")):
+        chat.tap(user, label)
+    ButtonClickFactory(button="join_channel", count=2)  # imported: two rows of the old button_clicks
+
+    text = chat(TgUser(id=ADMIN, first_name="Op"), "/stats")[0].text
+
+    assert "Button clicks: 7 (bonus 4, join_channel 2, docs 1)" in text.splitlines()
+    assert [(c.button, c.count) for c in ButtonClick.objects.filter(user__telegram_id=alice.id)] == [("bonus", 3)]
 
 
 def test_the_grammar_refuses_what_telegram_would_and_counts_in_utf16():
