@@ -30,7 +30,7 @@ ENV_ALIASES = {
 # read from the environment; `doctor` says where each lives, and import_campaign converts seed 002's.
 ENV_ELSEWHERE = {
     "SOURCE_CHANNEL_ID": "Bot settings' posts channel id (import_campaign sets it)",
-    "TARGET_CHANNEL_ID": "the channel the drip bot's Verify checks (import_campaign reports it)",
+    "TARGET_CHANNEL_ID": "the member: channel of the imported Verify button (import_campaign writes it)",
     "CHANNEL_URL": "Bot settings' channel link (/about, /faq) and the imported steps' Join Now (import_campaign)",
     "MSG_IMMEDIATE_ID": "Bot settings' welcome post (import_campaign sets it)",
     "MSG_30S_ID": "the imported sequence's 40 s step (import_campaign)",

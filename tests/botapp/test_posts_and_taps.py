@@ -215,6 +215,29 @@ def test_stats_counts_every_tap_per_button_key_and_their_total(chat, alice, conf
     assert [(c.button, c.count) for c in ButtonClick.objects.filter(user__telegram_id=alice.id)] == [("bonus", 3)]
 
 
+def test_a_member_only_tap_asks_telegram_and_counts_once_the_user_has_joined(chat, alice, telegram, conf):
+    telegram.create_channel(-1003232273065, title="Signals")
+    conf.welcome_buttons = "✅ Verify | tap:verify | member: -1003232273065 | toast: Verified | then: Done | tap:done"
+    conf.save()
+    chat(alice, "/start")
+
+    assert [(e.action, e.text, e.alert) for e in chat.tap(alice, "✅ Verify")] == [
+        ("answer", "You have not joined the channel yet: join it, then tap again.", True)
+    ]
+    assert not ButtonClick.objects.exists()
+    telegram.join(-1003232273065, alice.id)
+    assert [(e.action, e.text or "") for e in chat.tap(alice, "✅ Verify") if e.action == "answer"] == [("answer", "Verified")]
+    assert telegram.find_button(alice.id, "Done")  # and it turned
+    assert list(ButtonClick.objects.values_list("button", flat=True)) == ["verify"]
+
+
+@pytest.mark.parametrize("value", ["42", "@channel", ""])
+def test_a_member_option_that_is_not_a_channel_id_is_refused(value):
+    with pytest.raises(ValidationError) as refused:
+        buttons_parse(text=f"Verify | tap:verify | member: {value}")
+    assert "member: " in refused.value.messages[0] and "-1001234567890" in refused.value.messages[0]
+
+
 def test_the_grammar_refuses_what_telegram_would_and_counts_in_utf16():
     with pytest.raises(ValidationError) as bad:
         buttons_parse(text="Hi | tap:Bad Key\nHi | tap:ok | toast: a | alert: b\nHi | tap:ok | " + "toast: " + "😀" * 101)
