@@ -9,6 +9,7 @@ from botapp.models.files import (
     ClaimStatus,
     PendingBatch,
     PendingDeletion,
+    RemovedFile,
     StoredFile,
     share_id_new,
 )
@@ -41,6 +42,7 @@ __all__ = [
     "OutgoingSend",
     "PendingBatch",
     "PendingDeletion",
+    "RemovedFile",
     "SendStatus",
     "Sequence",
     "SequenceMessage",

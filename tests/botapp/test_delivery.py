@@ -84,7 +84,7 @@ def test_caption_and_protection_come_from_settings(chat, alice, conf, stored, te
 @pytest.mark.parametrize(
     "payload,reply",
     [
-        ("NoSuchFile12", "This link does not exist or its files were removed."),  # shaped like a share id
+        ("lgNoSuchFile1234", "This link does not exist or its files were removed."),  # shaped like a legacy share id
         ("bad$chars!", "This link is not valid. Please check that you copied all of it."),
         ("x" * 65, "This link is not valid. Please check that you copied all of it."),
         ("a b c", "This link is not valid. Please check that you copied all of it."),
