@@ -3,7 +3,18 @@ through services."""
 
 from django.contrib import admin
 
-from botapp.admin import access, broadcasts, files, premium, sequences, settings, site, updates, users  # noqa: F401 - registers the admins
+from botapp.admin import (  # noqa: F401 - registers the admins
+    access,
+    broadcasts,
+    files,
+    posts_commands,
+    premium,
+    sequences,
+    settings,
+    site,
+    updates,
+    users,
+)
 
 admin.site.site_header = "Courier"
 admin.site.site_title = "Courier"
