@@ -94,6 +94,11 @@ def button_label_validate(value: str) -> None:
         raise ValidationError(problem[0].upper() + problem[1:])
 
 
+def button_label_field(verbose_name: str, *, default: str, help_text: str = "") -> models.CharField:
+    """A button's text an operator sets: within Telegram's length, checked (button_label_validate)."""
+    return models.CharField(verbose_name, max_length=64, default=default, validators=[button_label_validate], help_text=help_text)
+
+
 class BotSettings(models.Model):
     """The bot's behaviour, edited in the admin. One row (pk=1); `BotSettings.load()` returns it,
     from the shared cache (Redis) when it can: runbot reads it on every /start."""
@@ -192,15 +197,11 @@ class BotSettings(models.Model):
         validators=[button_url_validate],
         help_text="Your channel's link (https://t.me/…): /about and /faq carry a button to it. Empty: no button.",
     )
-    channel_button_text = models.CharField(
-        "channel button text", max_length=64, default="Join Channel", validators=[button_label_validate]
-    )
+    channel_button_text = button_label_field("channel button text", default="Join Channel")
     deleted_notice_text = models.TextField('"deleted" notice text', default="Previous message was deleted.")
-    again_button_text = models.CharField(
+    again_button_text = button_label_field(
         '"get files again" button text',
-        max_length=64,
         default=AGAIN_BUTTON_TEXT,
-        validators=[button_label_validate],
         help_text='The button under the "deleted" notice that opens the file link again.',
     )
     premium_skips_force_subscribe = models.BooleanField(
@@ -285,9 +286,7 @@ class BotSettings(models.Model):
         default=False,
         help_text="A button under every broadcast and sequence step: tapping it and confirming does what /stop does.",
     )
-    optout_label = models.CharField(
-        "opt-out button text", max_length=64, default="Unsubscribe", validators=[button_label_validate]
-    )
+    optout_label = button_label_field("opt-out button text", default="Unsubscribe")
 
     class Meta:
         verbose_name = "bot settings"
