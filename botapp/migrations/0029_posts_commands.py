@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('botapp', '0026_removed_files'),
+        ('botapp', '0028_removed_files'),
     ]
 
     operations = [

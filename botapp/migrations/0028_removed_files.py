@@ -19,7 +19,7 @@ def removed_files_found(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('botapp', '0025_channel_button'),
+        ('botapp', '0027_channel_button'),
     ]
 
     operations = [

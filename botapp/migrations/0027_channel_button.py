@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('botapp', '0024_again_button_text'),
+        ('botapp', '0026_again_button_text'),
     ]
 
     operations = [

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('botapp', '0023_subscribers'),
+        ('botapp', '0025_audit_trail'),
     ]
 
     operations = [
