@@ -386,6 +386,7 @@ UNFOLD = {
                 "items": [
                     _nav("Stored files", "folder", "admin:botapp_storedfile_changelist"),
                     _nav("Bot settings", "tune", "admin:botapp_botsettings_changelist"),
+                    _nav("Posts commands", "feed", "admin:botapp_postscommand_changelist"),
                 ],
             },
             {

@@ -15,10 +15,11 @@ from botapp.models import (
     AlbumClaim,
     PendingBatch,
     PendingDeletion,
+    RemovedFile,
     StoredFile,
 )
 from botapp.models.files import message_ids_problem
-from botapp.services.files import MAX_BATCH, bot_username_cached, deep_link
+from botapp.services.files import MAX_BATCH, bot_username_cached, deep_link, files_remove
 
 
 class MessageIdsField(forms.CharField):
@@ -76,6 +77,12 @@ class StoredFileAdmin(BackupAdminMixin, FlushCountersFirst, ModelAdmin):
         # A time in the past is how an operator ends a link at once: allowed, and said.
         if "expires_at" in form.changed_data and obj.expires_at and obj.expires_at <= clock.now():
             self.message_user(request, f"“{obj}” has expired already: its link answers that it has expired.", messages.WARNING)
+
+    def delete_model(self, request, obj):
+        files_remove(files=StoredFile.objects.filter(pk=obj.pk))  # its link keeps saying "removed"
+
+    def delete_queryset(self, request, queryset):
+        files_remove(files=queryset)
 
     actions = ("back_up_now",)
     list_display = (
@@ -164,6 +171,17 @@ class PendingDeletionAdmin(InternalAdmin):
     @admin.display(description="messages")
     def message_count(self, obj):
         return len(obj.message_ids or [])
+
+
+@admin.register(RemovedFile)
+class RemovedFileAdmin(InternalAdmin):
+    """Share ids of deleted files: their links say the files were removed. Deleting one makes the
+    payload a campaign tag again."""
+
+    deletable = True
+    list_display = ("share_id", "removed_at")
+    list_filter = ("removed_at",)
+    search_fields = ("=share_id",)
 
 
 @admin.register(PendingBatch)

@@ -52,7 +52,10 @@ class BotSettingsAdmin(ModelAdmin):
                     "help_text",
                     "about_text",
                     "faq_text",
+                    "channel_url",
+                    "channel_button_text",
                     "deleted_notice_text",
+                    "again_button_text",
                     "retired_commands",
                 )
             },

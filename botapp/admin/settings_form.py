@@ -20,7 +20,7 @@ from botapp.services.texts import text_render
 from botapp.telegram.gateway import TgUser
 
 # The placeholders text_render fills for the user who wrote (botapp/services/texts.py).
-USER_PLACEHOLDERS = ("first_name", "last_name", "username", "mention")
+USER_PLACEHOLDERS = ("first_name", "last_name", "username", "mention", "id", "user_id", "chat_id")
 # Texts sent to one user, with those placeholders; the rest are sent as written.
 PERSONAL_TEXTS = ("welcome_text", "welcome_back_text", "help_text", "about_text", "faq_text")
 PLAIN_TEXTS = ("deleted_notice_text", "file_caption", "premium_text")  # file_caption: its own placeholders, checked below
@@ -28,7 +28,10 @@ PLAIN_TEXTS = ("deleted_notice_text", "file_caption", "premium_text")  # file_ca
 LONGEST_USER = TgUser(
     id=2**52 - 1, first_name=LONGEST["first_name"], last_name=LONGEST["last_name"], username=LONGEST["username"]
 )
-PLACEHOLDER_HINT = "Placeholders: {first_name}, {last_name}, {username}, {mention} (a link to the user). Telegram HTML allowed."
+PLACEHOLDER_HINT = (
+    "Placeholders: {first_name}, {last_name}, {username}, {mention} (a link to the user), {id} (their Telegram id), "
+    "{user_id} (their subscriber id, else {id}). Telegram HTML allowed."
+)
 
 
 def placeholder_problems(text: str, allowed: tuple[str, ...]) -> list[str]:

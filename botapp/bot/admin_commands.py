@@ -11,6 +11,7 @@ import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Protocol
 
 from django.core.exceptions import ValidationError
@@ -20,6 +21,7 @@ from botapp import clock
 from botapp.models import AuditEntry, BotSettings, Broadcast, TelegramUser
 from botapp.services import users
 from botapp.services.audit import AuditContext, audit_context
+from botapp.services.autodelete import auto_delete_set
 from botapp.services.broadcast_bot import (
     broadcast_audience,
     broadcast_copy_draft,
@@ -47,6 +49,7 @@ log = logging.getLogger(__name__)
 # the start of the reason (which would make the ban permanent).
 DURATION_LIKE = re.compile(r"^[-+\u2212]?\d")
 LIST_MAX = 50  # lines in /premiumusers and /banlist; the rest are counted
+AUTODELETE_USAGE = "Usage: /autodelete <minutes or duration>, e.g. /autodelete 30, /autodelete 2h, /autodelete off (never)."
 NOT_A_REPLY = "Reply to the message you want to broadcast with /{command} (text, media or an album)."
 
 
@@ -109,6 +112,7 @@ class AdminCommands:
                 "banlist": admin("banlist", self.banlist),
                 "users": admin("users", self.users),
                 "genlink": admin("genlink", self.genlink),
+                "autodelete": admin("autodelete", self.autodelete),
                 "broadcast": admin("broadcast", lambda msg, arg: self.broadcast(msg, pin=False)),
                 "pbroadcast": admin("pbroadcast", lambda msg, arg: self.broadcast(msg, pin=True)),
             }
@@ -266,6 +270,36 @@ class AdminCommands:
         )
         link = deep_link(bot_username=self.gateway.bot_username, payload=stored.share_id)
         return Reply(f"🔗 {link}", buttons=[[Button("🔗 Open link", url=link)]])
+
+    # --- settings -----------------------------------------------------------------------------
+
+    def autodelete(self, msg: IncomingMessage, arg: str) -> Reply:
+        """/autodelete [time]: the deletion time of delivered files, read or set from the bot (the
+        file-store bot's "deletion time: configurable via admin bot", shared/seeds/001)."""
+        word = arg.strip().lower()
+        if not word:
+            minutes = BotSettings.load().auto_delete_minutes
+            now = (
+                f"Files are deleted {human_span(delta=timedelta(minutes=minutes))} after delivery."
+                if minutes
+                else "Files are never deleted."
+            )
+            return Reply(f"{now} {escape(AUTODELETE_USAGE)}")
+        if word in ("off", "never", "0"):
+            minutes = 0
+        elif word.isdigit():
+            minutes = int(word)
+        elif (duration := duration_parse(text=word)) is not None:
+            minutes = int(duration.total_seconds() // 60)
+        else:
+            return refuse(f"{escape(arg.strip())} is not a time. {escape(AUTODELETE_USAGE)}")
+        try:
+            auto_delete_set(minutes=minutes)
+        except ValidationError as exc:
+            return refuse(escape(exc.messages[0]))
+        if not minutes:
+            return Reply("🗑 Auto-delete is off: files delivered from now on stay in users' chats.")
+        return Reply(f"🗑 Files delivered from now on are deleted {human_span(delta=timedelta(minutes=minutes))} after delivery.")
 
     # --- broadcasts ---------------------------------------------------------------------------
 

@@ -25,9 +25,10 @@ from botapp.services.delivery import Delivery, channels_missing
 from botapp.services.optout import optout_data, optout_handle
 from botapp.services.outgoing import TAP_CALLBACK
 from botapp.services.posts import welcome_send
+from botapp.services.posts_commands import channel_post_keep, posts_command_answer, posts_command_channels
 from botapp.services.sequences import sequence_payloads, sequences_enroll, sequences_enroll_campaign
 from botapp.services.shortener import shortener_for
-from botapp.services.stats import stat_today
+from botapp.services.stats import button_clicks_by_key, stat_today
 from botapp.services.taps import tap_handle
 from botapp.services.texts import text_render
 from botapp.services.updates import Kind, update_claim, update_done, update_run
@@ -48,6 +49,8 @@ from botapp.telegram.limits import TEXT_LENGTH, utf16_length
 
 log = logging.getLogger(__name__)
 
+CLICK_KEYS_SHOWN = 20  # button keys /stats names; the rest are counted
+
 SORRY = "Sorry, something went wrong on our side. Please try again in a minute."
 UNKNOWN = "I did not understand that. Send /help to see what I can do."
 # What an admin's plain text gets: how to send it to users, not "I did not understand that".
@@ -62,6 +65,7 @@ Send a file, an album or forward a storage-channel post: it is stored and you ge
 /broadcast, /pbroadcast: reply to a message to send it to every active user (p: pinned)
 /ban &lt;user id&gt; [duration] [reason], /unban &lt;user id&gt;, /banlist
 /addpremium &lt;user id&gt; &lt;duration&gt;, /delpremium &lt;user id&gt;, /premiumusers
+/autodelete [time]: when delivered files are deleted (e.g. 30, 2h, off)
 /users, /stats: counts"""
 # What an admin is told when runbot died while handling their message: it is never run twice.
 INTERRUPTED = (
@@ -81,12 +85,16 @@ class Router:
         storage_channel_id: int | None = None,
         shortener=None,
         broadcast_channel_id: int | None = None,
+        posts_channels: frozenset[int] | None = None,
     ):
         self.gateway = gateway
         self.admin_ids = admin_ids
         self.storage_channel_id = storage_channel_id
         self.broadcast_channel_id = broadcast_channel_id  # marked posts there are broadcast
         self.shortener = shortener  # None: the one configured in Bot settings, per request
+        # The posts commands' channels, whose posts runbot hears: read now unless given (runbot
+        # reads them off its event loop, where the database may not be used).
+        self.posts_channels = posts_command_channels() if posts_channels is None else posts_channels
         self.run = update_run()  # this runbot's claims on updates are told from a dead run's by it
         # Per handler thread: whether the update being handled was claimed before by a run that
         # died handling it (what it did then may be in the database: a delivery looks for its row).
@@ -205,8 +213,9 @@ class Router:
 
     def channel_post_sources(self) -> frozenset[int]:
         """The channels whose posts runbot hands to `handle_channel_post`: the storage channel
-        (share links) and the broadcast source channel."""
-        return frozenset({self.storage_channel_id, self.broadcast_channel_id} - {None})
+        (share links), the broadcast source channel and the posts commands' channels (read when
+        runbot starts)."""
+        return frozenset({self.storage_channel_id, self.broadcast_channel_id} - {None}) | self.posts_channels
 
     def handle_channel_post(self, post: ChannelPost) -> None:
         """A post in the broadcast source channel that starts with the marker is broadcast; any other
@@ -214,6 +223,8 @@ class Router:
         A post in the broadcast channel is claimed, once-only: a broadcast is never started twice."""
 
         def run() -> None:
+            if post.chat_id in self.posts_channels:
+                channel_post_keep(post=post)
             conf = BotSettings.load()
             if post.chat_id == self.broadcast_channel_id and channel_post_broadcast(post=post, conf=conf) is not None:
                 return
@@ -256,8 +267,10 @@ class Router:
         if not text.startswith("/"):
             self.gateway.send_text(msg.chat_id, ADMIN_TEXT if msg.user.id in self.admin_ids else UNKNOWN)
             return
-        # A command the operator's previous bot had (Bot settings): its note, not "I did not understand".
-        self.gateway.send_text(msg.chat_id, BotSettings.load().retired_command_note(command) or UNKNOWN)
+        # A command the operator defined (a channel's latest posts), or one their previous bot had
+        # (Bot settings: its note), not "I did not understand".
+        answer = posts_command_answer(name=command) or BotSettings.load().retired_command_note(command)
+        self.gateway.send_text(msg.chat_id, answer or UNKNOWN)
 
     # --- commands -------------------------------------------------------------------------------
 
@@ -308,9 +321,14 @@ class Router:
         )
 
     def cmd_text(self, field: str) -> Callable[[IncomingMessage, str], None]:
+        """/about, /faq: the text of Bot settings, with the button to the operator's channel when
+        one is set (the drip bot's "Join Channel", shared/seeds/002)."""
+
         def handler(msg: IncomingMessage, arg: str) -> None:
             users.user_seen(tg=msg.user)
-            self.gateway.send_text(msg.chat_id, text_render(template=getattr(BotSettings.load(), field), tg=msg.user))
+            conf = BotSettings.load()
+            buttons = [[Button(conf.channel_button_text, url=conf.channel_url)]] if conf.channel_url else None
+            self.gateway.send_text(msg.chat_id, text_render(template=getattr(conf, field), tg=msg.user), buttons=buttons)
 
         return handler
 
@@ -339,6 +357,10 @@ class Router:
         lines.append(
             f"<b>Today</b>: {today['deliveries']} deliveries, {today['verifications']} verifications, {today['bypasses']} bypasses"
         )
+        clicks = button_clicks_by_key()
+        shown = ", ".join(f"{escape(key)} {n}" for key, n in list(clicks.items())[:CLICK_KEYS_SHOWN])
+        more = f", …and {len(clicks) - CLICK_KEYS_SHOWN} more" if len(clicks) > CLICK_KEYS_SHOWN else ""
+        lines.append(f"<b>Button clicks</b>: {sum(clicks.values())}" + (f" ({shown}{more})" if clicks else ""))
         text = "\n".join(lines)
         sequences = campaign_stats()
         if sequences:  # a block per sequence, cut to what one message holds

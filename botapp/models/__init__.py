@@ -10,10 +10,12 @@ from botapp.models.files import (
     ClaimStatus,
     PendingBatch,
     PendingDeletion,
+    RemovedFile,
     StoredFile,
     share_id_new,
 )
 from botapp.models.outgoing import OutgoingSend, SendStatus
+from botapp.models.posts_commands import KeptChannelPost, PostsCommand
 from botapp.models.premium import AdminCommand, PremiumPlan, UserBan
 from botapp.models.sequences import Sequence, SequenceMessage, SequenceStep
 from botapp.models.settings import BotSettings
@@ -40,9 +42,12 @@ __all__ = [
     "DailyTokenCount",
     "ForceSubChannel",
     "HandledUpdate",
+    "KeptChannelPost",
     "OutgoingSend",
     "PendingBatch",
     "PendingDeletion",
+    "PostsCommand",
+    "RemovedFile",
     "SendStatus",
     "Sequence",
     "SequenceMessage",

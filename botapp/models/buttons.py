@@ -11,7 +11,9 @@ Buttons are written one row per line, with `||` between buttons on a row:
   `toast: text` (a short notice at the top of the chat) or `alert: text` (a pop-up to close),
   at most CALLBACK_ANSWER_LENGTH characters; `reply: text` (a message sent on the first tap);
   `then: <a button>` (the button becomes that one: the rest of the line, a link or another
-  callback button), e.g. `✅ I joined | tap:joined | toast: Thanks! | then: 🔎 Verify | https://t.me/x`.
+  callback button), e.g. `✅ I joined | tap:joined | toast: Thanks! | then: 🔎 Verify | https://t.me/x`;
+  `member: <channel id>` (the tap counts only from a member of that channel: Telegram is asked,
+  and anyone else is told to join first, nothing recorded; the drip bot's Verify of TARGET_CHANNEL_ID).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
 from django.utils.html import escape
 
-from botapp.telegram.limits import BUTTON_TEXT_LENGTH, CALLBACK_ANSWER_LENGTH, utf16_length
+from botapp.telegram.limits import BUTTON_TEXT_LENGTH, CALLBACK_ANSWER_LENGTH, channel_id_problem, utf16_length
 
 KEY_RE = re.compile(r"^[a-z0-9_-]{1,64}$")
 TG_URL_RE = re.compile(r"^tg://[a-z_]+[^\s]*$", re.IGNORECASE)  # tg://resolve?domain=x, tg://join?invite=y, ...
@@ -32,7 +34,7 @@ _http_url = URLValidator(schemes=["http", "https"])
 
 
 TAP_PREFIX = "tap:"
-TAP_OPTIONS = ("toast", "alert", "reply", "then")
+TAP_OPTIONS = ("toast", "alert", "reply", "member", "then")
 THEN_DEPTH = 5  # states one button goes through, at most: each makes its callback data longer
 
 
@@ -46,6 +48,7 @@ class ButtonSpec:
     alert: bool = False
     reply: str = ""  # a message the bot sends on the first tap (Telegram HTML)
     then: ButtonSpec | None = None  # what the button turns into once tapped
+    member: int | None = None  # a callback button: the channel whose members alone may tap it
 
 
 def buttons_parse(*, text: str, check_links: bool = True) -> list[list[ButtonSpec]]:
@@ -94,7 +97,7 @@ def _button(number: int, part: str, *, check_links: bool, depth: int = 0) -> But
 
 
 def _tap_button(number: int, pieces: list[str], *, check_links: bool, depth: int = 0) -> ButtonSpec:
-    """`Text | tap:key [| toast: …] [| alert: …] [| reply: …] [| then: <button>]`."""
+    """`Text | tap:key [| toast: …] [| alert: …] [| reply: …] [| member: -100…] [| then: <button>]`."""
     label, key = pieces[0], pieces[1][len(TAP_PREFIX) :].strip()
     if not label:
         raise ValidationError(f'Line {number}: a callback button needs a text: "✅ I joined | tap:joined".')
@@ -110,7 +113,7 @@ def _tap_button(number: int, pieces: list[str], *, check_links: bool, depth: int
         if not colon or name not in TAP_OPTIONS:
             raise ValidationError(
                 f"Line {number}: after tap:{escape(key)} write options as "
-                '"| toast: text", "| alert: text", "| reply: text" or "| then: Text | https://…".'
+                '"| toast: text", "| alert: text", "| reply: text", "| member: -100…" or "| then: Text | https://…".'
             )
         if name in options or (name == "then" and then is not None):
             raise ValidationError(f"Line {number}: {name} is given twice.")
@@ -131,9 +134,17 @@ def _tap_button(number: int, pieces: list[str], *, check_links: bool, depth: int
         )
     if "reply" in options and not options["reply"]:
         raise ValidationError(f"Line {number}: reply: needs the text to send.")
+    member = options.get("member")
+    if member is not None:
+        problem = (
+            channel_id_problem(int(member)) if re.fullmatch(r"-?\d{1,19}", member) else "A channel id looks like -1001234567890."
+        )
+        if problem:
+            raise ValidationError(f"Line {number}: member: {escape(problem)}")
     return ButtonSpec(
-        label, key=key, tap=True, answer=answer, alert="alert" in options, reply=options.get("reply", ""), then=then
-    )
+        label, key=key, tap=True, answer=answer, alert="alert" in options, reply=options.get("reply", ""), then=then,
+        member=int(member) if member is not None else None,
+    )  # fmt: skip
 
 
 def _label_check(number: int, label: str) -> None:

@@ -44,6 +44,18 @@ def share_id_new() -> str:
     return secrets.token_urlsafe(9)
 
 
+class RemovedFile(models.Model):
+    """The share id of a stored file an operator removed. Its link answers that the files were
+    removed; a payload of the same shape that no file ever had is a campaign tag (an ad's
+    `fb_ad_123456`, shared/seeds/002), so the welcome is not refused to the users an ad brings."""
+
+    share_id = models.CharField(max_length=32, unique=True)
+    removed_at = models.DateTimeField(default=clock.now)
+
+    def __str__(self) -> str:
+        return self.share_id
+
+
 class StoredFile(models.Model):
     """One deep link: one stored message, or a batch of them, in the storage channel."""
 

@@ -9,7 +9,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models, transaction
 
 from botapp.cache import HotValue
-from botapp.models.buttons import button_text_problem, buttons_parse
+from botapp.models.buttons import button_text_problem, button_url_ok, buttons_parse
 from botapp.models.files import TELEGRAM_DELETE_WINDOW_MINUTES
 from botapp.models.ranges import (
     BYPASS_SECONDS_MAX,
@@ -23,6 +23,7 @@ from botapp.telegram.limits import MESSAGE_ID_MAX
 log = logging.getLogger(__name__)
 
 CACHE_KEY = "botsettings"
+AGAIN_BUTTON_TEXT = "♻️ Get files again"
 
 
 def one_button_validate(value: str) -> None:
@@ -80,12 +81,22 @@ def time_zone_validate(value: str) -> None:
         ) from None
 
 
+def button_url_validate(value: str) -> None:
+    if value and not button_url_ok(url=value):
+        raise ValidationError("Give a link Telegram accepts on a button: https://t.me/yourchannel (or http(s)://…, tg://…).")
+
+
 def button_label_validate(value: str) -> None:
     """A button's text: not empty, and within Telegram's length (UTF-16)."""
     if not value.strip():
         raise ValidationError("Give the button a text.")
     if problem := button_text_problem(text=value):
         raise ValidationError(problem[0].upper() + problem[1:])
+
+
+def button_label_field(verbose_name: str, *, default: str, help_text: str = "") -> models.CharField:
+    """A button's text an operator sets: within Telegram's length, checked (button_label_validate)."""
+    return models.CharField(verbose_name, max_length=64, default=default, validators=[button_label_validate], help_text=help_text)
 
 
 class BotSettings(models.Model):
@@ -179,7 +190,20 @@ class BotSettings(models.Model):
     help_text = models.TextField(default="Open a file link to get its files. /about, /faq, /stop to stop messages.")
     about_text = models.TextField(default="Courier delivers files through Telegram links.")
     faq_text = models.TextField(default="Why are files deleted? To keep your chat clean: tap the button to get them again.")
+    channel_url = models.CharField(
+        "channel link",
+        max_length=255,
+        blank=True,
+        validators=[button_url_validate],
+        help_text="Your channel's link (https://t.me/…): /about and /faq carry a button to it. Empty: no button.",
+    )
+    channel_button_text = button_label_field("channel button text", default="Join Channel")
     deleted_notice_text = models.TextField('"deleted" notice text', default="Previous message was deleted.")
+    again_button_text = button_label_field(
+        '"get files again" button text',
+        default=AGAIN_BUTTON_TEXT,
+        help_text='The button under the "deleted" notice that opens the file link again.',
+    )
     premium_skips_force_subscribe = models.BooleanField(
         "premium users skip force-subscribe", default=False, help_text="Premium users also skip the channels to join."
     )
@@ -262,9 +286,7 @@ class BotSettings(models.Model):
         default=False,
         help_text="A button under every broadcast and sequence step: tapping it and confirming does what /stop does.",
     )
-    optout_label = models.CharField(
-        "opt-out button text", max_length=64, default="Unsubscribe", validators=[button_label_validate]
-    )
+    optout_label = button_label_field("opt-out button text", default="Unsubscribe")
 
     class Meta:
         verbose_name = "bot settings"

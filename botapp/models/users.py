@@ -58,7 +58,8 @@ class TelegramUser(models.Model):
 class ButtonClick(models.Model):
     """A user's click on one tracked button key: one row per user and key, written by the first
     click; opening a link again (a replay, a refresh, the message shared on) only moves
-    `last_clicked_at`. `count` is no longer raised by repeats (rows from before may show them)."""
+    `last_clicked_at`. `count` is the user's clicks on the key: every tap of a callback button,
+    one per tracked link, and the clicks an import carried."""
 
     user = models.ForeignKey(TelegramUser, on_delete=models.CASCADE, related_name="clicks")
     button = models.CharField(max_length=64, help_text="The tracked button's key.")

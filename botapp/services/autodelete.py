@@ -30,16 +30,18 @@ import logging
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
+from django.core.exceptions import ValidationError
 from django.db.models import Case, DateTimeField, ExpressionWrapper, F, Value, When
 from django.db.models.functions import Least
 
 from botapp.db import row_insert, row_update
-from botapp.models import BroadcastDelivery, ClaimStatus, PendingDeletion
+from botapp.models import BotSettings, BroadcastDelivery, ClaimStatus, PendingDeletion
+from botapp.models.settings import AGAIN_BUTTON_TEXT
 from botapp.services.files import deep_link
 from botapp.services.texts import human_span
 from botapp.signals import work_scheduled_announce
 from botapp.telegram.gateway import Button, Gateway, SendItem, Sent
-from botapp.telegram.limits import DELETE_WINDOW
+from botapp.telegram.limits import DELETE_WINDOW, DELETE_WINDOW_MINUTES
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +59,19 @@ LAST_TRY = timedelta(minutes=1)
 
 
 # --- when a file is delivered --------------------------------------------------------------------
+
+
+def auto_delete_set(*, minutes: int) -> None:
+    """Bot settings' auto-delete time, as an admin's /autodelete sets it: 0 (never) to Telegram's
+    48 h in minutes, or a ValidationError saying so, nothing changed. Files delivered from then on
+    follow it; a link's own time still wins (services/files.py)."""
+    if not 0 <= minutes <= DELETE_WINDOW_MINUTES:
+        raise ValidationError(
+            f"At most {DELETE_WINDOW_MINUTES // 60} hours ({DELETE_WINDOW_MINUTES} minutes): Telegram lets a bot delete its messages for 48 hours."
+        )
+    conf = BotSettings.load()
+    conf.auto_delete_minutes = minutes
+    conf.save(update_fields=["auto_delete_minutes"])
 
 
 def deletion_warning(*, minutes: int) -> str:
@@ -163,18 +178,22 @@ def deletions_expired_count() -> dict[str, int]:
 # --- and then ------------------------------------------------------------------------------------
 
 
-def deleted_notice_send(*, gateway: Gateway, chat_id: int, share_id: str, text: str, key: str = "") -> Sent:
-    """After an auto-delete: say so, with *Get files again* (the same deep link; none without a
-    share id) and *Close*. `key`: its random_id key (`Due.key`). Telegram's refusal is raised to
-    the caller."""
-    item = deleted_notice_item(gateway=gateway, chat_id=chat_id, share_id=share_id, text=text, key=key)
+def deleted_notice_send(
+    *, gateway: Gateway, chat_id: int, share_id: str, text: str, label: str = AGAIN_BUTTON_TEXT, key: str = ""
+) -> Sent:
+    """After an auto-delete: say so, with the *Get files again* button (`label`: Bot settings'
+    text; the same deep link; none without a share id) and *Close*. `key`: its random_id key
+    (`Due.key`). Telegram's refusal is raised to the caller."""
+    item = deleted_notice_item(gateway=gateway, chat_id=chat_id, share_id=share_id, text=text, label=label, key=key)
     return gateway.send_text(chat_id, item.text, buttons=item.buttons, key=key)
 
 
-def deleted_notice_item(*, gateway: Gateway, chat_id: int, share_id: str, text: str, key: str = "") -> SendItem:
+def deleted_notice_item(
+    *, gateway: Gateway, chat_id: int, share_id: str, text: str, label: str = AGAIN_BUTTON_TEXT, key: str = ""
+) -> SendItem:
     """The "deleted" notice as one send of a batch."""
     buttons = [[Button("❌ Close", callback_data="close")]]
     if share_id:
-        again = Button("♻️ Get files again", url=deep_link(bot_username=gateway.bot_username, payload=share_id))
+        again = Button(label, url=deep_link(bot_username=gateway.bot_username, payload=share_id))
         buttons = [[again, buttons[0][0]]]
     return SendItem(chat_id, text, buttons=buttons, key=key)

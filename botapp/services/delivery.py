@@ -29,7 +29,7 @@ from botapp.models import (
 )
 from botapp.services.autodelete import DELIVERY_GRACE, deletion_delivered, deletion_intent, deletion_warning
 from botapp.services.captions import caption_render
-from botapp.services.files import deep_link
+from botapp.services.files import deep_link, file_removed
 from botapp.services.invites import force_sub_channels, invite_link_current
 from botapp.services.legacy import SHARE_PREFIX as LEGACY_SHARE_PREFIX
 from botapp.services.legacy import legacy_file_resolve, legacy_payload_parse, legacy_payload_shaped
@@ -70,9 +70,12 @@ log = logging.getLogger(__name__)
 
 SHARE_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
 # What this bot's own file links look like: share_id_new's 12 URL-safe characters, or a legacy
-# link's share id (legacy_share_id). Such a payload that matches nothing is a removed file, not a
-# campaign tag (unless a sequence targets it); any other payload of Telegram's deep-link alphabet is one.
+# link's share id (legacy_share_id). A legacy-shaped payload that matches nothing is a removed file;
+# a 12-character one only when a removed file had it (RemovedFile): else it is a campaign tag, as
+# an ad's `fb_ad_123456` is (shared/seeds/002). Unless a sequence targets it; any other payload of
+# Telegram's deep-link alphabet is a campaign tag.
 FILE_LINK_RE = re.compile(rf"^(?:[A-Za-z0-9_-]{{12}}|{LEGACY_SHARE_PREFIX}[A-Za-z0-9_-]{{14}})$")
+SHARE_ID_SHAPE_RE = re.compile(r"^[A-Za-z0-9_-]{12}$")  # share_id_new's: as many ads' payloads are
 CAMPAIGN_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # Telegram's deep links: up to 64 of A-Z, a-z, 0-9, _ and -
 
 BAD_LINK = "This link is not valid. Please check that you copied all of it."
@@ -138,8 +141,9 @@ class Delivery:
     def request(self, payload: str, *, campaigns: frozenset[str] = frozenset()) -> bool:
         """`/start <payload>`: a file link, a verification link, or a campaign tag. Answers the
         first two (a friendly reply when the link is bad); returns False, having sent nothing, for
-        a campaign tag: a payload that matches no stored file and is either one of `campaigns`
-        or not shaped like this bot's file links (FILE_LINK_RE) nor a legacy link."""
+        a campaign tag: a payload that matches no stored file and is either one of `campaigns`,
+        or not shaped like this bot's file links (FILE_LINK_RE) nor a legacy link, or shaped like
+        a share id that no removed file had."""
         if len(payload) > START_PAYLOAD_LENGTH:
             self.say(BAD_LINK)
         elif payload.startswith(TOKEN_PREFIX):
@@ -154,6 +158,8 @@ class Delivery:
             stored = row_by(StoredFile, "share_id", payload)
             if stored is None and (payload in campaigns or not self.file_link_shaped(payload)):
                 return False
+            if stored is None and SHARE_ID_SHAPE_RE.match(payload) and not file_removed(share_id=payload):
+                return False  # no file ever had it: a campaign tag shaped like a share id
             self.file(payload, stored=stored)
         return True
 

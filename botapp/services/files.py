@@ -6,8 +6,10 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import QuerySet
 
-from botapp.models import BotSettings, StoredFile
+from botapp.models import BotSettings, RemovedFile, StoredFile
 from botapp.models.files import MAX_BATCH as MAX_BATCH  # where callers have always found it
 from botapp.models.files import message_ids_validate
 from botapp.telegram.limits import DELETE_WINDOW_MINUTES, channel_id_problem
@@ -47,6 +49,22 @@ def file_store(
         skip_verification=skip_verification,
         expires_at=expires_at,
     )
+
+
+def files_remove(*, files: QuerySet[StoredFile]) -> int:
+    """Delete these stored files, keeping each share id as removed (RemovedFile) in the same
+    transaction: their links then answer that the files were removed, never as a campaign tag.
+    Returns how many were deleted."""
+    with transaction.atomic():
+        share_ids = list(files.values_list("share_id", flat=True))
+        RemovedFile.objects.bulk_create([RemovedFile(share_id=s) for s in share_ids], ignore_conflicts=True)
+        deleted, _ = StoredFile.objects.filter(share_id__in=share_ids).delete()
+    return len(share_ids) if deleted else 0
+
+
+def file_removed(*, share_id: str) -> bool:
+    """Whether `share_id` was a stored file's, removed since (`files_remove`)."""
+    return RemovedFile.objects.filter(share_id=share_id).exists()
 
 
 def bot_username_cached() -> str:

@@ -1,10 +1,11 @@
 """Seed 002's drip bot rebuilt on Courier from its own `.env` (shared/seeds/002_*.txt): the posts
-channel (SOURCE_CHANNEL_ID), the welcome post (MSG_IMMEDIATE_ID), and a sequence for every new user
+channel (SOURCE_CHANNEL_ID), the welcome post (MSG_IMMEDIATE_ID), the channel link /about and /faq
+carry (CHANNEL_URL), and a sequence for every new user
 with the bot's four timed tasks as steps, at the document's delays: msg_30s after 40 s, msg_3min
 after 3 min, the farewell (msg_cleanup) CLEANUP_DELAY_MINUTES (15) after that, and msg_2h after 2 h
 only for users who have not clicked join_channel. The post steps carry the bot's keyboard: a link
 to CHANNEL_URL and "✅ I Joined", which records join_channel and turns into Verify (recording
-verify), as the drip bot's buttons did.
+verify, for a member of TARGET_CHANNEL_ID only when it is set), as the drip bot's buttons did.
 
 `drip_env_read` checks the file before anything is written; `drip_campaign_build` is idempotent
 (a sequence of the same name is found again, its steps by delay) and with `dry_run` writes nothing.
@@ -31,7 +32,7 @@ FAREWELL = "Thanks for using this bot!"  # the document's farewell, when no task
 # The post buttons' label: the document shows the worker's one mis-encoded ("â Join Now"); its
 # broadcasts' "⚡ Join Now" is the legible one.
 JOIN_LABEL = "⚡ Join Now"
-JOINED = "✅ I Joined | tap:join_channel | then: 🔎 Verify | tap:verify | reply: ✅ Verified!"
+JOINED = "✅ I Joined | tap:join_channel | then: 🔎 Verify | tap:verify{member} | reply: ✅ Verified!"
 CLEANUP_DELAY_MINUTES = 15  # the document's default
 REQUIRED_POSTS = ("MSG_30S_ID", "MSG_3MIN_ID", "MSG_2H_ID")
 
@@ -148,8 +149,10 @@ def drip_farewell(*, path: str | Path | None) -> str:
 
 def drip_campaign_plan(*, env: DripEnv, farewell: str) -> list[StepPlan]:
     """The four steps, in the document's order and delays."""
+    target = env.values.get("TARGET_CHANNEL_ID")
+    joined = JOINED.format(member=f" | member: {target}" if target else "")  # Verify checks the membership
     keyboard = "\n".join(
-        filter(None, (f"{JOIN_LABEL} | {env.values['CHANNEL_URL']}" if env.values.get("CHANNEL_URL") else "", JOINED))
+        filter(None, (f"{JOIN_LABEL} | {env.values['CHANNEL_URL']}" if env.values.get("CHANNEL_URL") else "", joined))
     )
     cleanup = 180 + 60 * int(env.values.get("CLEANUP_DELAY_MINUTES") or CLEANUP_DELAY_MINUTES)
     return [
@@ -178,11 +181,15 @@ def drip_campaign_build(*, env: DripEnv, farewell: str, dry_run: bool = False) -
     with transaction.atomic():
         conf = BotSettings.load()
         changed = []
-        for name, value, what in (("posts_channel_id", channel, "posts channel"), ("welcome_post_id", welcome, "welcome post")):
+        for name, value, what in (
+            ("posts_channel_id", channel, "posts channel"),
+            ("welcome_post_id", welcome, "welcome post"),
+            ("channel_url", env.values.get("CHANNEL_URL") or None, "channel link (/about and /faq's button)"),
+        ):
             current = getattr(conf, name)
             if value is None or current == value:
                 continue
-            if current is None:
+            if current in (None, ""):
                 setattr(conf, name, value)
                 changed.append(name)
                 report.lines.append(f"Bot settings: {what} {value}")
@@ -194,11 +201,13 @@ def drip_campaign_build(*, env: DripEnv, farewell: str, dry_run: bool = False) -
             report.lines.append(f"sequence {SEQUENCE_NAME!r}: for every new user")
             if not dry_run:
                 sequence = Sequence.objects.create(name=SEQUENCE_NAME)
+        planned = []  # the steps written (or, dry run, to be written) now
         for n, plan in enumerate(drip_campaign_plan(env=env, farewell=farewell), 1):
             step = existing.get(plan.delay_seconds)
             if step is not None:
                 report.steps[plan.task_type] = step.pk
                 continue
+            planned.append(plan)
             report.lines.append(plan.describe())
             step = SequenceStep(
                 sequence=sequence, delay_seconds=plan.delay_seconds, post_id=plan.post_id,
@@ -214,9 +223,10 @@ def drip_campaign_build(*, env: DripEnv, farewell: str, dry_run: bool = False) -
             else:
                 step.save()
                 report.steps[plan.task_type] = step.pk
-        if target := env.values.get("TARGET_CHANNEL_ID"):
+        target = env.values.get("TARGET_CHANNEL_ID")
+        if target and any(plan.buttons for plan in planned):
             report.lines.append(
-                f"TARGET_CHANNEL_ID {target}: not checked on Verify (Courier's tap buttons check no membership yet)"
+                f"TARGET_CHANNEL_ID {target}: Verify counts for its members only (the bot must be an admin there)"
             )
         if changed and not dry_run:
             conf.save(update_fields=changed)

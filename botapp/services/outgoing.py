@@ -19,6 +19,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.core import signing
 from django.db import IntegrityError, transaction
+from django.db.models import F
 from django.utils.crypto import constant_time_compare, salted_hmac
 
 from botapp import clock
@@ -138,12 +139,15 @@ def click_record(*, token: str) -> str | None:
     return data["l"]
 
 
-def click_count(*, user_id: int, key: str) -> bool:
+def click_count(*, user_id: int, key: str, every: bool = False) -> bool:
     """The user clicked `key`: one row per user and key, written by the first click (True); a later
     one, or the same link opened again, only moves `last_clicked_at` (False), so an opened link
-    replayed, refreshed or shared on counts one click."""
+    replayed, refreshed or shared on counts one click. With `every` (a callback button's tap,
+    which Telegram sends once and runbot handles once) a later click adds one to `count` too, so
+    /stats counts clicks as well as the users who clicked."""
     now = clock.now()
-    if ButtonClick.objects.filter(user_id=user_id, button=key).update(last_clicked_at=now):
+    change = {"last_clicked_at": now, **({"count": F("count") + 1} if every else {})}
+    if ButtonClick.objects.filter(user_id=user_id, button=key).update(**change):
         return False
     try:
         with transaction.atomic():

@@ -3,10 +3,12 @@ and broadcasts: what a tap does.
 
 Guarantees: a tap whose data Courier did not sign for that chat, or whose button is gone or has
 another key since, is answered ("no longer available") and records nothing. A valid tap records a
-click on the button's key in the store tracked links use (`click_count`: once per user and key),
-so the step conditions "clicked X" / "not clicked X" see both kinds; it is answered with the
+click on the button's key in the store tracked links use (`click_count`: one row per user and key,
+counting every tap), so the step conditions "clicked X" / "not clicked X" see both kinds; it is answered with the
 button's toast or alert; the button turns into its `then:` button (the rest of the keyboard as the
-user sees it); and its `reply:` message is sent on the user's first tap of that key.
+user sees it); and its `reply:` message is sent on the user's first tap of that key. A button
+with `member:` does all that only for a member of its channel (Telegram is asked on each tap);
+anyone else gets an alert to join first, and nothing is recorded or turned.
 """
 
 from __future__ import annotations
@@ -19,11 +21,12 @@ from django.core.exceptions import ValidationError
 from botapp.models import BotSettings, Broadcast, SequenceStep, TelegramUser
 from botapp.models.buttons import ButtonSpec, buttons_parse
 from botapp.services.outgoing import button_render, click_count, tap_data_valid
-from botapp.telegram.gateway import CallbackQuery, Gateway, TelegramError
+from botapp.telegram.gateway import CallbackQuery, ChatNotFound, Gateway, TelegramError
 
 log = logging.getLogger(__name__)
 
 GONE = "This button is no longer available."
+NOT_MEMBER = "You have not joined the channel yet: join it, then tap again."
 
 
 @dataclass(frozen=True)
@@ -44,7 +47,10 @@ def tap_handle(*, gateway: Gateway, cq: CallbackQuery, user: TelegramUser, arg: 
         log.info("tap refused user=%s data=%r", cq.user.id, cq.data)
         gateway.answer_callback(cq.id, GONE)
         return None
-    first = click_count(user_id=user.pk, key=spec.key)
+    if spec.member is not None and not _member(gateway=gateway, channel_id=spec.member, user_id=cq.user.id):
+        gateway.answer_callback(cq.id, NOT_MEMBER, alert=True)
+        return None
+    first = click_count(user_id=user.pk, key=spec.key, every=True)
     gateway.answer_callback(cq.id, spec.answer, alert=spec.alert)
     turned = False
     if spec.then is not None:
@@ -63,6 +69,16 @@ def tap_handle(*, gateway: Gateway, cq: CallbackQuery, user: TelegramUser, arg: 
     if spec.reply and first:
         gateway.send_text(cq.chat_id, spec.reply)
     return Tap(spec.key, first, turned)
+
+
+def _member(*, gateway: Gateway, channel_id: int, user_id: int) -> bool:
+    try:
+        return gateway.is_member(channel_id, user_id)
+    except ChatNotFound:
+        # The bot cannot see the channel (not an admin there): a misconfiguration must not lock
+        # every user out, as force-subscribe does not (services/delivery.py: channels_missing).
+        log.error("member: channel %s unreachable: is the bot an admin there? user=%s counted as a member", channel_id, user_id)
+        return True
 
 
 def _spec_at(ref: str) -> ButtonSpec | None:

@@ -6,6 +6,7 @@ import html
 import string
 from datetime import timedelta
 
+from botapp.models import Subscriber
 from botapp.telegram.gateway import TgUser
 
 
@@ -15,10 +16,13 @@ class _Fields(dict):
 
 
 def text_render(*, template: str, tg: TgUser | None = None, **extra) -> str:
-    """Fill {first_name}, {last_name}, {username}, {mention} and any `extra` fields.
+    """Fill {first_name}, {last_name}, {username}, {mention}, the user's ids and any `extra` fields.
 
-    Names are HTML-escaped (messages are sent as HTML). A malformed template is sent as written
-    rather than failing the reply.
+    {id} and {chat_id} are the user's Telegram id (a private chat's id is its user's); {user_id}
+    is the id a scheduled-message system's clients know them by (shared/seeds/003: their
+    subscriber id) when they have one, else their Telegram id: looked up only when the template
+    asks for it. Names are HTML-escaped (messages are sent as HTML). A malformed template is sent
+    as written rather than failing the reply.
     """
     fields = _Fields(extra)
     if tg is not None:
@@ -28,7 +32,12 @@ def text_render(*, template: str, tg: TgUser | None = None, **extra) -> str:
             last_name=html.escape(tg.last_name or ""),
             username=html.escape(tg.username or ""),
             mention=f'<a href="tg://user?id={tg.id}">{first}</a>',
+            id=str(tg.id),
+            chat_id=str(tg.id),
         )
+        if "{user_id}" in template and "user_id" not in extra:
+            subscriber = Subscriber.objects.filter(user__telegram_id=tg.id).values_list("subscriber_id", flat=True).first()
+            fields["user_id"] = html.escape(subscriber or str(tg.id))
     try:
         return string.Formatter().vformat(template, (), fields)
     except (ValueError, IndexError, AttributeError, KeyError):

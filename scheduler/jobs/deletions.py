@@ -165,7 +165,7 @@ class DeletionSweep:
         try:
             deleted_notice_send(
                 gateway=self.gateway, chat_id=due.chat_id, share_id=due.share_id, text=self.conf.deleted_notice_text,
-                key=due.key,
+                label=self.conf.again_button_text, key=due.key,
             )  # fmt: skip
         except TelegramError as exc:
             return self._noticed(due, exc, now)
@@ -216,6 +216,7 @@ class DeletionSweep:
                         chat_id=due.chat_id,
                         share_id=due.share_id,
                         text=self.conf.deleted_notice_text,
+                        label=self.conf.again_button_text,
                         key=due.key,
                     )
                 )

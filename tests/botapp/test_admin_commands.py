@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from botapp import clock
 from botapp.bot.router import SORRY, UNKNOWN
-from botapp.models import AdminCommand, Broadcast, PremiumPlan, StoredFile, UserBan
+from botapp.models import AdminCommand, BotSettings, Broadcast, PremiumPlan, StoredFile, UserBan
 from tests.factories import PremiumPlanFactory, UserBanFactory
 from tests.transcripts import said, sandbox
 
@@ -155,7 +155,10 @@ def test_the_admin_shows_commands_plans_and_bans(box, admin_client, plain_http):
     assert response.status_code == 302 and UserBan.objects.get().lifted_at is not None
 
 
-COMMANDS = ["addpremium", "delpremium", "premiumusers", "ban", "unban", "banlist", "users", "genlink", "broadcast", "pbroadcast"]
+COMMANDS = [
+    "addpremium", "delpremium", "premiumusers", "ban", "unban", "banlist", "users", "genlink", "broadcast", "pbroadcast",
+    "autodelete",
+]  # fmt: skip
 
 
 @fuzz(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -202,3 +205,37 @@ def test_an_admins_plain_text_is_told_how_to_broadcast_it(box):
     ]
     assert said(box, "1001: Big news today").texts(1001) == [UNKNOWN]
     assert said(box, "1000: /nosuchcommand").texts(1000) == [UNKNOWN]
+
+
+def test_autodelete_sets_the_deletion_time_from_the_bot_and_refuses_what_telegram_cannot_do(box, stored):
+    """The file-store bot's deletion time was "configurable via admin bot" (shared/seeds/001)."""
+    link = f"1001: /start {stored.share_id}"
+    said(box, "1001: /start")
+    assert said(box, "1000: /autodelete").texts(1000) == [
+        "Files are deleted 30 min after delivery. Usage: /autodelete <minutes or duration>, e.g. /autodelete 30, "
+        "/autodelete 2h, /autodelete off (never)."
+    ]
+    for bad, reply in (
+        ("soon", "soon is not a time. Usage: /autodelete"),
+        ("3d", "At most 48 hours (2880 minutes): Telegram lets a bot delete its messages for 48 hours."),
+        ("-5", "-5 is not a time."),
+    ):
+        assert said(box, f"1000: /autodelete {bad}").texts(1000)[0].startswith(reply), bad
+    assert BotSettings.load().auto_delete_minutes == 30
+    assert said(box, "1001: /autodelete 1m").texts(1001) == [UNKNOWN]
+    assert BotSettings.load().auto_delete_minutes == 30
+
+    assert said(box, "1000: /autodelete 2h").texts(1000) == ["🗑 Files delivered from now on are deleted 2 h after delivery."]
+    assert BotSettings.load().auto_delete_minutes == 120
+    assert len(said(box, link).to(1001, "copy")) == 2
+    assert said(box, "wait 1h59m").to(1001, "delete") == []
+    assert said(box, "wait 2m").to(1001, "delete")
+
+    assert said(box, "1000: /autodelete off").texts(1000) == [
+        "🗑 Auto-delete is off: files delivered from now on stay in users' chats."
+    ]
+    assert BotSettings.load().auto_delete_minutes == 0
+    assert said(box, "1000: /autodelete 45").texts(1000) == ["🗑 Files delivered from now on are deleted 45 min after delivery."]
+    assert list(AdminCommand.objects.filter(command="autodelete").order_by("id").values_list("arguments", "ok")) == [
+        ("", True), ("soon", False), ("3d", False), ("-5", False), ("2h", True), ("off", True), ("45", True),
+    ]  # fmt: skip

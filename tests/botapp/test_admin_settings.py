@@ -30,7 +30,8 @@ def test_unknown_placeholders_bad_braces_and_bad_html_are_refused(operator):
     response = operator.post(url, data)
     errors = response.context["adminform"].form.errors
     assert errors["welcome_text"] == [
-        "{firstname} is not a placeholder the bot fills (it fills {first_name}, {last_name}, {username}, {mention}).",
+        "{firstname} is not a placeholder the bot fills (it fills {first_name}, {last_name}, {username}, {mention}, {id}, "
+        "{user_id}, {chat_id}).",
         "<b> is never closed.",
     ]
     assert errors["help_text"][0].startswith("Braces do not match")

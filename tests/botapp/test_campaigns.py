@@ -1,18 +1,24 @@
 """Campaign payloads, returning users, /stop and retired commands, as a Telegram user sees them."""
 
+import importlib
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
+from django.apps import apps as django_apps
 from django.urls import reverse
 
+import botapp.migrations
 from botapp import clock
-from botapp.models import BotSettings, SequenceMessage, TelegramUser
+from botapp.models import BotSettings, RemovedFile, SequenceMessage, StoredFile, TelegramUser
 from botapp.models.files import share_id_new
 from botapp.services.delivery import FILE_LINK_RE, NO_FILE
+from botapp.services.files import file_store
 from botapp.services.legacy import legacy_share_id
+from botapp.services.subscribers import subscriber_create
 from botapp.telegram.gateway import TgUser
 from scheduler.jobs.registry import job_run
-from tests.factories import SequenceFactory
+from tests.factories import PendingDeletionFactory, SequenceFactory, VerificationTokenFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -53,10 +59,36 @@ def test_any_payload_that_is_not_a_file_link_is_a_campaign_tag(chat, alice, conf
     assert [e.text for e in chat(alice, f"/start {payload}")] == [WELCOME]
 
 
-@pytest.mark.parametrize("payload", [share_id_new(), "lgAbCdEfGhIjKlMn"])
-def test_a_payload_shaped_like_a_file_link_that_matches_nothing_is_a_removed_file(chat, alice, conf, payload):
-    assert [e.text for e in chat(alice, f"/start {payload}")] == [NO_FILE]
+def test_the_link_of_a_file_removed_in_the_console_says_so(chat, alice, conf, stored, admin_client, plain_http):
+    url = reverse("admin:botapp_storedfile_delete", args=[stored.pk])
+    assert admin_client.post(url, {"post": "yes"}).status_code == 302
+    assert [e.text for e in chat(alice, f"/start {stored.share_id}")] == [NO_FILE]
     assert not SequenceMessage.objects.exists()
+
+
+def test_files_removed_together_in_the_console_keep_saying_so(chat, alice, conf, stored, admin_client, plain_http):
+    other = file_store(source_chat_id=stored.source_chat_id, message_ids=[1])
+    admin_client.post(
+        reverse("admin:botapp_storedfile_changelist"),
+        {"action": "delete_selected", "post": "yes", "_selected_action": [stored.pk, other.pk]},
+    )
+    assert not StoredFile.objects.exists()
+    for share_id in (stored.share_id, other.share_id):
+        assert [e.text for e in chat(alice, f"/start {share_id}")] == [NO_FILE]
+
+
+def test_a_legacy_shaped_payload_that_matches_nothing_is_a_removed_file(chat, alice, conf):
+    assert [e.text for e in chat(alice, "/start lgAbCdEfGhIjKlMn")] == [NO_FILE]
+
+
+@pytest.mark.parametrize("payload", ["fb_ad_123456", "google_ads_7", "tiktok-ad-99", share_id_new()])
+def test_an_ad_payload_shaped_like_a_share_id_gets_the_welcome_and_is_recorded(chat, alice, conf, payload):
+    """The drip bot's ads link to /start fb_ad_123456 (shared/seeds/002: start_payload): 12
+    characters, as this bot's share ids. No file ever had it, so it is a campaign tag."""
+    assert [e.text for e in chat(alice, f"/start {payload}")] == [WELCOME]
+    assert chat(alice, f"/start {payload}")[0].text == BACK
+    user = TelegramUser.objects.get(telegram_id=alice.id)
+    assert (user.start_payload, user.last_start_payload) == (payload, payload)
 
 
 def test_the_file_link_shape_is_the_shape_of_the_links_this_bot_makes(settings):
@@ -182,3 +214,29 @@ def test_the_settings_page_refuses_a_retired_command_it_cannot_read(operator):
     assert errors["welcome_back_text"][0].startswith("{firstname} is not a placeholder")
     response = settings_form_post(operator, retired_commands="/ok | <b>unclosed")
     assert response.context["adminform"].form.errors["retired_commands"] == ["/ok: <b> is never closed."]
+
+
+def test_the_welcome_shows_the_user_their_id_as_the_scheduled_message_system_did(operator, chat, alice, conf):
+    """Seed 003's /start told the user their user_id and chat_id: {id}, {chat_id} and {user_id}
+    are placeholders the settings page takes and the bot fills, escaped like the names."""
+    text = "Hi {first_name}: your id is {id}, chat {chat_id}, user {user_id}."
+    assert settings_form_post(operator, welcome_text=text, welcome_back_text="Back: {user_id}").status_code == 302
+
+    assert [e.text for e in chat(alice, "/start")] == ["Hi Alice: your id is 1001, chat 1001, user 1001."]
+    subscriber_create(chat_id=alice.id, chat_name="Alice", subscriber_id="660e9511-f39c <b>")
+    assert [e.text for e in chat(alice, "/start")] == ["Back: 660e9511-f39c <b>"]  # escaped: shown as written, not as bold
+
+
+def test_files_removed_before_the_upgrade_are_found_from_the_rows_that_named_them(stored):
+    """The migration that brought RemovedFile keeps the links of files removed before it "removed"
+    when a deletion or a token still names them (found by name: the lead may renumber it)."""
+    (path,) = Path(botapp.migrations.__file__).parent.glob("*_removed_files.py")
+    migration = importlib.import_module(f"botapp.migrations.{path.stem}")
+    PendingDeletionFactory(share_id="GoneFile1234")
+    VerificationTokenFactory(share_id="GoneToo12345")
+    PendingDeletionFactory(share_id=stored.share_id)
+    PendingDeletionFactory(share_id="")
+
+    migration.removed_files_found(django_apps, None)
+
+    assert set(RemovedFile.objects.values_list("share_id", flat=True)) == {"GoneFile1234", "GoneToo12345"}

@@ -5,6 +5,7 @@ from datetime import timedelta
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -85,7 +86,7 @@ def test_caption_and_protection_come_from_settings(chat, alice, conf, stored, te
 @pytest.mark.parametrize(
     "payload,reply",
     [
-        ("NoSuchFile12", "This link does not exist or its files were removed."),  # shaped like a share id
+        ("lgNoSuchFile1234", "This link does not exist or its files were removed."),  # shaped like a legacy share id
         ("bad$chars!", "This link is not valid. Please check that you copied all of it."),
         ("x" * 65, "This link is not valid. Please check that you copied all of it."),
         ("a b c", "This link is not valid. Please check that you copied all of it."),
@@ -127,6 +128,23 @@ def test_get_files_again_after_auto_delete(chat, alice, conf, stored, telegram, 
 
     chat.tap(alice, "❌ Close")
     assert telegram.message(alice.id, notice.id).deleted
+
+
+def test_the_get_again_buttons_label_is_a_bot_setting(chat, alice, conf, stored, telegram, gateway, admin_client, plain_http):
+    """Seed 000's notice says "♻️ Click Here": an operator moving in keeps their label."""
+    url = reverse("admin:botapp_botsettings_change", args=[conf.pk])
+    form = admin_client.get(url).context["adminform"].form
+    data = {k: ("on" if v is True else "" if v in (False, None) else v) for k, v in form.initial.items()}
+    data.pop("shortener_api_key", None)
+    too_long = admin_client.post(url, data | {"again_button_text": "🔁" * 40}).context["adminform"].form.errors
+    assert too_long["again_button_text"][0].startswith("Button text is at most 64 characters")
+    assert admin_client.post(url, data | {"again_button_text": "♻️ Click Here"}).status_code == 302
+    chat(alice, f"/start {stored.share_id}")
+    clock.clock_advance(timedelta(minutes=31))
+    job_run("delete_due_messages", trigger="test", gateway=gateway)
+    notice = telegram.bot_messages(alice.id)[-1]
+    assert [[b.text for b in row] for row in notice.buttons] == [["♻️ Click Here", "❌ Close"]]
+    assert [e.text for e in copies(chat.tap(alice, "♻️ Click Here"))] == ["Report", "Read me"]
 
 
 def test_verified_user_start_runs_a_constant_number_of_queries(chat, conf, telegram):

@@ -57,18 +57,19 @@ def test_the_env_builds_the_campaign_and_a_user_who_clicked_join_channel_is_spar
     assert out.splitlines() == [
         f"campaign: Bot settings: posts channel {CHANNEL}",
         "campaign: Bot settings: welcome post 36",
+        "campaign: Bot settings: channel link (/about and /faq's button) https://t.me/yourbot",
         "campaign: sequence 'Drip bot (imported)': for every new user",
         "campaign: step msg_30s: after 40 s, post 56, buttons: ⚡ Join Now / ✅ I Joined",
         "campaign: step msg_3min: after 3 min, post 57, buttons: ⚡ Join Now / ✅ I Joined",
         f"campaign: step msg_cleanup: after 18 min, the text {FAREWELL!r}",
         "campaign: step msg_2h: after 2 h, post 50, buttons: ⚡ Join Now / ✅ I Joined, only if join_channel was not clicked",
-        f"campaign: TARGET_CHANNEL_ID {CHANNEL}: not checked on Verify (Courier's tap buttons check no membership yet)",
+        f"campaign: TARGET_CHANNEL_ID {CHANNEL}: Verify counts for its members only (the bot must be an admin there)",
         "import_campaign: 2 read: 2 created, 0 updated, 0 skipped, 0 invalid",
         "button_clicks: 2 read: 2 clicks recorded, 0 already known, 0 invalid",
         "tasks: 8 read: 6 scheduled, 0 already scheduled, 2 done (not imported), 0 repeated, 0 invalid",
     ]
     conf = BotSettings.load()
-    assert (conf.posts_channel_id, conf.welcome_post_id) == (CHANNEL, 36)
+    assert (conf.posts_channel_id, conf.welcome_post_id, conf.channel_url) == (CHANNEL, 36, "https://t.me/yourbot")
     assert sorted(ButtonClick.objects.values_list("user__telegram_id", "button", "count")) == [
         (USER, "join_channel", 1),
         (USER, "verify", 1),
@@ -115,7 +116,7 @@ def test_a_dry_run_says_what_it_would_do_and_writes_nothing_and_a_second_run_cha
     assert run(env, path).splitlines() == [line.replace(" (dry run, nothing written)", "") for line in dry.splitlines()]
     again = run(env, path)
     assert again.splitlines() == [
-        f"campaign: TARGET_CHANNEL_ID {CHANNEL}: not checked on Verify (Courier's tap buttons check no membership yet)",
+        "campaign: already built (nothing to change)",
         "import_campaign: 2 read: 0 created, 0 updated, 2 skipped, 0 invalid",
         "button_clicks: 2 read: 0 clicks recorded, 2 already known, 0 invalid",
         "tasks: 8 read: 0 scheduled, 6 already scheduled, 2 done (not imported), 0 repeated, 0 invalid",
@@ -157,3 +158,28 @@ def test_a_bad_env_is_one_line_naming_the_file_line_and_variable_and_nothing_is_
     assert error in str(failure.value) and "\n" not in str(failure.value)
     assert not Sequence.objects.exists() and not TelegramUser.objects.exists()
     assert BotSettings.load().posts_channel_id is None
+
+
+@pytest.mark.django_db(transaction=True)  # the sequence sender's pool threads read the users runbot stored
+def test_verify_counts_only_for_a_member_of_target_channel_id(tmp_path, telegram, gateway, channel, chat, alice):
+    """The drip bot's Verify checked TARGET_CHANNEL_ID's membership: a tap by a user who has not
+    joined is answered so and records nothing; once they join, it records verify and says so."""
+    env, path, _ = seed(tmp_path, clock.now())
+    run(env, path)
+    chat(alice, "/start")
+    clock.clock_advance(timedelta(seconds=41))
+    job_run("send_sequence_messages", trigger="test", gateway=gateway)
+    assert telegram.bot_messages(alice.id)[-1].text == "First text"
+    chat.tap(alice, "✅ I Joined")
+
+    refused = chat.tap(alice, "🔎 Verify")
+
+    assert [(e.action, e.text, e.alert) for e in refused] == [
+        ("answer", "You have not joined the channel yet: join it, then tap again.", True)
+    ]
+    mine = ButtonClick.objects.filter(user__telegram_id=alice.id)
+    assert list(mine.values_list("button", flat=True)) == ["join_channel"]
+    telegram.join(CHANNEL, alice.id)
+    verified = chat.tap(alice, "🔎 Verify")
+    assert [(e.action, e.text) for e in verified] == [("send", "✅ Verified!")]
+    assert sorted(mine.values_list("button", flat=True)) == ["join_channel", "verify"]

@@ -15,7 +15,8 @@ from botapp.telegram.console import console_gateway_use
 from botapp.telegram.gateway import Media, TgUser
 from botapp.telegram.limits import CALLBACK_DATA_BYTES, callback_data_length
 from scheduler.jobs.registry import job_run
-from tests.factories import SequenceFactory
+from tests.conftest import ADMIN
+from tests.factories import ButtonClickFactory, SequenceFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -195,6 +196,46 @@ def test_a_tap_reply_is_sent_on_the_first_tap_only(chat, alice, telegram, conf):
         ("send", "Your code: WELCOME10", False),
     ]
     assert [(e.action, e.text) for e in second] == [("answer", "Here it comes")]
+
+
+def test_stats_counts_every_tap_per_button_key_and_their_total(chat, alice, conf):
+    """The drip bot's /stats counted clicks per button type and their total (shared/seeds/002), not
+    the users who clicked: every tap counts, and the clicks an import carried."""
+    conf.welcome_buttons = "🎁 Bonus | tap:bonus || 📘 Docs | tap:docs"
+    conf.save()
+    chat(alice, "/start")
+    chat(BOB, "/start")
+    for user, label in ((alice, "🎁 Bonus"), (alice, "🎁 Bonus"), (alice, "🎁 Bonus"), (BOB, "🎁 Bonus"), (BOB, "📘 Docs")):
+        chat.tap(user, label)
+    ButtonClickFactory(button="join_channel", count=2)  # imported: two rows of the old button_clicks
+
+    text = chat(TgUser(id=ADMIN, first_name="Op"), "/stats")[0].text
+
+    assert "Button clicks: 7 (bonus 4, join_channel 2, docs 1)" in text.splitlines()
+    assert [(c.button, c.count) for c in ButtonClick.objects.filter(user__telegram_id=alice.id)] == [("bonus", 3)]
+
+
+def test_a_member_only_tap_asks_telegram_and_counts_once_the_user_has_joined(chat, alice, telegram, conf):
+    telegram.create_channel(-1003232273065, title="Signals")
+    conf.welcome_buttons = "✅ Verify | tap:verify | member: -1003232273065 | toast: Verified | then: Done | tap:done"
+    conf.save()
+    chat(alice, "/start")
+
+    assert [(e.action, e.text, e.alert) for e in chat.tap(alice, "✅ Verify")] == [
+        ("answer", "You have not joined the channel yet: join it, then tap again.", True)
+    ]
+    assert not ButtonClick.objects.exists()
+    telegram.join(-1003232273065, alice.id)
+    assert [(e.action, e.text or "") for e in chat.tap(alice, "✅ Verify") if e.action == "answer"] == [("answer", "Verified")]
+    assert telegram.find_button(alice.id, "Done")  # and it turned
+    assert list(ButtonClick.objects.values_list("button", flat=True)) == ["verify"]
+
+
+@pytest.mark.parametrize("value", ["42", "@channel", ""])
+def test_a_member_option_that_is_not_a_channel_id_is_refused(value):
+    with pytest.raises(ValidationError) as refused:
+        buttons_parse(text=f"Verify | tap:verify | member: {value}")
+    assert "member: " in refused.value.messages[0] and "-1001234567890" in refused.value.messages[0]
 
 
 def test_the_grammar_refuses_what_telegram_would_and_counts_in_utf16():

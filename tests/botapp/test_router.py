@@ -91,6 +91,34 @@ def test_info_commands_answer_with_the_operator_text(chat, alice, command, field
     assert chat(alice, command)[0].text == f"text for {command}"
 
 
+@pytest.mark.parametrize("command", ["/about", "/faq"])
+def test_about_and_faq_carry_the_join_channel_button_of_the_channel_link(chat, alice, command):
+    """The drip bot's /faq and /about had a "Join Channel" button to CHANNEL_URL (shared/seeds/002)."""
+    assert chat(alice, command)[0].buttons == ()  # no channel link: no button, as before
+    conf = BotSettings.load()
+    conf.channel_url = "https://t.me/yourchannel"
+    conf.save()
+
+    (reply,) = chat(alice, command)
+    assert [[(b.text, b.url) for b in row] for row in reply.buttons] == [[("Join Channel", "https://t.me/yourchannel")]]
+    assert chat(alice, "/help")[0].buttons == ()
+
+
+def test_a_channel_link_telegram_would_refuse_is_a_form_error(admin_client, plain_http):
+    from django.urls import reverse
+
+    url = reverse("admin:botapp_botsettings_change", args=[BotSettings.load().pk])
+    form = admin_client.get(url).context["adminform"].form
+    data = {k: ("on" if v is True else "" if v in (False, None) else v) for k, v in form.initial.items()}
+    data.pop("shortener_api_key", None)
+    errors = admin_client.post(url, data | {"channel_url": "t.me/yourchannel"}).context["adminform"].form.errors
+    assert errors["channel_url"] == [
+        "Give a link Telegram accepts on a button: https://t.me/yourchannel (or http(s)://…, tg://…)."
+    ]
+    assert admin_client.post(url, data | {"channel_url": "https://t.me/yourchannel"}).status_code == 302
+    assert BotSettings.load().channel_url == "https://t.me/yourchannel"
+
+
 def test_stop_opts_out_and_start_opts_back_in(chat, alice):
     chat(alice, "/start")
     assert "no more messages" in chat(alice, "/stop")[0].text

@@ -87,6 +87,7 @@ class Command(BaseCommand):
             admin_ids=config.admin_ids,
             storage_channel_id=config.storage_channel_id,
             broadcast_channel_id=config.broadcast_channel_id,
+            posts_channels=await loop.run_in_executor(None, _posts_channels),  # the database, off the loop
         )
         # The pump stores runbot's place in the update stream as it handles updates, and fetches
         # what came while runbot was down when it starts (docs/reliability.md#updates).
@@ -111,3 +112,16 @@ class Command(BaseCommand):
         await client.stop()
         await pump.close()  # the position of the last update handled
         log.info("runbot stopped")
+
+
+def _posts_channels() -> frozenset[int]:
+    """The posts commands' channels (runbot hears their posts), on a thread of the loop's executor:
+    its connection is closed after, as no later call there would."""
+    from django.db import connection
+
+    from botapp.services.posts_commands import posts_command_channels
+
+    try:
+        return posts_command_channels()
+    finally:
+        connection.close()
