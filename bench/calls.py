@@ -27,9 +27,9 @@ from botapp.services.broadcasts import BroadcastMessage
 from botapp.services.outgoing import Outgoing
 from botapp.services.users import user_access_hash
 from botapp.telegram.gateway import Media, TgUser
+from inmemory_telegram.server import TelegramServer
 from offline.shortener import MemoryShortener
 from offline.telegram.clients import OfflineBot, offline_gateway
-from offline.telegram.server import TelegramServer
 from scheduler.jobs.deletions import delete_due_messages
 
 ADMIN = 1000

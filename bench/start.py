@@ -40,10 +40,10 @@ from botapp.models import BotSettings, HandledUpdate, PendingDeletion, StoredFil
 from botapp.services.files import file_store
 from botapp.services.users import user_access_hash
 from botapp.telegram.gateway import Media, TgUser
+from inmemory_telegram.server import TelegramServer
 from offline.readiness import ready_line_wait
 from offline.shortener import MemoryShortener
 from offline.telegram.clients import OfflineBot
-from offline.telegram.server import TelegramServer
 
 FIRST = 60_000_001  # bench users: FIRST, FIRST + 1, ...
 

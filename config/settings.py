@@ -321,7 +321,7 @@ TELEGRAM_PAID_RATE_HEADROOM = env.float("TELEGRAM_PAID_RATE_HEADROOM", default=0
 # same random_id, which Telegram refuses to deliver twice, for this many seconds after its first
 # attempt; later it is recorded `interrupted`. How long Telegram remembers a random_id is not
 # documented: ten minutes is inferred (docs/reliability.md), and the in-memory Telegram remembers
-# no longer (offline/telegram/server.py RANDOM_ID_MEMORY).
+# no longer (inmemory_telegram/core.py RANDOM_ID_MEMORY).
 TELEGRAM_RANDOM_ID_WINDOW = env.int("TELEGRAM_RANDOM_ID_WINDOW", default=600)
 # A FloodWait up to this long is waited out and the call retried; a longer one is reported.
 TELEGRAM_MAX_FLOOD_WAIT = env.int("TELEGRAM_MAX_FLOOD_WAIT", default=60)

@@ -7,8 +7,8 @@ from django.conf import settings as django_settings
 from botapp import clock
 from botapp.bot.router import Router
 from botapp.telegram.gateway import TgUser
+from inmemory_telegram.server import TelegramServer
 from offline.telegram.clients import OfflineBot, offline_gateway
-from offline.telegram.server import TelegramServer
 from scheduler.wakeup import wakeup_notes_forget
 
 ADMIN = 1000

@@ -15,8 +15,9 @@ from botapp.config import OFFLINE_BOT_TOKEN, BotConfig
 from botapp.management.commands.runbot import Command
 from botapp.models import BotSettings, TelegramUser
 from botapp.telegram.gateway import TgUser
-from offline.telegram.process import RemoteTelegram, serve
-from offline.telegram.server import TelegramServer
+from inmemory_telegram.process import serve
+from inmemory_telegram.server import TelegramServer
+from offline.telegram.remote import RemoteTelegram
 
 
 @pytest.fixture

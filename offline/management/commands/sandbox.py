@@ -77,11 +77,11 @@ class Command(BaseCommand):
         from botapp import clock
         from botapp.bot.router import Router
         from botapp.services.users import user_access_hash
+        from inmemory_telegram.server import TelegramServer
         from offline.campaign_demo import campaign_demo_setup
         from offline.sandbox import Sandbox, demo_setup, stdin_is_tty
         from offline.shortener import MemoryShortener
         from offline.telegram.clients import OfflineBot, offline_gateway
-        from offline.telegram.server import TelegramServer
 
         if self._verbosity < 2:
             # Job and service logs would drown the conversation; --verbosity 2 shows them.

@@ -28,8 +28,8 @@ from botapp.telegram.gateway import (
     UserDeactivated,
 )
 from botapp.telegram.pyrogram_gateway import CALL_TIMEOUT
+from inmemory_telegram.faults import LOSE_ANSWER
 from offline.telegram.clients import offline_gateway
-from offline.telegram.server import LOSE_ANSWER
 from tests.botapp.telegram.conftest import CountingLimiter
 from tests.conftest import STORAGE
 

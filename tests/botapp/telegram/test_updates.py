@@ -10,8 +10,8 @@ from botapp.bot.router import Router
 from botapp.models import TelegramUser
 from botapp.telegram.gateway import Button, TgUser
 from botapp.telegram.updates import UpdatePump
+from inmemory_telegram.server import TelegramServer
 from offline.telegram.clients import offline_gateway
-from offline.telegram.server import TelegramServer
 
 ALICE = TgUser(id=1001, first_name="Alice", username="alice", language_code="en")
 

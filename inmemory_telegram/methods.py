@@ -17,9 +17,10 @@ from pyrogram import raw
 
 from botapp import clock
 from botapp.telegram import limits
-from offline.telegram import render
-from offline.telegram.server import Event, RpcFault, TelegramServer, buttons_of, media_of
-from offline.telegram.state import Channel, File, Invite, Message, Upload, User, channel_raw_id
+from inmemory_telegram import render
+from inmemory_telegram.core import ServerCore
+from inmemory_telegram.faults import RpcFault
+from inmemory_telegram.state import Channel, Event, File, Invite, Message, Upload, User, buttons_of, channel_raw_id, media_of
 
 METHODS = {}
 
@@ -39,7 +40,7 @@ def now_ts() -> int:
 # --- peers ---------------------------------------------------------------------------------------
 
 
-def resolve_user(server: TelegramServer, peer) -> User:
+def resolve_user(server: ServerCore, peer) -> User:
     if isinstance(peer, (raw.types.InputPeerUser, raw.types.InputUser)):
         user = server.users.get(peer.user_id)
         if user is not None and peer.access_hash == user.access_hash:
@@ -47,7 +48,7 @@ def resolve_user(server: TelegramServer, peer) -> User:
     raise RpcFault("PEER_ID_INVALID")
 
 
-def resolve_channel(server: TelegramServer, peer) -> Channel:
+def resolve_channel(server: ServerCore, peer) -> Channel:
     if isinstance(peer, (raw.types.InputPeerChannel, raw.types.InputChannel)):
         channel = server.channels.get(peer.channel_id)
         if channel is not None and peer.access_hash == channel.access_hash:
@@ -56,7 +57,7 @@ def resolve_channel(server: TelegramServer, peer) -> Channel:
     raise RpcFault("PEER_ID_INVALID")
 
 
-def resolve_chat(server: TelegramServer, peer) -> tuple[int, User | None, Channel | None]:
+def resolve_chat(server: ServerCore, peer) -> tuple[int, User | None, Channel | None]:
     if isinstance(peer, raw.types.InputPeerUser):
         user = resolve_user(server, peer)
         return user.id, user, None
@@ -66,7 +67,7 @@ def resolve_chat(server: TelegramServer, peer) -> tuple[int, User | None, Channe
     raise RpcFault("PEER_ID_INVALID")
 
 
-def writable(server: TelegramServer, peer, *, paid: bool = False, messages: int = 1) -> tuple[int, User | None, Channel | None]:
+def writable(server: ServerCore, peer, *, paid: bool = False, messages: int = 1) -> tuple[int, User | None, Channel | None]:
     """The chat a send of `messages` goes to, after the checks Telegram makes before delivering anything."""
     chat_id, user, channel = resolve_chat(server, peer)
     if user is not None:
@@ -80,7 +81,7 @@ def writable(server: TelegramServer, peer, *, paid: bool = False, messages: int 
     return chat_id, user, channel
 
 
-def new_message_updates(server: TelegramServer, messages: list[Message], random_ids: list[int], user, channel):
+def new_message_updates(server: ServerCore, messages: list[Message], random_ids: list[int], user, channel):
     updates = [raw.types.UpdateMessageID(id=m.id, random_id=r) for m, r in zip(messages, random_ids, strict=False)]
     for m in messages:
         tl = render.message_tl(m, bot_id=server.bot.id)
@@ -156,7 +157,7 @@ UPDATES_KEPT = timedelta(hours=24)
 PTS_TOTAL_LIMIT = 1_000_000
 
 
-def state_tl(server: TelegramServer, *, pts: int | None = None, qts: int | None = None) -> raw.types.updates.State:
+def state_tl(server: ServerCore, *, pts: int | None = None, qts: int | None = None) -> raw.types.updates.State:
     return raw.types.updates.State(
         pts=server.pts if pts is None else pts, qts=server.qts if qts is None else qts, date=now_ts(), seq=0, unread_count=0
     )

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from hashlib import sha1, sha256
 from io import BytesIO
 
-from pyrogram.raw.core import Bool, Int, Long, TLObject
+from pyrogram.crypto import aes
+from pyrogram.crypto.mtproto import kdf
+from pyrogram.raw.core import Bool, Int, Long, Message, MsgContainer, TLObject
 from pyrogram.raw.core.primitives import Vector
-
-from botapp.telegram.kurigram import Message, MsgContainer, aes, kdf
 
 MSG_CONTAINER_ID = 0x73F1F8DC  # msg_container#73f1f8dc messages:vector<%Message> = MessageContainer
 RPC_RESULT_ID = 0xF35C6D01  # rpc_result#f35c6d01 req_msg_id:long result:Object = RpcResult
