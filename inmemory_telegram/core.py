@@ -90,7 +90,7 @@ class ServerCore:
         self.pts = 1
         self.qts = 1
         # What getDifference hands back: ("pts"|"qts", value, record or TL update, when), oldest first;
-        # `forgotten`: the highest value of each kind dropped after UPDATES_KEPT (methods.py).
+        # `forgotten`: the highest value of each kind dropped after UPDATES_KEPT (methods/updates.py).
         self.update_log: collections.deque[tuple[str, int, object, datetime]] = collections.deque()
         self.forgotten = {"pts": 0, "qts": 0}
         self.callbacks: dict[int, tuple[int, float]] = {}  # query id -> (user id, monotonic time)
@@ -116,7 +116,7 @@ class ServerCore:
     # --- sessions -------------------------------------------------------------------------------
 
     def connect(self, auth_key: bytes, push: Callable[[bytes], None], hangup: Callable[[], None] | None = None) -> Endpoint:
-        """A client connects with a key it was provisioned with (see connection.py); `hangup`
+        """A client connects with a key it was provisioned with (see offline/telegram/connection.py); `hangup`
         drops its connection."""
         with self.lock:
             self.keys[wire.key_id(auth_key)] = auth_key

@@ -330,7 +330,7 @@ def difference(gateway, *, pts, qts=0, date=0, pts_total_limit=None):
 
 
 def test_a_long_difference_comes_in_slices_each_asked_from_where_the_last_ended(telegram, raw_gateway):
-    from inmemory_telegram.methods import DIFFERENCE_SLICE
+    from inmemory_telegram.methods.updates import DIFFERENCE_SLICE
 
     start = telegram.update_state()
     ids = [telegram.user_sends(TgUser(id=3000 + i, first_name="U"), f"/start {i}") for i in range(2 * DIFFERENCE_SLICE + 50)]
@@ -384,7 +384,7 @@ def test_updates_are_forgotten_after_a_day_and_a_client_behind_them_told_too_lon
     from datetime import timedelta
 
     from botapp import clock
-    from inmemory_telegram.methods import UPDATES_KEPT
+    from inmemory_telegram.methods.updates import UPDATES_KEPT
 
     start = telegram.update_state()
     telegram.user_sends(ANN, "/help")
