@@ -47,7 +47,7 @@ def run_once() -> dict[str, list[str]]:
     # A fresh Telegram numbers messages from 1 again: runbot's claims on the last one's would make
     # its messages look like repeats (services/updates.py).
     HandledUpdate.objects.filter(chat_id=USER.id).delete()
-    telegram = TelegramServer(username="CourierBot", enforce_rates=False)
+    telegram = TelegramServer(now=clock.now, username="CourierBot", enforce_rates=False)
     telegram.create_channel(STORAGE, title="Storage")
     bot = OfflineBot(
         telegram,

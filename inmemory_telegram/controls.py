@@ -13,17 +13,16 @@ from datetime import timedelta
 from pyrogram import raw
 from pyrogram.file_id import FileId, FileType, ThumbnailSource
 
-from botapp import clock
-from botapp.telegram.gateway import Media, TgUser
 from inmemory_telegram import render
 from inmemory_telegram.faults import Fault, Hostile
 from inmemory_telegram.rates import Rates
-from inmemory_telegram.state import Channel, Invite, channel_raw_id
+from inmemory_telegram.state import Channel, Invite, Media, Profile, channel_raw_id
 
 
 class Actions:
     """What users and channel owners do: each changes the state as Telegram would and pushes the
-    updates the bot's sessions get."""
+    updates the bot's sessions get. A user is a `Profile` and media a `Media` (state.py), or any
+    object with their fields."""
 
     def create_channel(
         self, chat_id: int, *, title: str = "", members: Iterable[int] = (), noforwards: bool = False, bot_is_admin: bool = True
@@ -46,7 +45,7 @@ class Actions:
         with self.lock:
             self.channels[channel_raw_id(chat_id)].members.discard(user_id)
 
-    def request_join(self, chat_id: int, user: TgUser, *, link: str = "https://t.me/+offline") -> None:
+    def request_join(self, chat_id: int, user: Profile, *, link: str = "https://t.me/+offline") -> None:
         """A user asks to join a join-request channel: the bot (an admin) gets the request."""
         with self.lock:
             channel = self.channels[channel_raw_id(chat_id)]
@@ -57,13 +56,13 @@ class Actions:
             invite = raw.types.ChatInviteExported(link=link, admin_id=self.bot.id, date=0, request_needed=True)
             update = raw.types.UpdateBotChatInviteRequester(
                 peer=render.peer_tl(chat_id),
-                date=int(clock.now().timestamp()),
+                date=int(self.now().timestamp()),
                 user_id=user.id,
                 about="",
                 invite=invite,
                 qts=self.qts,
             )
-            self.update_log.append(("qts", self.qts, update, clock.now()))
+            self.update_log.append(("qts", self.qts, update, self.now()))
             self.push(self.updates_tl([update], users=[record], channels=[channel]))
 
     def post(
@@ -98,9 +97,9 @@ class Actions:
         """An invite link the channel's owner made (not the bot): it never expires."""
         with self.lock:
             channel = self.channels[channel_raw_id(chat_id)]
-            channel.invites[link] = Invite(link=link, date=clock.now(), request_needed=request_needed)
+            channel.invites[link] = Invite(link=link, date=self.now(), request_needed=request_needed)
 
-    def open_invite(self, link: str, user: TgUser) -> str:
+    def open_invite(self, link: str, user: Profile) -> str:
         """A user opens an invite link the bot exported: they join the channel, or (a join-request
         link) ask to join, which the bot hears of. Returns what happened: "joined", "requested",
         "expired" (Telegram shows "this invite link has expired"), or "unknown" (not such a link)."""
@@ -109,7 +108,7 @@ class Actions:
                 invite = channel.invites.get(link)
                 if invite is None:
                     continue
-                if invite.revoked or (invite.expire_date is not None and invite.expire_date <= clock.now()):
+                if invite.revoked or (invite.expire_date is not None and invite.expire_date <= self.now()):
                     return "expired"
                 if invite.request_needed:
                     self.request_join(channel.api_id, user, link=link)
@@ -138,7 +137,7 @@ class Actions:
 
     def user_sends(
         self,
-        user: TgUser,
+        user: Profile,
         text: str = "",
         *,
         media: Media | None = None,
@@ -154,7 +153,7 @@ class Actions:
 
     def user_sends_album(
         self,
-        user: TgUser,
+        user: Profile,
         media: list[Media],
         caption: str = "",
         *,
@@ -199,7 +198,7 @@ class Actions:
             self.push(self.updates_tl(updates, users=[record], channels=channels))
             return ids
 
-    def tap(self, user: TgUser, message_id: int, data: str) -> int:
+    def tap(self, user: Profile, message_id: int, data: str) -> int:
         """A user taps a callback button under a bot message; runbot gets UpdateBotCallbackQuery."""
         with self.lock:
             record = self.user_record(user)
@@ -218,8 +217,8 @@ class Actions:
 
     def _bot_stopped(self, user_id: int, *, stopped: bool):
         self.qts += 1
-        update = raw.types.UpdateBotStopped(user_id=user_id, date=int(clock.now().timestamp()), stopped=stopped, qts=self.qts)
-        self.update_log.append(("qts", self.qts, update, clock.now()))
+        update = raw.types.UpdateBotStopped(user_id=user_id, date=int(self.now().timestamp()), stopped=stopped, qts=self.qts)
+        self.update_log.append(("qts", self.qts, update, self.now()))
         return update
 
     def block(self, user_id: int) -> None:
@@ -348,7 +347,7 @@ class Conditions:
         lets the call take effect and drops its answer. `code`: the error_code, for a name Telegram
         may send one day with a code we cannot guess (a new 420 "FROZEN_METHOD_INVALID").
         `seconds`: an outage instead of a count: every matching call answers `error` for that long
-        on the clock messages are dated by (botapp.clock: tests move it), `times` aside."""
-        until = clock.now() + timedelta(seconds=seconds) if seconds is not None else None
+        on the clock messages are dated by (the server's `now`: tests move it), `times` aside."""
+        until = self.now() + timedelta(seconds=seconds) if seconds is not None else None
         with self.lock:
             self.faults.append(Fault(error, frozenset(methods) if methods else None, chat_id, times, after, code, until))

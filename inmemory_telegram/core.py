@@ -19,14 +19,11 @@ from datetime import datetime
 
 from pyrogram import raw
 
-from botapp import clock
-from botapp.telegram import limits
-from botapp.telegram.gateway import TgUser
-from inmemory_telegram import render, wire
+from inmemory_telegram import limits, render, wire
 from inmemory_telegram.faults import HOSTILE_FLOODS, INTERNAL_ERRORS, LOSE_ANSWER, SEND_METHODS, Fault, Hostile, RpcFault
 from inmemory_telegram.rates import CALL_LIMITED, Network, Rates
 from inmemory_telegram.session import Endpoint
-from inmemory_telegram.state import Bot, Call, Channel, Event, File, Message, Upload, User, channel_raw_id
+from inmemory_telegram.state import Bot, Call, Channel, Event, File, Message, Profile, Upload, User, channel_raw_id
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +50,7 @@ class ServerCore:
         self,
         *,
         methods: dict[str, Callable],
+        now: Callable[[], datetime],
         username: str = "CourierBot",
         token: str = "7000000001:offline-token",
         enforce_rates: bool = True,
@@ -63,6 +61,10 @@ class ServerCore:
         count_per_message: bool = True,
     ):
         self.methods = methods  # "messages.SendMessage" -> handler(server, query)
+        # The clock messages, invites, updates and outages are dated by (timezone-aware UTC), given
+        # by whoever builds the server: tests and the sandbox give theirs, which they move forward.
+        # Rates count in `rate_clock` (the machine's monotonic time), MTProto's msg_ids in real time.
+        self.now = now
         self.bot = Bot(id=self.BOT_ID, username=username, first_name="Courier", token=token)
         self.enforce_rates = enforce_rates
         self.rate_clock = time.monotonic  # the time rate limits are counted in (tests stop and move it)
@@ -243,7 +245,7 @@ class ServerCore:
             if fault.error == LOSE_ANSWER and (fault.methods is None or name in fault.methods):
                 if fault.chat_id is not None and self._chat_of(query) != fault.chat_id:
                     continue
-                if fault.over():
+                if fault.over(self.now()):
                     self.faults.remove(fault)
                     continue
                 if fault.spend():
@@ -274,7 +276,7 @@ class ServerCore:
                 continue
             if fault.chat_id is not None and fault.chat_id != chat_id:
                 continue
-            if fault.over():
+            if fault.over(self.now()):
                 self.faults.remove(fault)
                 continue
             if fault.skip:
@@ -337,26 +339,28 @@ class ServerCore:
 
     # --- records ----------------------------------------------------------------------------------
 
-    def user_record(self, tg: TgUser | int) -> User:
+    def user_record(self, tg: Profile | int) -> User:
+        """The user `tg` names (made when new); a profile (or an object with its fields) also
+        updates their names, as a user's app does each time it writes."""
         user_id = tg if isinstance(tg, int) else tg.id
         user = self.users.get(user_id)
         if user is None:
             user = self.users[user_id] = User(id=user_id)
-        if isinstance(tg, TgUser):
+        if not isinstance(tg, int):
             user.first_name, user.last_name = tg.first_name, tg.last_name
             user.username, user.language_code = tg.username, tg.language_code
         return user
 
     def new_message(self, chat_id: int, **fields) -> Message:
         if chat_id > 0:
-            msg = Message(chat_id=chat_id, id=next(self._box_ids), date=clock.now(), **fields)
+            msg = Message(chat_id=chat_id, id=next(self._box_ids), date=self.now(), **fields)
             self.box[msg.id] = msg
             self.pts += 1
             if not msg.out:
                 self.update_log.append(("pts", self.pts, msg, msg.date))
         else:
             channel = self.channels[channel_raw_id(chat_id)]
-            msg = Message(chat_id=chat_id, id=channel.next_id, date=clock.now(), **fields)
+            msg = Message(chat_id=chat_id, id=channel.next_id, date=self.now(), **fields)
             channel.next_id += 1
             channel.pts += 1
             self.channel_messages[channel.raw_id][msg.id] = msg
@@ -396,6 +400,6 @@ class ServerCore:
             updates=updates,
             users=[render.bot_tl(self.bot), *(render.user_tl(u) for u in users)],
             chats=[render.channel_tl(c) for c in channels],
-            date=int(clock.now().timestamp()),
+            date=int(self.now().timestamp()),
             seq=0,
         )

@@ -7,8 +7,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from botapp import clock
-
 # error_message -> error_code, as Telegram sends them
 ERROR_CODES = {
     "USER_IS_BLOCKED": 403,
@@ -52,10 +50,10 @@ class Fault:
     remaining: int
     skip: int = 0  # let this many matching calls through first
     code: int | None = None  # the error_code to answer with; None: as Telegram sends `error`
-    until: datetime | None = None  # an outage: every matching call until then (botapp.clock), however many
+    until: datetime | None = None  # an outage: every matching call until then (the server's `now`), however many
 
-    def over(self) -> bool:
-        return self.until is not None and clock.now() >= self.until
+    def over(self, now: datetime) -> bool:
+        return self.until is not None and now >= self.until
 
     def spend(self) -> bool:
         """One matching call meets this fault: True when the fault is used up after it."""

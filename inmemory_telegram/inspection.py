@@ -7,8 +7,7 @@ from __future__ import annotations
 import collections
 from collections.abc import Iterable
 
-from botapp.telegram.gateway import Button
-from inmemory_telegram.state import Message, buttons_of, channel_raw_id
+from inmemory_telegram.state import Button, Message, buttons_of, channel_raw_id
 
 
 class Inspection:

@@ -18,9 +18,11 @@ import struct
 from collections.abc import Callable
 from pathlib import Path
 
-from botapp.telegram.gateway import Media, TgUser
 from inmemory_telegram.protocol import CONTROL, CONTROL_ANSWER, CONTROLS, HELLO, PACKET, WRITTEN, frame, read_frame
 from inmemory_telegram.server import TelegramServer
+from inmemory_telegram.state import Media, Profile
+
+PROFILE_FIELDS = {f.name for f in dataclasses.fields(Profile)}  # a caller's user may carry more (its access hash)
 
 
 def _control(server: TelegramServer, name: str, args: list, kwargs: dict):
@@ -37,7 +39,7 @@ def _control(server: TelegramServer, name: str, args: list, kwargs: dict):
     if name in ("user_sends", "tap", "request_join"):
         user_index = 1 if name == "request_join" else 0
         args = list(args)
-        args[user_index] = TgUser(**args[user_index])
+        args[user_index] = Profile(**{k: v for k, v in args[user_index].items() if k in PROFILE_FIELDS})
     if "media" in kwargs and kwargs["media"] is not None:
         kwargs["media"] = Media(**kwargs["media"])
     if "forward_from" in kwargs and kwargs["forward_from"] is not None:

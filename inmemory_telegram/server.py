@@ -25,8 +25,9 @@ from inmemory_telegram.methods import METHODS
 
 
 class TelegramServer(Actions, Conditions, Inspection, ServerCore):
-    """The in-memory Telegram: `TelegramServer(username=..., enforce_rates=False)`; options as
-    core.ServerCore takes them, the methods this package answers."""
+    """The in-memory Telegram: `TelegramServer(now=clock.now, username=..., enforce_rates=False)`;
+    options as core.ServerCore takes them (`now`, the clock it dates by, is required), the methods
+    this package answers."""
 
     def __init__(self, **options):
         super().__init__(methods=METHODS, **options)

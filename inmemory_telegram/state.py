@@ -13,8 +13,6 @@ from datetime import datetime
 
 from pyrogram import raw
 
-from botapp.telegram.gateway import Button, Media
-
 CHANNEL_ID_SHIFT = -1_000_000_000_000  # Bot API id of channel c is -100<c>: -(10**12) - c
 
 
@@ -28,6 +26,39 @@ def channel_raw_id(api_id: int) -> int:
 
 def new_hash() -> int:
     return secrets.randbits(63) or 1
+
+
+# --- what a test or the sandbox hands in and reads back -----------------------------------------
+# The model's own small types: a harness may hand in its own objects with the same fields (a user
+# with id and names, media with kind and file), and compares what it reads back with these.
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Who a user is, as their Telegram app tells Telegram: what a user writing to the bot brings."""
+
+    id: int
+    first_name: str = ""
+    last_name: str = ""
+    username: str = ""
+    language_code: str = ""
+
+
+@dataclass(frozen=True)
+class Media:
+    """A message's file as a test names it: its kind and its name (or the URL it was fetched from)."""
+
+    kind: str  # photo | video | document | animation | audio
+    file: str
+
+
+@dataclass(frozen=True)
+class Button:
+    """An inline button under a message: a link (`url`) or a callback (`callback_data`)."""
+
+    text: str
+    url: str | None = None
+    callback_data: str | None = None
 
 
 @dataclass
@@ -176,7 +207,7 @@ class Call:
 
 
 def buttons_of(markup) -> tuple[tuple[Button, ...], ...]:
-    """The domain buttons of a raw ReplyInlineMarkup."""
+    """The buttons of a raw ReplyInlineMarkup."""
     if not isinstance(markup, raw.types.ReplyInlineMarkup):
         return ()
     rows = []

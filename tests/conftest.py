@@ -67,7 +67,7 @@ def plain_http(settings):
 def telegram():
     """The in-memory Telegram (a server kurigram's real client talks to), with a storage channel.
     Rates are enforced only where a test turns them on: tests send faster than a limiter would."""
-    server = TelegramServer(username="CourierBot", enforce_rates=False)
+    server = TelegramServer(now=clock.now, username="CourierBot", enforce_rates=False)
     server.create_channel(STORAGE, title="Storage")
     return server
 

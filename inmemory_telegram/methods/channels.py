@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pyrogram import raw
 
-from botapp.telegram import limits
-from inmemory_telegram import render
+from inmemory_telegram import limits, render
 from inmemory_telegram.faults import RpcFault
 from inmemory_telegram.methods.common import (
     Table,

@@ -7,9 +7,7 @@ import urllib.parse
 
 from pyrogram import raw
 
-from botapp import clock
-from botapp.telegram import limits
-from inmemory_telegram import render
+from inmemory_telegram import limits, render
 from inmemory_telegram.core import ServerCore
 from inmemory_telegram.faults import RpcFault
 from inmemory_telegram.state import Channel, Event, Message, User
@@ -27,8 +25,8 @@ class Table(dict):
         return register
 
 
-def now_ts() -> int:
-    return int(clock.now().timestamp())
+def now_ts(server: ServerCore) -> int:
+    return int(server.now().timestamp())
 
 
 def resolve_user(server: ServerCore, peer) -> User:
@@ -135,7 +133,7 @@ def messages_result(server, found, ids, *, channel: Channel | None = None):
 
 
 def delete(server, messages: list[Message]) -> int:
-    now = clock.now()
+    now = server.now()
     done: dict[int, list[int]] = {}
     for msg in messages:
         if msg is None or msg.deleted:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pyrogram import raw
 
-from botapp.telegram import limits
-from inmemory_telegram import render
+from inmemory_telegram import limits, render
 from inmemory_telegram.methods.common import (
     Table,
     now_ts,
@@ -17,8 +16,8 @@ METHODS = Table()
 @METHODS.method("help.GetConfig")
 def get_config(server, query):
     return raw.types.Config(
-        date=now_ts(),
-        expires=now_ts() + 3600,
+        date=now_ts(server),
+        expires=now_ts(server) + 3600,
         test_mode=False,
         this_dc=render.DC_ID,
         dc_options=[raw.types.DcOption(id=render.DC_ID, ip_address="127.0.0.1", port=443)],

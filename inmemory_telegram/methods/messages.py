@@ -8,9 +8,7 @@ from datetime import UTC, datetime
 
 from pyrogram import raw
 
-from botapp import clock
-from botapp.telegram import limits
-from inmemory_telegram import render
+from inmemory_telegram import limits, render
 from inmemory_telegram.faults import RpcFault
 from inmemory_telegram.methods.common import (
     Table,
@@ -276,19 +274,19 @@ def export_chat_invite(server, query):
         raise RpcFault("CHAT_ADMIN_REQUIRED")
     if query.request_needed and query.usage_limit:
         raise RpcFault("USAGE_LIMIT_INVALID")
-    if query.expire_date is not None and query.expire_date <= now_ts():
+    if query.expire_date is not None and query.expire_date <= now_ts(server):
         raise RpcFault("EXPIRE_DATE_INVALID")
     link = f"https://t.me/+{secrets.token_urlsafe(12)}"
     channel.invites[link] = Invite(
         link=link,
-        date=clock.now(),
+        date=server.now(),
         expire_date=datetime.fromtimestamp(query.expire_date, tz=UTC) if query.expire_date else None,
         request_needed=bool(query.request_needed),
     )
     return raw.types.ChatInviteExported(
         link=link,
         admin_id=server.bot.id,
-        date=now_ts(),
+        date=now_ts(server),
         expire_date=query.expire_date,
         request_needed=query.request_needed or None,
         title=query.title,

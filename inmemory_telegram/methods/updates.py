@@ -7,7 +7,6 @@ from datetime import timedelta
 
 from pyrogram import raw
 
-from botapp import clock
 from inmemory_telegram import render
 from inmemory_telegram.core import ServerCore
 from inmemory_telegram.faults import RpcFault
@@ -45,7 +44,7 @@ PTS_TOTAL_LIMIT = 1_000_000
 
 def state_tl(server: ServerCore, *, pts: int | None = None, qts: int | None = None) -> raw.types.updates.State:
     return raw.types.updates.State(
-        pts=server.pts if pts is None else pts, qts=server.qts if qts is None else qts, date=now_ts(), seq=0, unread_count=0
+        pts=server.pts if pts is None else pts, qts=server.qts if qts is None else qts, date=now_ts(server), seq=0, unread_count=0
     )
 
 
@@ -56,7 +55,7 @@ def get_difference(server, query):
     `date` but "see updates", so it narrows nothing here), oldest first, at most DIFFERENCE_SLICE
     events a slice. The bot's own messages move pts but are not handed back (they are not updates
     for it: a reply comes back as the answer to its send)."""
-    horizon = clock.now() - UPDATES_KEPT
+    horizon = server.now() - UPDATES_KEPT
     while server.update_log and server.update_log[0][3] < horizon:
         kind, value, _, _ = server.update_log.popleft()
         server.forgotten[kind] = max(server.forgotten[kind], value)
@@ -64,7 +63,7 @@ def get_difference(server, query):
     if query.pts < server.forgotten["pts"] or query.pts + limit < server.pts:
         return raw.types.updates.DifferenceTooLong(pts=server.pts)
     if query.pts >= server.pts and query.qts >= server.qts:
-        return raw.types.updates.DifferenceEmpty(date=now_ts(), seq=0)
+        return raw.types.updates.DifferenceEmpty(date=now_ts(server), seq=0)
     events = [
         (kind, value, record)
         for kind, value, record, _ in server.update_log

@@ -7,7 +7,7 @@ import hashlib
 
 from pyrogram import raw
 
-from botapp.telegram import limits
+from inmemory_telegram import limits
 from inmemory_telegram.faults import RpcFault
 from inmemory_telegram.methods.common import (
     Table,

@@ -12,7 +12,7 @@ from botapp.models import Broadcast, BroadcastDelivery, TelegramUser
 from botapp.services.broadcasts import broadcast_cancel, broadcast_start
 from botapp.services.health import heartbeat_forget, heartbeat_record
 from botapp.services.outgoing import ALREADY_SENT
-from botapp.telegram.gateway import Media
+from inmemory_telegram.state import Media
 from scheduler.jobs.broadcast_send import BroadcastSendSweep
 from scheduler.jobs.registry import job_run
 from scheduler.jobs.sweep import Sweep

@@ -100,7 +100,7 @@ class Command(BaseCommand):
         HandledUpdate.objects.all().delete()
         # One in-memory Telegram; runbot's client and a worker's client talk to it over MTProto.
         # The sandbox moves a virtual clock, so real-time rate windows would mean nothing here.
-        telegram = TelegramServer(username=_remember_username("CourierBot"), enforce_rates=False)
+        telegram = TelegramServer(now=clock.now, username=_remember_username("CourierBot"), enforce_rates=False)
         storage = storage_channel_load() or SANDBOX_STORAGE
         telegram.create_channel(storage, title="Storage")
         admins = admin_ids_load() or frozenset({SANDBOX_ADMIN})

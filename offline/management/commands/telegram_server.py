@@ -11,6 +11,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from botapp import clock
 from inmemory_telegram.process import serve
 from inmemory_telegram.rates import NETWORKS
 from inmemory_telegram.server import TelegramServer
@@ -40,6 +41,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         server = TelegramServer(
+            now=clock.now,
             username=options["username"],
             enforce_rates=not options["no_rates"],
             latency=options["latency"],
