@@ -17,7 +17,19 @@ README = ROOT / "README.md"
 DOCS = [README, *sorted((ROOT / "docs").glob("*.md"))]
 
 # The folders of code that docs name as `botapp/bot/router.py`: code moves, and its docs must follow.
-CODE_DIRS = ("api", "bench", "botapp", "config", "offline", "requirements", "scheduler", "scripts", "templates", "tests")
+CODE_DIRS = (
+    "api",
+    "bench",
+    "botapp",
+    "config",
+    "inmemory_telegram",
+    "offline",
+    "requirements",
+    "scheduler",
+    "scripts",
+    "templates",
+    "tests",
+)
 
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```\s*$", re.M | re.S)
 INLINE_LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
