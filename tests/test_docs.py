@@ -112,7 +112,7 @@ def test_the_link_checks_see_what_is_broken():
         "nowhere.md",
         "../../x.md",
     ]
-    assert anchor("The in-memory Telegram (`offline/telegram/`)") == "the-in-memory-telegram-offlinetelegram"
+    assert anchor("The in-memory Telegram (`inmemory_telegram/`)") == "the-in-memory-telegram-inmemory_telegram"
     assert anchor("Faults under load (`make chaos`)") == "faults-under-load-make-chaos"
     code = "`botapp/bot/router.py`, `botapp/telegram/handlers.py`, `bench/<name>.py`, `bench/*.py`, `var/x`, `../shared/X.md`"
     assert missing_code_paths(code) == ["botapp/telegram/handlers.py", "../shared/X.md"]
