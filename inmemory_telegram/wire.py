@@ -41,9 +41,10 @@ class _Request(BytesIO):
     kurigram's `Vector.read` is written for Telegram's answers: given no element type it measures
     what is left with `read()` (a copy of the rest of the packet, for every vector) and guesses the
     element from its size (4: an int, 8: a long). In a request every vector of ints, longs,
-    strings or bytes is read with its type (the generated read() passes it; tests/offline/
-    test_wire.py checks every function kurigram knows), so a vector read without one holds boxed
-    objects. Here "what is left" reads as nothing: no copy, no guess, each element an object."""
+    strings or bytes is read with its type (the generated read() passes it;
+    tests/inmemory_telegram/test_wire.py checks every function kurigram knows), so a vector read
+    without one holds boxed objects. Here "what is left" reads as nothing: no copy, no guess, each
+    element an object."""
 
     def read(self, size: int | None = -1) -> bytes:
         if size is None or size < 0:
