@@ -13,7 +13,7 @@ from pyrogram import raw
 
 from botapp.telegram.gateway import TgUser
 from offline.readiness import ready_line_wait
-from offline.telegram.process import RemoteTelegram, server_process
+from offline.telegram.remote import RemoteTelegram, server_process
 
 
 @contextlib.contextmanager

@@ -2,7 +2,7 @@
 Telegram counts over the whole broadcast, its FloodWaits, and how long the users wait for replies.
 
 Set-up (not measured): `manage.py telegram_server --latency 0.05` (a process of its own, Telegram's
-rates enforced as offline/telegram/rates.py models them: 30 messages/s without the paid flag and
+rates enforced as inmemory_telegram/rates.py models them: 30 messages/s without the paid flag and
 1000/s in all over any sliding second, counted when each request arrives after the realistic
 network's 15 ms + up to 25 ms; 1/s per private chat; every answer 50 ms later). `--users` users
 have written to the bot and are stored with their access hashes, as runbot stores them. Then the
@@ -19,7 +19,7 @@ service, `broadcast_start` (the first 10,000 rows in the call, the worker makes 
 the same moment brand-new users start writing `/start` (no payload: what a user who taps Start
 after following a link to the bot sends; the bot answers with its welcome, one message) at
 `--reply-rate` per second (4/s in `free` and `paid`, 20/s in `burst`), evenly, until the
-broadcast's last send. Measured on the server's side (offline/telegram/server.py: `send_times`,
+broadcast's last send. Measured on the server's side (inmemory_telegram/inspection.py: `send_times`,
 when each message was accepted; `flood_waits`):
 
   all/allowed   every message the bot sent (broadcast and replies) from the broadcast's first send
@@ -61,7 +61,7 @@ from botapp.services.broadcasts import broadcast_start
 from botapp.services.send_window import send_window_current
 from botapp.telegram.gateway import TgUser
 from botapp.telegram.limits import GLOBAL_RATE, PAID_RATE
-from offline.telegram.process import RemoteTelegram
+from offline.telegram.remote import RemoteTelegram
 from scheduler.models import JobRun
 
 FIRST = 120_000_001  # the audience: FIRST, FIRST + 1, ...

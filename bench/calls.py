@@ -27,9 +27,9 @@ from botapp.services.broadcasts import BroadcastMessage
 from botapp.services.outgoing import Outgoing
 from botapp.services.users import user_access_hash
 from botapp.telegram.gateway import Media, TgUser
+from inmemory_telegram.server import TelegramServer
 from offline.shortener import MemoryShortener
 from offline.telegram.clients import OfflineBot, offline_gateway
-from offline.telegram.server import TelegramServer
 from scheduler.jobs.deletions import delete_due_messages
 
 ADMIN = 1000
@@ -47,7 +47,7 @@ def run_once() -> dict[str, list[str]]:
     # A fresh Telegram numbers messages from 1 again: runbot's claims on the last one's would make
     # its messages look like repeats (services/updates.py).
     HandledUpdate.objects.filter(chat_id=USER.id).delete()
-    telegram = TelegramServer(username="CourierBot", enforce_rates=False)
+    telegram = TelegramServer(now=clock.now, username="CourierBot", enforce_rates=False)
     telegram.create_channel(STORAGE, title="Storage")
     bot = OfflineBot(
         telegram,

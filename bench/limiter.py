@@ -1,7 +1,7 @@
 """Broadcast rate: how close Courier's senders get to the rate Telegram allows, and how often
 Telegram has to say FLOOD_WAIT.
 
-`manage.py telegram_server --latency 0.08` plays Telegram as strictly as offline/telegram/rates.py
+`manage.py telegram_server --latency 0.08` plays Telegram as strictly as inmemory_telegram/rates.py
 models it: 30 messages/s without the paid flag and 1000/s in all (paid sends share it) over any
 sliding second, counted per message when each request arrives, after the network's delay and
 jitter (rates.REALISTIC: 15 ms + up to 25 ms, in order per connection); a burst of 3 then 1/s per

@@ -111,7 +111,7 @@ def prepare(path, users: int) -> int:
     def meet(part):  # users write /start, on a few control connections at once
         nonlocal done
         from botapp.telegram.gateway import TgUser
-        from offline.telegram.process import RemoteTelegram
+        from offline.telegram.remote import RemoteTelegram
 
         own = RemoteTelegram(path, timeout=60)
         for user_id in part:

@@ -35,15 +35,16 @@ from django.db import connection
 from django.db.models import Max
 from django.test.utils import CaptureQueriesContext
 
+from botapp import clock
 from botapp.bot.router import Router
 from botapp.models import BotSettings, HandledUpdate, PendingDeletion, StoredFile, TelegramUser, UpdatePosition
 from botapp.services.files import file_store
 from botapp.services.users import user_access_hash
 from botapp.telegram.gateway import Media, TgUser
+from inmemory_telegram.server import TelegramServer
 from offline.readiness import ready_line_wait
 from offline.shortener import MemoryShortener
 from offline.telegram.clients import OfflineBot
-from offline.telegram.server import TelegramServer
 
 FIRST = 60_000_001  # bench users: FIRST, FIRST + 1, ...
 
@@ -65,7 +66,7 @@ def percentile(values, p):
 def in_process_run(first: int, users: int):
     """Returns (latencies in s, CPU-s per /start, queries per /start, the SQL of one) for `users`
     timed and `users` counted new users."""
-    telegram = TelegramServer(username="CourierBot", enforce_rates=False)
+    telegram = TelegramServer(now=clock.now, username="CourierBot", enforce_rates=False)
     telegram.create_channel(STORAGE, title="Storage")
     ids = [telegram.post(STORAGE, "Report", media=Media("document", "report.pdf")), telegram.post(STORAGE, "Read me")]
     share = file_store(source_chat_id=STORAGE, message_ids=ids, title="Report").share_id

@@ -1,6 +1,7 @@
 """Courier settings. Everything an operator changes comes from the environment (12-factor);
 see .env.example for every variable. Nothing here talks to the network at import time."""
 
+import sys
 from datetime import timedelta
 from pathlib import Path
 
@@ -46,10 +47,7 @@ INSTALLED_APPS = [
     "botapp",
     "scheduler",
     "api",
-    # Tooling, never imported by the apps above: the in-memory Telegram and the sandbox (their
-    # management commands `telegram_server` and `sandbox`).
-    "offline",
-]
+]  # and `offline` where it is used: OFFLINE_TOOLING, below
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
@@ -291,12 +289,21 @@ STORAGE_CHANNEL_ID = env("STORAGE_CHANNEL_ID", default="")
 # A channel whose posts starting with the marker (Bot settings) are broadcast to every active user.
 BROADCAST_CHANNEL_ID = env("BROADCAST_CHANNEL_ID", default="")
 TELEGRAM_SESSION_DIR = Path(env("TELEGRAM_SESSION_DIR", default=str(VAR_DIR / "sessions")))
-# Workers use the in-memory Telegram instead (to watch the job pipeline without a bot). Never in production.
+# Workers use the in-memory Telegram instead (to watch the job pipeline without a bot), and the offline
+# tooling is installed (OFFLINE_TOOLING, below). Never in production.
 TELEGRAM_OFFLINE = env.bool("TELEGRAM_OFFLINE", default=False)
 # Where `manage.py telegram_server` (the in-memory Telegram) listens; offline runbot and workers connect here.
 TELEGRAM_OFFLINE_SOCKET = Path(env("TELEGRAM_OFFLINE_SOCKET", default=str(VAR_DIR / "telegram.sock")))
 # What builds an offline client's connection and storage (the tooling's; production never imports it).
 TELEGRAM_OFFLINE_CONNECTION = "offline.telegram.connection.offline_client_options"
+# The offline tooling (the sandbox and the in-memory Telegram: `manage.py sandbox`, `manage.py
+# telegram_server`) is an installed app only where it is used: with TELEGRAM_OFFLINE, in a
+# manage.py running one of its commands, and under pytest. Production's processes never load it.
+OFFLINE_COMMANDS = ("sandbox", "telegram_server")
+_command = sys.argv[1] if len(sys.argv) > 1 else ""  # manage.py's (gunicorn's and celery's are no command)
+OFFLINE_TOOLING = TELEGRAM_OFFLINE or _command in OFFLINE_COMMANDS or "pytest" in sys.modules
+if OFFLINE_TOOLING:
+    INSTALLED_APPS.append("offline")
 
 # --- Celery: JSON only; schedules live in the database (django-celery-beat). ---
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL)
@@ -342,7 +349,7 @@ TELEGRAM_PAID_RATE_HEADROOM = env.float("TELEGRAM_PAID_RATE_HEADROOM", default=0
 # same random_id, which Telegram refuses to deliver twice, for this many seconds after its first
 # attempt; later it is recorded `interrupted`. How long Telegram remembers a random_id is not
 # documented: ten minutes is inferred (docs/reliability.md), and the in-memory Telegram remembers
-# no longer (offline/telegram/server.py RANDOM_ID_MEMORY).
+# no longer (inmemory_telegram/core.py RANDOM_ID_MEMORY).
 TELEGRAM_RANDOM_ID_WINDOW = env.int("TELEGRAM_RANDOM_ID_WINDOW", default=600)
 # A FloodWait up to this long is waited out and the call retried; a longer one is reported.
 TELEGRAM_MAX_FLOOD_WAIT = env.int("TELEGRAM_MAX_FLOOD_WAIT", default=60)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pyrogram import raw
 
 from botapp.telegram.gateway import Media
-from offline.telegram.server import TelegramServer
+from inmemory_telegram.server import TelegramServer
 
 POSTS_CHANNEL = -1001000000002
 PAYLOAD = "campaign_x"

@@ -46,10 +46,11 @@ from botapp import clock
 from botapp.services.outgoing import ClickLinkExpired, click_record, click_token_of
 from botapp.signals import broadcast_queued
 from botapp.telegram.console import console_gateway_use
-from botapp.telegram.gateway import Button, Gateway, Media, TgUser
+from botapp.telegram.gateway import Gateway, Media, TgUser
 from botapp.telegram.limits import ALBUM_SIZE, DATE_MAX, USER_FILE_SIZE, USER_ID_MAX
+from inmemory_telegram.server import TelegramServer
+from inmemory_telegram.state import Button, Event
 from offline.telegram.clients import OfflineBot
-from offline.telegram.server import Event, TelegramServer
 from scheduler.jobs.registry import JOBS, Outcome, job_fires_between, job_run, jobs_due_between
 
 RUNS_MAX = 10  # runs of one job per `wait`, at most

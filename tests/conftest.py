@@ -7,8 +7,8 @@ from django.conf import settings as django_settings
 from botapp import clock
 from botapp.bot.router import Router
 from botapp.telegram.gateway import TgUser
+from inmemory_telegram.server import TelegramServer
 from offline.telegram.clients import OfflineBot, offline_gateway
-from offline.telegram.server import TelegramServer
 from scheduler.wakeup import wakeup_notes_forget
 
 ADMIN = 1000
@@ -67,7 +67,7 @@ def plain_http(settings):
 def telegram():
     """The in-memory Telegram (a server kurigram's real client talks to), with a storage channel.
     Rates are enforced only where a test turns them on: tests send faster than a limiter would."""
-    server = TelegramServer(username="CourierBot", enforce_rates=False)
+    server = TelegramServer(now=clock.now, username="CourierBot", enforce_rates=False)
     server.create_channel(STORAGE, title="Storage")
     return server
 

@@ -264,7 +264,7 @@ def met_user(telegram, **kwargs) -> TelegramUser:
 def telegram_on_socket(telegram):
     """`telegram` served on a Unix socket, as `manage.py telegram_server` serves it to offline
     workers (TELEGRAM_OFFLINE=1). Yields the socket path."""
-    from offline.telegram.process import serve
+    from inmemory_telegram.process import serve
 
     with tempfile.TemporaryDirectory(prefix="tg") as directory:  # short: socket paths are limited to ~100 bytes
         path = Path(directory) / "telegram.sock"

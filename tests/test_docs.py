@@ -20,7 +20,19 @@ README = ROOT / "README.md"
 DOCS = [README, *sorted((ROOT / "docs").glob("*.md"))]
 
 # The folders of code that docs name as `botapp/bot/router.py`: code moves, and its docs must follow.
-CODE_DIRS = ("api", "bench", "botapp", "config", "offline", "requirements", "scheduler", "scripts", "templates", "tests")
+CODE_DIRS = (
+    "api",
+    "bench",
+    "botapp",
+    "config",
+    "inmemory_telegram",
+    "offline",
+    "requirements",
+    "scheduler",
+    "scripts",
+    "templates",
+    "tests",
+)
 
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```\s*$", re.M | re.S)
 INLINE_LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
@@ -103,7 +115,7 @@ def test_the_link_checks_see_what_is_broken():
         "nowhere.md",
         "../../x.md",
     ]
-    assert anchor("The in-memory Telegram (`offline/telegram/`)") == "the-in-memory-telegram-offlinetelegram"
+    assert anchor("The in-memory Telegram (`inmemory_telegram/`)") == "the-in-memory-telegram-inmemory_telegram"
     assert anchor("Faults under load (`make chaos`)") == "faults-under-load-make-chaos"
     code = "`botapp/bot/router.py`, `botapp/telegram/handlers.py`, `bench/<name>.py`, `bench/*.py`, `var/x`, `../shared/X.md`"
     assert missing_code_paths(code) == ["botapp/telegram/handlers.py", "../shared/X.md"]

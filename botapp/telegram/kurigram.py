@@ -31,10 +31,6 @@ What is used, and where kurigram keeps it (pyrogram/session/session.py unless sa
   asks for the next (`TrackedQueue` counts a packet handled then); `Client.fetch_peers`, which
   caches the access hashes an answer names; getDifference asked as `recover_gaps` asks it
   (methods/advanced/recover_gaps.py), which runbot replaces (`skip_updates=True`).
-- For the in-memory Telegram's side of MTProto (offline/telegram/wire.py, tooling), the same
-  framing kurigram's `mtproto.pack/unpack` use: `pyrogram.crypto.aes` (IGE), `mtproto.kdf`, and
-  `raw.core.Message` / `MsgContainer`; re-exported here (`aes`, `kdf`, `Message`, `MsgContainer`)
-  so that they too are checked against KURIGRAM_CHECKED.
 """
 
 from __future__ import annotations
@@ -51,8 +47,7 @@ from importlib import metadata
 
 from pyrogram import Client, errors, raw, types
 from pyrogram.connection.transport import TCPAbridged
-from pyrogram.crypto import aes, mtproto  # noqa: F401 - aes: re-exported for the in-memory Telegram
-from pyrogram.crypto.mtproto import kdf  # noqa: F401 - re-exported for the in-memory Telegram
+from pyrogram.crypto import mtproto
 from pyrogram.raw.all import objects as tl_constructors
 from pyrogram.raw.core import Message, MsgContainer
 

@@ -23,7 +23,7 @@ from botapp.telegram.pyrogram_gateway import PyrogramGateway
 from botapp.telegram.updates import UpdatePump, handle_reported
 
 if TYPE_CHECKING:  # a client of `manage.py telegram_server` (a socket path) never loads the server
-    from offline.telegram.server import TelegramServer
+    from inmemory_telegram.server import TelegramServer
 
 API_ID = 1
 API_HASH = "0" * 32

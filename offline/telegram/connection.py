@@ -25,15 +25,10 @@ from typing import TYPE_CHECKING
 from pyrogram.storage import SQLiteStorage
 
 from botapp.telegram.kurigram import LoopCrypto
+from inmemory_telegram.protocol import HELLO, PACKET, WRITTEN, frame, read_frame
 
 if TYPE_CHECKING:  # a client of `manage.py telegram_server` never imports the server
-    from offline.telegram.server import TelegramServer
-
-# Frames on the Unix socket: length (4 bytes, big-endian) + kind (1 byte) + payload. PACKET: the
-# server's packet to the client. WRITTEN: the client's packet, after the moment it was written
-# (8 bytes, big-endian double, time.monotonic(): on Linux the machine's clock, the server's too):
-# when it left for Telegram, whenever the server's process gets to read it (TelegramServer.arrived).
-HELLO, PACKET, CONTROL, CONTROL_ANSWER, WRITTEN = 1, 2, 3, 4, 5
+    from inmemory_telegram.server import TelegramServer
 
 
 class ProvisionedStorage(SQLiteStorage):
@@ -136,16 +131,6 @@ class SocketConnection(_Connection):
                 await self.writer.wait_closed()
         if self.reader_task is not None:
             await asyncio.gather(self.reader_task, return_exceptions=True)
-
-
-def frame(kind: int, payload: bytes) -> bytes:
-    return struct.pack(">IB", len(payload) + 1, kind) + payload
-
-
-async def read_frame(reader: asyncio.StreamReader) -> tuple[int, bytes]:
-    (length,) = struct.unpack(">I", await reader.readexactly(4))
-    data = await reader.readexactly(length)
-    return data[0], data[1:]
 
 
 def offline_client_options(

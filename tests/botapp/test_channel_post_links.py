@@ -5,7 +5,7 @@ from urllib.parse import parse_qs, unquote, urlparse
 import pytest
 
 from botapp.models import BotSettings, StoredFile
-from botapp.telegram.gateway import Media
+from inmemory_telegram.state import Media
 from tests.conftest import STORAGE
 
 pytestmark = pytest.mark.django_db

@@ -15,7 +15,8 @@ from botapp.models import BotSettings, ClaimStatus, DailyStat, PendingDeletion, 
 from botapp.services.autodelete import DELIVERY_GRACE
 from botapp.services.files import file_store
 from botapp.services.stats import counters_flush
-from botapp.telegram.gateway import Media, TgUser
+from botapp.telegram.gateway import TgUser
+from inmemory_telegram.state import Media
 from scheduler.jobs.deletions import DeletionSweep
 from scheduler.jobs.registry import job_run
 from scheduler.jobs.sweep import Sweep

@@ -11,7 +11,7 @@ from botapp.services.broadcasts import broadcast_start
 from botapp.services.optout import ASK, CONFIRM_TEXT, KEEP_TEXT, KEPT
 from botapp.services.users import STOPPED_TEXT
 from botapp.telegram.gateway import TgUser
-from offline.telegram.server import buttons_of
+from inmemory_telegram.state import buttons_of
 from scheduler.jobs.registry import job_run
 from tests.factories import BroadcastFactory, SequenceFactory
 

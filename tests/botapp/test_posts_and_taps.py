@@ -12,8 +12,9 @@ from botapp import clock
 from botapp.models import BotSettings, ButtonClick, SequenceMessage, TelegramUser
 from botapp.models.buttons import buttons_parse
 from botapp.telegram.console import console_gateway_use
-from botapp.telegram.gateway import Media, TgUser
+from botapp.telegram.gateway import TgUser
 from botapp.telegram.limits import CALLBACK_DATA_BYTES, callback_data_length
+from inmemory_telegram.state import Media
 from scheduler.jobs.registry import job_run
 from tests.conftest import ADMIN
 from tests.factories import ButtonClickFactory, SequenceFactory

@@ -158,7 +158,7 @@ def impatient(monkeypatch):
 def test_a_premium_end_notice_of_unknown_outcome_is_sent_again_with_its_random_id_and_arrives_once(
     telegram, gateway, db, impatient, fault
 ):
-    from offline.telegram.server import LOSE_ANSWER
+    from inmemory_telegram.faults import LOSE_ANSWER
     from tests.factories import met_user
 
     user = met_user(telegram)

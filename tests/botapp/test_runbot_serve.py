@@ -11,18 +11,20 @@ from pathlib import Path
 
 import pytest
 
+from botapp import clock
 from botapp.config import OFFLINE_BOT_TOKEN, BotConfig
 from botapp.management.commands.runbot import Command
 from botapp.models import BotSettings, TelegramUser
 from botapp.telegram.gateway import TgUser
-from offline.telegram.process import RemoteTelegram, serve
-from offline.telegram.server import TelegramServer
+from inmemory_telegram.process import serve
+from inmemory_telegram.server import TelegramServer
+from offline.telegram.remote import RemoteTelegram
 
 
 @pytest.fixture
 def telegram_process():
     """The in-memory Telegram on a Unix socket, served from a thread of this process."""
-    server = TelegramServer(username="CourierBot", enforce_rates=False)
+    server = TelegramServer(now=clock.now, username="CourierBot", enforce_rates=False)
     with tempfile.TemporaryDirectory(prefix="tg") as directory:  # short: socket paths are limited to ~100 bytes
         path = Path(directory) / "telegram.sock"
         loop = asyncio.new_event_loop()

@@ -10,7 +10,8 @@ from django.urls import reverse
 
 from botapp.models import StoredFile
 from botapp.services.shortener import HttpShortener, ShortenerError, shortener_for, shortlink_create
-from botapp.telegram.gateway import Media, TgUser
+from botapp.telegram.gateway import TgUser
+from inmemory_telegram.state import Media
 from tests.conftest import ADMIN, STORAGE
 
 pytestmark = pytest.mark.django_db

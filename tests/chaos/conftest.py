@@ -60,7 +60,7 @@ def cluster(django_db_setup, django_db_blocker):
     from django.db import connection
 
     from config.celery import app
-    from offline.telegram.process import RemoteTelegram, server_process
+    from offline.telegram.remote import RemoteTelegram, server_process
 
     db = connection.settings_dict
     credentials = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")

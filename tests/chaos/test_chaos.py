@@ -682,7 +682,7 @@ def test_telegram_losing_answers_and_failing_sends(cluster):
     before processing, every 100th `-503 Timeout` before or `500 INTERNAL` after it was delivered,
     and 10 answers lost after delivery. Each is asked again with the same random_id: delivered
     once, recorded sent, never failed or interrupted."""
-    from offline.telegram.server import LOSE_ANSWER
+    from inmemory_telegram.faults import LOSE_ANSWER
 
     figures = scenario(cluster, "500 INTERNAL, -503 and lost answers on sends")
     n, base = 2000, 12_000_000

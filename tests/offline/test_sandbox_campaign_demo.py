@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from botapp.models import ButtonClick, SequenceMessage, TelegramUser
-from botapp.telegram.gateway import Media
+from inmemory_telegram.state import Media
 from offline.campaign_demo import JOIN_URL, campaign_demo_setup
 from tests.test_docs import FENCE, PROMPT, README, shell_commands
 from tests.transcripts import printed, sandbox

@@ -158,7 +158,7 @@ def test_a_channel_post_keeps_its_text_as_written_and_its_media_and_gets_the_but
     assert message.text == "<b>Sale</b> ends today & tomorrow" and not message.entities
     assert [[b.text for b in row] for row in message.buttons] == [["Join us"]]
 
-    from botapp.telegram.gateway import Media
+    from inmemory_telegram.state import Media
 
     telegram.post(STORAGE, "/chat New cover", media=Media("photo", "cover.jpg"))
     source_bot_pump(channel_box)

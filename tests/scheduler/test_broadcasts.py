@@ -12,7 +12,7 @@ from botapp.models import Broadcast, BroadcastDelivery, TelegramUser
 from botapp.services.broadcasts import broadcast_cancel, broadcast_start
 from botapp.services.health import heartbeat_forget, heartbeat_record
 from botapp.services.outgoing import ALREADY_SENT
-from botapp.telegram.gateway import Media
+from inmemory_telegram.state import Media
 from scheduler.jobs.broadcast_send import BroadcastSendSweep
 from scheduler.jobs.registry import job_run
 from scheduler.jobs.sweep import Sweep
@@ -438,7 +438,7 @@ def test_a_lost_answer_is_delivered_once_counted_sent_and_the_progress_reaches_t
     from pyrogram.session import Session
 
     from botapp.admin.broadcasts import BroadcastAdmin
-    from offline.telegram.server import LOSE_ANSWER
+    from inmemory_telegram.faults import LOSE_ANSWER
 
     monkeypatch.setattr(Session, "WAIT_TIMEOUT", 0.3)
     monkeypatch.setattr(Session, "RETRY_DELAY", 0.05)

@@ -155,7 +155,7 @@ def test_a_notice_of_unknown_outcome_is_sent_again_with_its_random_id_and_arrive
     telegram, gateway, conf, monkeypatch, fault
 ):
     from botapp.telegram import retry
-    from offline.telegram.server import LOSE_ANSWER
+    from inmemory_telegram.faults import LOSE_ANSWER
 
     monkeypatch.setattr(retry, "CALL_TIMEOUT", 0.5)  # how long the gateway waits for an answer
     met_user(telegram, telegram_id=1)

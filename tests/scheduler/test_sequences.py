@@ -12,7 +12,7 @@ from botapp import clock
 from botapp.models import SequenceMessage, SequenceStep, TelegramUser
 from botapp.telegram import retry
 from botapp.telegram.gateway import TgUser
-from offline.telegram.server import LOSE_ANSWER
+from inmemory_telegram.faults import LOSE_ANSWER
 from scheduler.jobs.registry import job_run
 from scheduler.jobs.sequence_send import SequenceSendSweep
 from scheduler.jobs.sweep import Sweep

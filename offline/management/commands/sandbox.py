@@ -77,11 +77,11 @@ class Command(BaseCommand):
         from botapp.bot.router import Router
         from botapp.services.files import bot_username_record
         from botapp.services.users import user_access_hash
+        from inmemory_telegram.server import TelegramServer
         from offline.campaign_demo import campaign_demo_setup
         from offline.sandbox import Sandbox, demo_setup, stdin_is_tty
         from offline.shortener import MemoryShortener
         from offline.telegram.clients import OfflineBot, offline_gateway
-        from offline.telegram.server import TelegramServer
 
         if self._verbosity < 2:
             # Job and service logs would drown the conversation; --verbosity 2 shows them.
@@ -100,7 +100,7 @@ class Command(BaseCommand):
         HandledUpdate.objects.all().delete()
         # One in-memory Telegram; runbot's client and a worker's client talk to it over MTProto.
         # The sandbox moves a virtual clock, so real-time rate windows would mean nothing here.
-        telegram = TelegramServer(username=bot_username_record(username="CourierBot"), enforce_rates=False)
+        telegram = TelegramServer(now=clock.now, username=bot_username_record(username="CourierBot"), enforce_rates=False)
         storage = storage_channel_load() or SANDBOX_STORAGE
         telegram.create_channel(storage, title="Storage")
         admins = admin_ids_load() or frozenset({SANDBOX_ADMIN})

@@ -11,9 +11,10 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from offline.telegram.process import serve
-from offline.telegram.rates import NETWORKS
-from offline.telegram.server import TelegramServer
+from botapp import clock
+from inmemory_telegram.process import serve
+from inmemory_telegram.rates import NETWORKS
+from inmemory_telegram.server import TelegramServer
 
 log = logging.getLogger("botapp.telegram_server")
 
@@ -31,7 +32,7 @@ class Command(BaseCommand):
         parser.add_argument("--latency", type=float, default=0.0, help="Seconds every answer takes.")
         parser.add_argument(
             "--network", choices=sorted(NETWORKS), default="realistic",
-            help="The way requests take to Telegram: 'realistic' (a delay with jitter, offline/telegram/rates.py) or 'none'.",
+            help="The way requests take to Telegram: 'realistic' (a delay with jitter, inmemory_telegram/rates.py) or 'none'.",
         )  # fmt: skip
         parser.add_argument(
             "--count-per-call", action="store_true",
@@ -40,6 +41,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         server = TelegramServer(
+            now=clock.now,
             username=options["username"],
             enforce_rates=not options["no_rates"],
             latency=options["latency"],

@@ -8,8 +8,8 @@ from pyrogram.types.messages_and_media.message import Str
 
 from botapp.services.telegram_html import telegram_html_check
 from botapp.telegram.entities import entities_html
-from botapp.telegram.gateway import Media
 from botapp.telegram.limits import utf16_length
+from inmemory_telegram.state import Media
 from tests.transcripts import printed, sandbox
 
 WRITTEN = "Price < 5 & size > 3, see <notes> and <b>bold"

@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 from pyrogram.session import Session
 
+import inmemory_telegram.state as on_telegram  # what the in-memory Telegram shows, in its own types
 from botapp import clock
 from botapp.models import PendingDeletion, TelegramUser
 from botapp.services.delivery import FILE_RESTRICTED, file_deliver
@@ -28,8 +29,8 @@ from botapp.telegram.gateway import (
     UserDeactivated,
 )
 from botapp.telegram.retry import CALL_TIMEOUT
+from inmemory_telegram.faults import LOSE_ANSWER
 from offline.telegram.clients import offline_gateway
-from offline.telegram.server import LOSE_ANSWER
 from tests.botapp.telegram.conftest import CountingLimiter
 from tests.conftest import STORAGE
 
@@ -223,7 +224,7 @@ def test_malformed_and_mismatched_file_ids_are_bad_requests(telegram, gateway, m
     with pytest.raises(BadRequest):
         gateway.send_media(met.id, Media("document", telegram.file_id("photo", "cat.jpg")))  # a photo's id as a document
     sent = gateway.send_media(met.id, Media("document", telegram.file_id("document", "a.pdf")))
-    assert telegram.message(met.id, sent.message_id).media == Media("document", "a.pdf")
+    assert telegram.message(met.id, sent.message_id).media == on_telegram.Media("document", "a.pdf")
 
 
 def test_a_local_path_is_never_uploaded_as_media(telegram, gateway, met, tmp_path):
@@ -371,7 +372,8 @@ def test_buttons_protection_and_edits(telegram, gateway, met):
     )
     msg = telegram.message(met.id, sent.message_id)
     assert msg.text == "Pick" and msg.protect
-    assert msg.buttons == ((Button("Site", url="https://example.com"), Button("Close", callback_data="close")),)
+    seen = (on_telegram.Button("Site", url="https://example.com"), on_telegram.Button("Close", callback_data="close"))
+    assert msg.buttons == (seen,)
     gateway.edit_text(met.id, sent.message_id, "Picked")
     gateway.edit_text(met.id, sent.message_id, "Picked")  # tapped twice: not an error
     assert telegram.message(met.id, sent.message_id).text == "Picked"

@@ -107,7 +107,7 @@ def test_answers_split_late_and_last_first_are_each_matched_to_their_message(tel
 def drop_next_container(telegram, when: str) -> int:
     """The connection drops around the next container only, `when` (DROP_WHEN), as one outage does;
     the containers after it go through. Returns the hostile mode's count of drops once it has."""
-    from offline.telegram.server import DROP_WHEN
+    from inmemory_telegram.faults import DROP_WHEN
 
     once = 1_000_000  # no second drop in a test
     telegram.hostile_start(salt_every=0, flood_every=0, drop_every=once)

@@ -131,9 +131,11 @@ def test_no_module_but_the_adapter_uses_kurigrams_private_parts():
     assert found == [], "kurigram's private parts outside botapp/telegram/kurigram.py:\n" + "\n".join(found)
 
 
-def test_the_in_memory_telegram_reaches_kurigrams_internals_only_through_the_adapter():
-    """offline/ is tooling, but what it takes of kurigram's internals (MTProto framing) comes
-    through botapp/telegram/kurigram.py too, so the version pin covers it."""
+def test_the_harness_reaches_kurigrams_internals_only_through_the_adapter():
+    """offline/ (the harness around the product's clients) takes nothing of kurigram's internals
+    but through botapp/telegram/kurigram.py, so the version pin covers it. The in-memory Telegram
+    is a package of its own on kurigram's public modules (MTProto framing and crypto included):
+    tests/inmemory_telegram/test_package.py."""
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[3]

@@ -327,7 +327,7 @@ def test_a_lost_answer_in_a_container_is_that_items_already_sent_and_sent_once(t
     from pyrogram.session import Session
 
     from botapp.telegram.gateway import AlreadySent
-    from offline.telegram.server import LOSE_ANSWER
+    from inmemory_telegram.faults import LOSE_ANSWER
 
     monkeypatch.setattr(Session, "WAIT_TIMEOUT", 0.3)
     monkeypatch.setattr(Session, "RETRY_DELAY", 0.05)
@@ -347,7 +347,7 @@ def test_a_lost_answer_is_asked_again_only_once_the_limiter_admits_it(telegram, 
     from pyrogram.session import Session
 
     from botapp.telegram.gateway import AlreadySent
-    from offline.telegram.server import LOSE_ANSWER
+    from inmemory_telegram.faults import LOSE_ANSWER
 
     monkeypatch.setattr(Session, "WAIT_TIMEOUT", 0.3)
     telegram.fail_next(LOSE_ANSWER, methods={"messages.SendMessage"}, chat_id=users[2].id)

@@ -6,12 +6,13 @@ import time
 
 import pytest
 
+from botapp import clock
 from botapp.bot.router import Router
 from botapp.models import TelegramUser
 from botapp.telegram.gateway import Button, TgUser
 from botapp.telegram.updates import UpdatePump
+from inmemory_telegram.server import TelegramServer
 from offline.telegram.clients import offline_gateway
-from offline.telegram.server import TelegramServer
 
 ALICE = TgUser(id=1001, first_name="Alice", username="alice", language_code="en")
 
@@ -20,7 +21,7 @@ ALICE = TgUser(id=1001, first_name="Alice", username="alice", language_code="en"
 def running(transactional_db):
     from botapp.services.users import user_access_hash
 
-    telegram = TelegramServer(enforce_rates=False)
+    telegram = TelegramServer(now=clock.now, enforce_rates=False)
     gateway = offline_gateway(telegram, name="bot", no_updates=False, start=False, peers=user_access_hash)
     pump = UpdatePump(Router(gateway, admin_ids=frozenset()), threads=2)
     gateway.start(before_start=pump.register)
@@ -103,7 +104,7 @@ def stored_pts() -> int:
 
 
 def test_the_position_is_stored_as_updates_are_handled_not_only_at_a_stop(transactional_db):
-    telegram = TelegramServer(enforce_rates=False)
+    telegram = TelegramServer(now=clock.now, enforce_rates=False)
     gateway, pump = keeping_start(telegram)
     try:
         users = [TgUser(id=2001 + i, first_name=f"U{i}") for i in range(5)]
@@ -127,7 +128,7 @@ def test_an_update_still_being_handled_holds_the_stored_position_back(transactio
                 release.wait(60)
             super().handle_message(msg)
 
-    telegram = TelegramServer(enforce_rates=False)
+    telegram = TelegramServer(now=clock.now, enforce_rates=False)
     gateway, pump = keeping_start(telegram, Slow)
     try:
         telegram.user_sends(ALICE, "/slow")
@@ -152,7 +153,7 @@ def test_an_update_still_being_handled_holds_the_stored_position_back(transactio
 def test_after_a_crash_what_came_meanwhile_is_answered_and_what_was_handled_is_not_again(transactional_db):
     from botapp.models import HandledUpdate, UpdatePosition
 
-    telegram = TelegramServer(enforce_rates=False)
+    telegram = TelegramServer(now=clock.now, enforce_rates=False)
     gateway, pump = keeping_start(telegram)
     try:
         start = telegram.pts
@@ -185,7 +186,7 @@ def test_a_position_that_is_not_this_bots_is_forgotten_with_its_claims(transacti
     from botapp.services.updates import Kind, UpdatePositions, update_claim
     from botapp.telegram.position import PositionState
 
-    telegram = TelegramServer(enforce_rates=False)
+    telegram = TelegramServer(now=clock.now, enforce_rates=False)
     UpdatePositions().save(PositionState(pts=5000, qts=40, date=0, bot_id=telegram.bot.id))
     update_claim(kind=Kind.MESSAGE, chat_id=ALICE.id, update_id=1, once=False, run="old")  # the next message's ids
     gateway, pump = keeping_start(telegram)

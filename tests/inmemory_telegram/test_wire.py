@@ -7,7 +7,7 @@ from pyrogram import raw
 from pyrogram.raw.all import objects
 from pyrogram.raw.core.primitives import Vector
 
-from offline.telegram import wire
+from inmemory_telegram import wire
 
 
 def test_every_vector_of_primitives_in_a_request_is_read_with_its_type():

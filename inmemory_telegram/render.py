@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pyrogram import raw
 
-from offline.telegram.state import Bot, Channel, File, Message, User, channel_raw_id
+from inmemory_telegram.state import Bot, Channel, File, Message, User, channel_raw_id
 
 DC_ID = 2
 

@@ -1,14 +1,17 @@
 """What the in-memory Telegram knows: one bot, its users, its channels, every message and file.
 
-Records only; `server.TelegramServer` owns them under one lock, and `render.py` turns them into
-the TL objects Telegram would send.
+Records only; the server (core.ServerCore) owns them under one lock, and `render.py` turns them
+into the TL objects Telegram would send.
 """
 
 from __future__ import annotations
 
 import secrets
+import time
 from dataclasses import dataclass, field
 from datetime import datetime
+
+from pyrogram import raw
 
 CHANNEL_ID_SHIFT = -1_000_000_000_000  # Bot API id of channel c is -100<c>: -(10**12) - c
 
@@ -23,6 +26,39 @@ def channel_raw_id(api_id: int) -> int:
 
 def new_hash() -> int:
     return secrets.randbits(63) or 1
+
+
+# --- what a test or the sandbox hands in and reads back -----------------------------------------
+# The model's own small types: a harness may hand in its own objects with the same fields (a user
+# with id and names, media with kind and file), and compares what it reads back with these.
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Who a user is, as their Telegram app tells Telegram: what a user writing to the bot brings."""
+
+    id: int
+    first_name: str = ""
+    last_name: str = ""
+    username: str = ""
+    language_code: str = ""
+
+
+@dataclass(frozen=True)
+class Media:
+    """A message's file as a test names it: its kind and its name (or the URL it was fetched from)."""
+
+    kind: str  # photo | video | document | animation | audio
+    file: str
+
+
+@dataclass(frozen=True)
+class Button:
+    """An inline button under a message: a link (`url`) or a callback (`callback_data`)."""
+
+    text: str
+    url: str | None = None
+    callback_data: str | None = None
 
 
 @dataclass
@@ -139,13 +175,53 @@ class Message:
         return self.noforwards
 
     @property
-    def media(self):
-        from offline.telegram.server import media_of
-
+    def media(self) -> Media | None:
         return media_of(self.file)
 
     @property
-    def buttons(self):
-        from offline.telegram.server import buttons_of
-
+    def buttons(self) -> tuple[tuple[Button, ...], ...]:
         return buttons_of(self.reply_markup)
+
+
+@dataclass
+class Event:
+    """One thing the bot did that a user could see."""
+
+    action: str  # send | copy | delete | edit | answer
+    chat_id: int
+    message_ids: list[int] = field(default_factory=list)
+    text: str = ""
+    media: Media | None = None
+    buttons: tuple[tuple[Button, ...], ...] = ()
+    alert: bool = False  # an answer shown as an alert rather than a toast
+    reply_to: int | None = None  # the message a send replies to
+    # When it happened (time.monotonic(), the machine's clock): read by benchmarks, never compared.
+    at: float = field(default_factory=time.monotonic, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Call:
+    method: str  # "messages.SendMessage"
+    chat_id: int | None
+    at: float  # time.monotonic()
+
+
+def buttons_of(markup) -> tuple[tuple[Button, ...], ...]:
+    """The buttons of a raw ReplyInlineMarkup."""
+    if not isinstance(markup, raw.types.ReplyInlineMarkup):
+        return ()
+    rows = []
+    for row in markup.rows:
+        buttons = []
+        for b in row.buttons:
+            kind = b.type
+            if isinstance(kind, raw.types.InlineButtonTypeUrl):
+                buttons.append(Button(b.text, url=kind.url))
+            elif isinstance(kind, raw.types.InlineButtonTypeCallback):
+                buttons.append(Button(b.text, callback_data=kind.data.decode()))
+        rows.append(tuple(buttons))
+    return tuple(rows)
+
+
+def media_of(file: File | None) -> Media | None:
+    return Media(file.kind, file.name) if file is not None else None

@@ -7,7 +7,7 @@ from pyrogram import raw
 from botapp.telegram.gateway import BadRequest, BotUnauthorized, Button, FloodWait, TgUser
 from botapp.telegram.request import on_loop
 from offline.telegram.clients import offline_gateway
-from offline.telegram.process import RemoteTelegram
+from offline.telegram.remote import RemoteTelegram
 from tests.conftest import STORAGE
 
 pytestmark = pytest.mark.django_db
@@ -42,7 +42,7 @@ def test_thirty_in_any_second_pass_and_the_thirty_first_is_a_flood_wait(telegram
     """The overall limit counts any one-second span when requests arrive: thirty at the same
     instant pass, a thirty-first within the second is refused, and nothing goes until the wait
     told is over."""
-    from offline.telegram.server import RpcFault
+    from inmemory_telegram.faults import RpcFault
 
     start = rate_clock.now
     telegram.enforce_rates = True
@@ -60,7 +60,7 @@ def test_thirty_in_any_second_pass_and_the_thirty_first_is_a_flood_wait(telegram
 
 
 def test_evenly_paced_at_thirty_a_second_never_floods_and_bunching_does(telegram, rate_clock):
-    from offline.telegram.server import RpcFault
+    from inmemory_telegram.faults import RpcFault
 
     start = rate_clock.now
     telegram.enforce_rates = True
@@ -79,7 +79,7 @@ def test_requests_count_when_they_arrived_not_when_the_server_got_to_them(telegr
     answered as they arrive in one instant (no arrival known: a client in this process) do not."""
     import time
 
-    from offline.telegram.server import RpcFault
+    from inmemory_telegram.faults import RpcFault
 
     telegram.enforce_rates = True
     start = time.monotonic() - 5.0
@@ -109,7 +109,7 @@ def test_a_request_answered_after_a_later_one_counts_no_earlier(telegram):
 
 
 def test_an_album_counts_each_of_its_messages_and_paid_sends_share_the_overall_budget(telegram, rate_clock):
-    from offline.telegram.server import RpcFault
+    from inmemory_telegram.faults import RpcFault
 
     telegram.enforce_rates = True
     for i in range(3):
@@ -136,7 +136,7 @@ def test_reads_and_deletes_are_limited_in_the_free_budget(telegram, raw_gateway,
 
 
 def test_flood_waits_grow_on_repeated_excess_and_when_a_client_does_not_wait(telegram, rate_clock):
-    from offline.telegram.server import RpcFault
+    from inmemory_telegram.faults import RpcFault
 
     def seconds(refused):
         return int(refused.value.message.rsplit("_", 1)[1])
@@ -253,7 +253,7 @@ def test_controls_over_the_socket(tmp_path):
     import tempfile
     from pathlib import Path
 
-    from offline.telegram.process import server_process
+    from offline.telegram.remote import server_process
 
     with tempfile.TemporaryDirectory(prefix="tg") as directory:
         path = Path(directory) / "t.sock"
@@ -330,7 +330,7 @@ def difference(gateway, *, pts, qts=0, date=0, pts_total_limit=None):
 
 
 def test_a_long_difference_comes_in_slices_each_asked_from_where_the_last_ended(telegram, raw_gateway):
-    from offline.telegram.methods import DIFFERENCE_SLICE
+    from inmemory_telegram.methods.updates import DIFFERENCE_SLICE
 
     start = telegram.update_state()
     ids = [telegram.user_sends(TgUser(id=3000 + i, first_name="U"), f"/start {i}") for i in range(2 * DIFFERENCE_SLICE + 50)]
@@ -384,7 +384,7 @@ def test_updates_are_forgotten_after_a_day_and_a_client_behind_them_told_too_lon
     from datetime import timedelta
 
     from botapp import clock
-    from offline.telegram.methods import UPDATES_KEPT
+    from inmemory_telegram.methods.updates import UPDATES_KEPT
 
     start = telegram.update_state()
     telegram.user_sends(ANN, "/help")

@@ -15,7 +15,7 @@ import math
 import random
 from dataclasses import dataclass
 
-from botapp.telegram import limits
+from inmemory_telegram import limits
 
 # Inferred: "N per second" holds over ANY one-second span, measured at the moment each request
 # arrives (when its client wrote it, plus the network's delay: TelegramServer.arrived): a sliding

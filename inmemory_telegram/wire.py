@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from hashlib import sha1, sha256
 from io import BytesIO
 
-from pyrogram.raw.core import Bool, Int, Long, TLObject
+from pyrogram.crypto import aes
+from pyrogram.crypto.mtproto import kdf
+from pyrogram.raw.core import Bool, Int, Long, Message, MsgContainer, TLObject
 from pyrogram.raw.core.primitives import Vector
-
-from botapp.telegram.kurigram import Message, MsgContainer, aes, kdf
 
 MSG_CONTAINER_ID = 0x73F1F8DC  # msg_container#73f1f8dc messages:vector<%Message> = MessageContainer
 RPC_RESULT_ID = 0xF35C6D01  # rpc_result#f35c6d01 req_msg_id:long result:Object = RpcResult
@@ -41,9 +41,10 @@ class _Request(BytesIO):
     kurigram's `Vector.read` is written for Telegram's answers: given no element type it measures
     what is left with `read()` (a copy of the rest of the packet, for every vector) and guesses the
     element from its size (4: an int, 8: a long). In a request every vector of ints, longs,
-    strings or bytes is read with its type (the generated read() passes it; tests/offline/
-    test_wire.py checks every function kurigram knows), so a vector read without one holds boxed
-    objects. Here "what is left" reads as nothing: no copy, no guess, each element an object."""
+    strings or bytes is read with its type (the generated read() passes it;
+    tests/inmemory_telegram/test_wire.py checks every function kurigram knows), so a vector read
+    without one holds boxed objects. Here "what is left" reads as nothing: no copy, no guess, each
+    element an object."""
 
     def read(self, size: int | None = -1) -> bytes:
         if size is None or size < 0:

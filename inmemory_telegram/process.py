@@ -1,0 +1,96 @@
+"""The in-memory Telegram as a process of its own, on a Unix socket (`manage.py telegram_server`).
+
+Clients connect with offline.telegram.connection's `SocketConnection` (MTProto packets in frames,
+frames.py), so several processes share one Telegram as they share the real one, and what a
+killed worker sent is still counted. Tests and scripts steer it with offline.telegram.remote's
+`RemoteTelegram`: the same controls as a `TelegramServer` in-process (user_sends, block,
+fail_next, count, ...), as JSON over the socket; this module answers them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import os
+import struct
+from collections.abc import Callable
+from pathlib import Path
+
+from inmemory_telegram.protocol import CONTROL, CONTROL_ANSWER, CONTROLS, HELLO, PACKET, WRITTEN, frame, read_frame
+from inmemory_telegram.server import TelegramServer
+from inmemory_telegram.state import Media, Profile
+
+PROFILE_FIELDS = {f.name for f in dataclasses.fields(Profile)}  # a caller's user may carry more (its access hash)
+
+
+def _control(server: TelegramServer, name: str, args: list, kwargs: dict):
+    if name not in CONTROLS:
+        raise ValueError(f"unknown control {name!r}")
+    if name == "events_since":
+        with server.lock:
+            return [dataclasses.asdict(e) for e in server.events[args[0] if args else 0 :]]
+    if name == "flood_waits":
+        return server.flood_waits
+    if name == "set_rates":
+        server.rates_set(**kwargs)
+        return None
+    if name in ("user_sends", "tap", "request_join"):
+        user_index = 1 if name == "request_join" else 0
+        args = list(args)
+        args[user_index] = Profile(**{k: v for k, v in args[user_index].items() if k in PROFILE_FIELDS})
+    if "media" in kwargs and kwargs["media"] is not None:
+        kwargs["media"] = Media(**kwargs["media"])
+    if "forward_from" in kwargs and kwargs["forward_from"] is not None:
+        kwargs["forward_from"] = tuple(kwargs["forward_from"])
+    return getattr(server, name)(*args, **kwargs)
+
+
+async def serve(server: TelegramServer, path: Path, *, ready: Callable[[], object] | None = None) -> None:
+    """Listen on `path` until cancelled; `ready()` is called once connections are accepted."""
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    path.parent.mkdir(parents=True, exist_ok=True)
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        loop = asyncio.get_running_loop()
+        endpoint = None
+
+        def write(data: bytes) -> None:
+            if not writer.is_closing():
+                writer.write(data)
+
+        def push(packet: bytes) -> None:  # any thread (answers can be delayed by a timer)
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(write, frame(PACKET, packet))
+
+        try:
+            while True:
+                kind, payload = await read_frame(reader)
+                if kind == HELLO:
+                    endpoint = server.connect(payload, push, hangup=lambda: loop.call_soon_threadsafe(writer.close))
+                elif kind == WRITTEN and endpoint is not None:
+                    (written,) = struct.unpack_from(">d", payload)
+                    endpoint.receive(payload[8:], written=written)
+                elif kind == CONTROL:
+                    request = json.loads(payload)
+                    try:
+                        answer = {"ok": _control(server, request["name"], request.get("args", []), request.get("kwargs", {}))}
+                    except Exception as exc:  # noqa: BLE001 - the caller gets the error, the server goes on
+                        answer = {"error": f"{type(exc).__name__}: {exc}"}
+                    write(frame(CONTROL_ANSWER, json.dumps(answer, default=str).encode()))
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            if endpoint is not None:
+                endpoint.close()
+            writer.close()
+
+    unix_server = await asyncio.start_unix_server(handle, path=str(path))
+    os.chmod(path, 0o600)
+    if ready is not None:
+        ready()
+    async with unix_server:
+        await unix_server.serve_forever()

@@ -1,0 +1,34 @@
+"""The in-memory Telegram's socket protocol (`manage.py telegram_server`), both sides' part: the
+frames, and the controls a remote caller may ask for. Clients import this module alone, never the
+server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+
+# Frames on the Unix socket: length (4 bytes, big-endian) + kind (1 byte) + payload. PACKET: the
+# server's packet to the client. WRITTEN: the client's packet, after the moment it was written
+# (8 bytes, big-endian double, time.monotonic(): on Linux the machine's clock, the server's too):
+# when it left for Telegram, whenever the server's process gets to read it (TelegramServer.arrived).
+HELLO, PACKET, CONTROL, CONTROL_ANSWER, WRITTEN = 1, 2, 3, 4, 5
+
+# What a remote caller may ask of the server: the test and sandbox controls, nothing internal.
+CONTROLS = {
+    "create_channel", "join", "leave", "request_join", "post", "delete_post", "user_sends", "tap", "block", "unblock",
+    "deactivate", "revoke_token", "fail_next", "file_id", "count", "methods_called", "events_since", "flood_waits",
+    "set_rates", "restore_token", "bot_rights", "users_meet", "bot_sent", "received", "live", "hostile_start",
+    "hostile_stop", "rotate_salt", "call_times", "update_state",
+    "send_times", "events_count",
+}  # fmt: skip
+
+
+def frame(kind: int, payload: bytes) -> bytes:
+    return struct.pack(">IB", len(payload) + 1, kind) + payload
+
+
+async def read_frame(reader: asyncio.StreamReader) -> tuple[int, bytes]:
+    (length,) = struct.unpack(">I", await reader.readexactly(4))
+    data = await reader.readexactly(length)
+    return data[0], data[1:]
