@@ -67,12 +67,12 @@ def error_reports_init(*, dsn: str, environment: str, release: str = "", transpo
 
 def scrub(event: dict, hint: dict | None = None) -> dict:
     """The event with every secret value, token-shaped string and user-written field replaced, and
-    the texts of the update it happened in (runbot's UpdatePump names them: TEXTS_TO_HIDE)."""
-    # Imported here: settings import this module before Django is set up, and the pump's module
-    # needs Django (and loads kurigram); an event is scrubbed only once the process runs.
-    from botapp.telegram.updates import TEXTS_TO_HIDE
+    the texts of the update it happened in (runbot's UpdatePump names them under the extra
+    ERROR_REPORTS_TEXTS_EXTRA)."""
+    from django.conf import settings  # settings import this module while they are being read
 
-    hidden = [t for t in (event.get("extra") or {}).pop(TEXTS_TO_HIDE, None) or [] if isinstance(t, str) and t.strip()]
+    extra = (event.get("extra") or {}).pop(settings.ERROR_REPORTS_TEXTS_EXTRA, None)
+    hidden = [t for t in extra or [] if isinstance(t, str) and t.strip()]
     return _clean(event, sorted(_secrets() + hidden, key=len, reverse=True))
 
 

@@ -1,13 +1,19 @@
-"""Dependencies flow one way: `scheduler` builds on `botapp`, `botapp` never imports `scheduler`;
-the HTTP API (`api`) sits on both, and neither imports it.
+"""Dependencies flow one way, in every package: config below all, then botapp's floors (floor 1,
+telegram, config.py, models, services, bot and admin), scheduler on botapp, the HTTP API on both;
+the in-memory Telegram (inmemory_telegram/) depends on kurigram and itself only, and the harness and
+sandbox (offline/) sit beside the product, never imported by it.
 
 botapp announces what background work should react to (botapp/signals.py); scheduler connects the
-receivers (scheduler/receivers.py). This test reads every module under botapp/ (function-level
-imports, `importlib.import_module` and `__import__` with a literal name included) and fails naming
-each import of scheduler it finds. There are no exceptions."""
+receivers (scheduler/receivers.py). These tests read every module (function-level imports,
+`importlib.import_module`, `__import__` and `import_string` with a literal name included) and fail
+naming each import that runs up a layer, each circle, each private name taken across packages, and
+each package that has no rule; each checker has a self-test on planted imports."""
 
 import ast
+from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 FORBIDDEN = "scheduler"
@@ -80,64 +86,243 @@ def test_the_api_stays_on_top():
     assert found == [], "only config/urls.py and the api package itself import api:\n" + "\n".join(found)
 
 
-# --- The layers inside botapp, and the tooling beside the product -----------------------------
+# --- Every package, floor by floor --------------------------------------------------------------
 #
-#   botapp/bot       the conversation (router, admin commands): parses, calls services, replies
-#   botapp/services  business rules
-#   botapp/models    data; the button grammar (models/buttons.py) is a plain module beside them
-#   botapp/telegram  the only way to Telegram (gateway, limiter, limits, kurigram): knows no layer above
-#   offline/         the in-memory Telegram and the sandbox: tooling that imports the product, never
-#                    imported by it
+#   config/             settings, the Celery app, error reports: below everything (urls.py wires the top)
+#   botapp floor 1      clock, metrics, cache, db, runtime, signals: plain helpers every layer may use
+#   botapp/telegram     the only way to Telegram (gateway, limiter, limits, kurigram): knows no layer above
+#   botapp/config.py    the bot's variables, checked at start: above telegram (it reads its limits)
+#   botapp/models       data; the button grammar (models/buttons.py) is a plain module beside them
+#   botapp/services     business rules
+#   botapp/bot          the conversation (router, admin commands): parses, calls services, replies
+#   botapp/admin        the operator console
+#   scheduler/          jobs, tasks, the dashboard: builds on botapp
+#   api/                the HTTP API: on top of botapp and scheduler
+#   inmemory_telegram/  the model of Telegram (raw TL under kurigram): kurigram and itself, nothing of ours
+#   offline/            the harness and the sandbox: imports the product and the model, never imported by them
 #
-# Each rule: the modules under a folder, what they must not import, and why.
+# Each rule: the modules it covers (a folder or a file, less the files named as its exceptions), what
+# they must not import, and why. Every package has a rule (test_every_package_has_a_rule).
+BOTAPP_FLOOR_1 = (
+    "botapp/clock.py",
+    "botapp/metrics.py",
+    "botapp/cache.py",
+    "botapp/db.py",
+    "botapp/runtime.py",
+    "botapp/signals.py",
+)
+BOTAPP_ABOVE_FLOOR_1 = (
+    "botapp.telegram",
+    "botapp.config",
+    "botapp.models",
+    "botapp.services",
+    "botapp.bot",
+    "botapp.admin",
+    "botapp.views",
+    "botapp.management",
+    "botapp.checks",
+)
+TOOLING = ("offline", "inmemory_telegram")
+PRODUCT = ("botapp", "scheduler", "api", "config")
+PACKAGES = PRODUCT + TOOLING
+
+
+@dataclass(frozen=True)
+class Rule:
+    covers: tuple[str, ...]  # folders or files, relative to the repository
+    forbidden: tuple[str, ...]  # module prefixes
+    why: str
+    except_files: tuple[str, ...] = ()  # each with its reason in the rule's comment
+
+
 LAYER_RULES = [
-    ("botapp/models", ("botapp.services", "botapp.bot", "botapp.admin", "botapp.views", "api"), "models are below services"),
-    (
-        "botapp/services",
-        ("botapp.bot", "botapp.admin", "botapp.views", "pyrogram"),
+    # config/urls.py is the top of the house: it wires the console and the API's URLs.
+    Rule(("config",), ("botapp", "scheduler", "api") + TOOLING, "settings are below every app", ("config/urls.py",)),
+    Rule(BOTAPP_FLOOR_1, BOTAPP_ABOVE_FLOOR_1 + ("config", "scheduler", "api") + TOOLING, "floor 1 is below every layer"),
+    Rule(
+        ("botapp/telegram",),
+        tuple(f for f in BOTAPP_ABOVE_FLOOR_1 if f != "botapp.telegram") + ("config", "scheduler", "api") + TOOLING,
+        "the way to Telegram knows no layer above it",
+    ),
+    Rule(
+        ("botapp/config.py",),
+        ("botapp.models", "botapp.services", "botapp.bot", "botapp.admin", "botapp.views", "botapp.management", "config"),
+        "the bot's variables are read before anything runs",
+    ),
+    Rule(
+        ("botapp/models",),
+        ("botapp.services", "botapp.bot", "botapp.admin", "botapp.views", "botapp.management", "api"),
+        "models are below services",
+    ),
+    Rule(
+        ("botapp/services",),
+        ("botapp.bot", "botapp.admin", "botapp.views", "botapp.management", "pyrogram"),
         "services are below the bot and admin, and never touch pyrogram",
     ),
-    ("botapp/bot", ("pyrogram", "botapp.admin"), "the conversation speaks the gateway's domain types, never pyrogram"),
-    (
-        "botapp/telegram",
-        ("botapp.bot", "botapp.services", "botapp.models", "botapp.admin"),
-        "the way to Telegram knows no layer above it",
+    Rule(
+        ("botapp/bot",), ("pyrogram", "botapp.admin", "botapp.management"), "the conversation speaks the gateway's domain types"
+    ),
+    Rule(("botapp/admin",), ("botapp.bot", "botapp.management", "pyrogram"), "the console calls services"),
+    Rule(("botapp",), ("scheduler", "api") + TOOLING, "botapp asks for background work with signals"),
+    # scheduler/admin.py shows job runs and schedules in the console, with the console's base classes.
+    Rule(
+        ("scheduler",),
+        ("api", "botapp.admin", "botapp.bot") + TOOLING,
+        "jobs call services; the API is on top",
+        ("scheduler/admin.py",),
+    ),
+    # api/admin.py registers the API's tokens in the console, with the console's base class.
+    Rule(
+        ("api",),
+        ("botapp.admin", "botapp.bot", "pyrogram") + TOOLING,
+        "the API calls services (shared validation lives there), never the console",
+        ("api/admin.py",),
+    ),
+    # The harness and the sandbox drive the bot, its jobs and the model of Telegram; never the API.
+    Rule(("offline",), ("api",), "the sandbox plays Telegram's side and the operator's, not the API's clients"),
+    Rule(
+        ("inmemory_telegram",),
+        PRODUCT + ("offline", "django"),
+        "the model of Telegram depends on kurigram and itself, not on the code it tests",
     ),
 ]
 TELEGRAM_ALLOWED_IN_MODELS = ("botapp.telegram.limits",)  # Telegram's numbers: plain constants
-PRODUCT = ("botapp", "scheduler", "api", "config")
-TOOLING = ("offline", "inmemory_telegram")
 
 
 def _modules(folder: str) -> list[Path]:
-    return sorted(p for p in (ROOT / folder).rglob("*.py") if "migrations" not in p.parts)
+    path = ROOT / folder
+    if path.is_file():
+        return [path]
+    return sorted(p for p in path.rglob("*.py") if "migrations" not in p.parts)
+
+
+def rule_breaches(rule: Rule, path: Path, source: str | None = None) -> list[str]:
+    """Each import of `path` (its text, or `source` planted in its place) that the rule forbids."""
+    relative = str(path.relative_to(ROOT))
+    if relative in rule.except_files:
+        return []
+    text = path.read_text() if source is None else source
+    return [f"{hit}  ({rule.why})" for hit in forbidden_imports(text, relative, rule.forbidden)]
+
+
+def layer_breaches(rules=LAYER_RULES) -> list[str]:
+    found = []
+    for rule in rules:
+        for folder in rule.covers:
+            modules = _modules(folder)
+            assert modules, folder
+            for path in modules:
+                found += rule_breaches(rule, path)
+    return found
 
 
 def test_each_layer_imports_only_what_is_below_it():
-    found = []
-    for folder, forbidden, why in LAYER_RULES:
-        modules = _modules(folder)
-        assert modules, folder
-        for path in modules:
-            for hit in forbidden_imports(path.read_text(), str(path.relative_to(ROOT)), forbidden):
-                found.append(f"{hit}  ({why})")
     models_to_telegram = [
         hit
         for path in _modules("botapp/models")
         for hit in forbidden_imports(path.read_text(), str(path.relative_to(ROOT)), ("botapp.telegram",))
         if not any(allowed in hit for allowed in TELEGRAM_ALLOWED_IN_MODELS)
     ]
-    assert found + models_to_telegram == [], "imports that run back up a layer:\n" + "\n".join(found + models_to_telegram)
+    found = layer_breaches() + models_to_telegram
+    assert found == [], "imports that run back up a layer:\n" + "\n".join(found)
+
+
+def _rules_covering(relative: str) -> list[Rule]:
+    return [r for r in LAYER_RULES if any(relative == c or relative.startswith(c + "/") for c in r.covers)]
+
+
+@pytest.mark.parametrize(
+    ("module", "planted"),
+    [
+        ("botapp/telegram/console.py", "from botapp.config import bot_config_load"),
+        ("botapp/telegram/limiter.py", "import botapp.services.outgoing"),
+        ("botapp/telegram/updates.py", "from config.error_reports import scrub"),
+        ("inmemory_telegram/server.py", "from botapp import clock"),
+        ("inmemory_telegram/state.py", "def f():\n    from botapp.telegram.gateway import Media"),
+        ("inmemory_telegram/server.py", "from offline.telegram.clients import OfflineBot"),
+        ("inmemory_telegram/server.py", "from django.conf import settings"),
+        ("api/serializers.py", "from botapp.admin.compose import ComposedMessageForm"),
+        ("config/settings.py", "from botapp.telegram.limits import USER_ID_MAX"),
+        ("botapp/clock.py", "from botapp.models import TelegramUser"),
+        ("botapp/config.py", "from botapp.services.users import user_get"),
+        ("scheduler/tasks.py", "from api import views"),
+    ],
+)
+def test_the_rules_refuse_a_planted_import(module, planted):
+    """Each rule as the real test applies it, to a real module with one import planted in it."""
+    path = ROOT / module
+    assert path.is_file(), module
+    rules = _rules_covering(module)
+    assert rules, f"no rule covers {module}"
+    source = path.read_text() + "\n" + planted + "\n"
+    assert any(rule_breaches(rule, path, source) for rule in rules)
+    assert not any(rule_breaches(rule, path) for rule in rules)  # the module as it is passes
+
+
+def test_the_config_package_is_not_botapp_config():
+    rule = next(r for r in LAYER_RULES if r.covers == ("botapp/telegram",))
+    path = ROOT / "botapp/telegram/limits.py"
+    assert rule_breaches(rule, path, "from botapp.config import x\n")
+    assert rule_breaches(rule, path, "from config.error_reports import x\n")
+    assert rule_breaches(rule, path, "import config\n")
+    assert not rule_breaches(rule, path, "from django.conf import settings\n")
+
+
+def test_every_package_has_a_rule():
+    """A new top-level package, or a module of botapp's top floor, gets a rule before it lands."""
+    packages = sorted(p.parent.name for p in ROOT.glob("*/__init__.py") if p.parent.name not in ("tests",))
+    assert sorted(PACKAGES) == packages
+    covered = {c for rule in LAYER_RULES for c in rule.covers}
+    for package in PACKAGES:
+        assert package in covered or any(c.startswith(package + "/") for c in covered), package
 
 
 def test_the_product_never_imports_its_tooling():
-    """The in-memory Telegram and the sandbox (offline/) are reached by settings only
+    """The in-memory Telegram and the sandbox are reached by settings only
     (TELEGRAM_OFFLINE_CONNECTION), as boto3 is pointed at moto by an endpoint URL."""
     found = []
     for package in PRODUCT:
         for path in _modules(package):
             found += forbidden_imports(path.read_text(), str(path.relative_to(ROOT)), TOOLING)
     assert found == [], "production modules import the offline tooling:\n" + "\n".join(found)
+
+
+def _package_of(module: str) -> str:
+    """botapp's layers count as packages of their own: botapp.telegram, botapp.services, ..."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "botapp" and len(parts) > 2 else parts[0]
+
+
+def private_imports(source: str, module: str, filename: str = "<source>") -> list[str]:
+    """`from other.package import _name`: a private name taken across packages, as 'file:line: name'."""
+    found = []
+    for node in ast.walk(ast.parse(source, filename=filename)):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if _package_of(node.module + ".x") == _package_of(module):
+                continue
+            for alias in node.names:
+                if alias.name.startswith("_") and not alias.name.startswith("__"):
+                    found.append(f"{filename}:{node.lineno}: {node.module}.{alias.name}")
+    return found
+
+
+def test_the_private_name_check_sees_across_packages():
+    source = "from botapp.management.commands.runbot import _remember\nfrom botapp.services.users import _own\n"
+    assert private_imports(source, "offline.sandbox") == [
+        "<source>:1: botapp.management.commands.runbot._remember",
+        "<source>:2: botapp.services.users._own",
+    ]
+    assert private_imports(source, "botapp.services.files") == ["<source>:1: botapp.management.commands.runbot._remember"]
+    assert private_imports("from botapp.services.users import __all__\n", "api.views") == []
+
+
+def test_no_private_name_is_imported_across_packages():
+    found = []
+    for package in PACKAGES:
+        for path in _modules(package):
+            module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+            found += private_imports(path.read_text(), module, str(path.relative_to(ROOT)))
+    assert found == [], "private names used outside their package (give them a public name):\n" + "\n".join(found)
 
 
 def import_graph(files: list[Path], root: Path = ROOT) -> dict[str, set[str]]:
@@ -211,8 +396,8 @@ def test_the_circle_finder_finds_circles(tmp_path):
     assert import_circles(graph) == [["pkg.a", "pkg.b"]]
 
 
-def test_no_import_circles_in_the_product():
-    """The product has none (the in-memory Telegram has none either: tests/inmemory_telegram)."""
-    files = [p for package in PRODUCT for p in _modules(package)]
+def test_no_import_circles_in_any_package():
+    """Function-level imports count: one that only dodges a circle at import time is a circle still."""
+    files = [p for package in PACKAGES for p in _modules(package)]
     circles = import_circles(import_graph(files))
     assert circles == [], "modules that import each other:\n" + "\n".join(" <-> ".join(c) for c in circles)

@@ -4,7 +4,7 @@ messages, settings, bans, premium, API tokens, imports).
 
 The services that do those things call `audit_record` themselves, so the console, the HTTP API and
 the bot's admin commands are all covered by the one call. Who and where come from the context the
-caller runs in (`audit_context`): the web process sets it per request (config/audit.py: the signed-in
+caller runs in (`audit_context`): the web process sets it per request (botapp/middleware.py: the signed-in
 operator or the API client, and the client's address), the bot per admin command
 (telegram:<id>). Anything else, a management command such as an import, is recorded as the OS
 user running it.

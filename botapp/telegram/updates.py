@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
 import sentry_sdk
+from django.conf import settings
 from django.db import close_old_connections
 from pyrogram import Client, errors, filters, raw
 from pyrogram import types as ptypes
@@ -37,11 +38,6 @@ from botapp.telegram.kurigram import (
 from botapp.telegram.position import PTS, QTS, Position, PositionState, Span
 
 log = logging.getLogger(__name__)
-
-# The `extra` of an error report's scope that lists the texts of the update being handled: the
-# reports' scrubber (config/error_reports.py) takes it out of the event and replaces each text
-# wherever it appears (an exception's message may quote what the user sent).
-TEXTS_TO_HIDE = "texts to hide"
 
 
 def clean(text: str | None) -> str:
@@ -432,7 +428,9 @@ def handle_reported(handle, update, *, arrived: float) -> None:
             report.set_context("update", update_ids(update))
             text = getattr(update, "text", "")
             if text:
-                report.set_extra(TEXTS_TO_HIDE, [text])  # taken out again before sending
+                # The reports' scrubber (config/error_reports.py) takes the texts out of the event
+                # and replaces each wherever it appears (an exception's message may quote them).
+                report.set_extra(settings.ERROR_REPORTS_TEXTS_EXTRA, [text])
             handle(update)
     finally:
         UPDATE_SECONDS.labels(kind).observe(time.monotonic() - arrived)
