@@ -1,8 +1,8 @@
 """Every use of kurigram's private parts, in one place, checked against one kurigram version.
 
-Over the house's 600 lines on purpose: it is the one module allowed kurigram's internals, so an
-upgrade re-reads one file against one version check (KURIGRAM_CHECKED); split up, it would be
-several places to re-read and a check that no longer says where.
+Why this size: over the house's 600 lines on purpose: it is the one module allowed kurigram's
+internals, so an upgrade re-reads one file against one version check (KURIGRAM_CHECKED); split up,
+it would be several places to re-read and a check that no longer says where.
 
 Courier talks to Telegram through kurigram's public API except where it must not (speed, or
 behaviour kurigram lacks). Each of those places is here, with the kurigram code it mirrors named,

@@ -10,6 +10,12 @@ import os
 
 import redis
 
+# Every script reads Redis's own clock first: one clock for every process that asks.
+NOW = """
+local now_parts = redis.call('TIME')
+local now = tonumber(now_parts[1]) + tonumber(now_parts[2]) / 1000000
+"""
+
 # One round trip per call: the chat's slot (KEYS[1], its pause KEYS[2]), then G rate slots (KEYS[3
 # .. 2+G]: the overall one, and the free one for a call without the paid flag when paid broadcasts
 # are on), then, for a reply, the replies' own G slots, then the pauses. ARGV: chat interval, chat
@@ -23,9 +29,9 @@ import redis
 # "<delay until the reserved slot> <delay until the next free rate slot after it>", or "-" and
 # the delay until the next free slot is due (when it is more than max_ahead away): a sender that
 # sleeps that long and asks again is granted it (with no delay: ACQUIRE_ADMIT admits it then).
-ACQUIRE = """
-local now_parts = redis.call('TIME')
-local now = tonumber(now_parts[1]) + tonumber(now_parts[2]) / 1000000
+ACQUIRE = (
+    NOW
+    + """
 local chat_interval = tonumber(ARGV[1])
 local burst = tonumber(ARGV[2])
 local max_ahead = tonumber(ARGV[3])
@@ -80,6 +86,7 @@ for i = 1, g do
 end
 return string.format('%.6f %.6f', math.max(slot - now, 0), next_)
 """
+)
 
 # A bulk sender's batch (workers only): the next free slot, when it is due within ARGV[2] seconds
 # (the window), and the consecutive slots after it that fall within one window of it, each also
@@ -91,9 +98,9 @@ return string.format('%.6f %.6f', math.max(slot - now, 0), next_)
 # in the same trip: ACQUIRE_MANY_ADMIT). A sender that asks early is granted the batch up to a
 # window before it is due; one that wakes late (a busy machine's scheduling) loses no slot either
 # way: the slot is reserved, or still its own (`late`).
-ACQUIRE_MANY = """
-local now_parts = redis.call('TIME')
-local now = tonumber(now_parts[1]) + tonumber(now_parts[2]) / 1000000
+ACQUIRE_MANY = (
+    NOW
+    + """
 local interval = tonumber(ARGV[1])
 local window = tonumber(ARGV[2])
 local late = tonumber(ARGV[3])
@@ -133,20 +140,22 @@ end
 redis.call('SET', KEYS[1], string.format('%.6f', tat), 'PX', math.max(1, math.ceil((tat - now) * 1000) + 1000))
 return string.format('%.6f %.6f ', math.max(first - now, 0), tat - now) .. granted
 """
+)
 
-PAUSED = """
-local now_parts = redis.call('TIME')
-local now = tonumber(now_parts[1]) + tonumber(now_parts[2]) / 1000000
+PAUSED = (
+    NOW
+    + """
 local until_ = 0
 for i = 1, #KEYS do
   until_ = math.max(until_, tonumber(redis.call('GET', KEYS[i]) or '0'))
 end
 return string.format('%.6f', until_ - now)
 """
+)
 
-PAUSE = """
-local now_parts = redis.call('TIME')
-local now = tonumber(now_parts[1]) + tonumber(now_parts[2]) / 1000000
+PAUSE = (
+    NOW
+    + """
 local until_ = now + tonumber(ARGV[1])
 local current = tonumber(redis.call('GET', KEYS[1]) or '0')
 if until_ > current then
@@ -154,6 +163,7 @@ if until_ > current then
 end
 return string.format('%.6f', math.max(until_, current) - now)
 """
+)
 
 # Telegram counts its rates over any span of a second when each request ARRIVES (offline/telegram/
 # rates.py models it so); the slots above are evenly spaced when reserved, but a sender that wakes
@@ -170,9 +180,9 @@ return string.format('%.6f', math.max(until_, current) - now)
 # it two times in three, and replies waited up to four expiries). Returns 0
 # (admitted and logged) or the seconds until it would be.
 WAITING_GRACE = 0.05  # seconds a waiting reply keeps its place after its wait (WINDOW)
-WINDOW = """
-local now_parts = redis.call('TIME')
-local now = tonumber(now_parts[1]) + tonumber(now_parts[2]) / 1000000
+WINDOW = (
+    NOW
+    + """
 local span = tonumber(ARGV[1])
 local count = tonumber(ARGV[#ARGV])
 local who = ARGV[#ARGV - 1]
@@ -236,6 +246,7 @@ if who ~= '-' then
 end
 return string.format('%.6f', wait)
 """.replace("WAITING_GRACE", repr(WAITING_GRACE))
+)
 
 
 def _admitting(acquire: str, *, count_granted: bool) -> str:
