@@ -190,3 +190,61 @@ def test_a_demo_starts_at_the_next_morning_whenever_it_runs(settings, now, start
     berlin = ZoneInfo("Europe/Berlin")
     moment = datetime.strptime(now, "%Y-%m-%d %H:%M").replace(tzinfo=berlin)
     assert demo_start(moment) == datetime.strptime(start, "%Y-%m-%d %H:%M").replace(tzinfo=berlin)
+
+
+def test_fresh_drops_only_a_database_that_is_a_sandbox_s():
+    """`--fresh` drops and creates its database: never a console's (`docker compose run --rm web
+    python manage.py sandbox --fresh --demo` runs with the console's DATABASE_URL)."""
+    from offline.management.commands.sandbox import sandbox_database_name
+
+    assert sandbox_database_name("courier_sandbox") == "courier_sandbox"  # make sandbox's
+    assert sandbox_database_name("test_courier_suite_sandbox") == "test_courier_suite_sandbox"
+    assert sandbox_database_name("courier") == "courier_sandbox"
+
+
+@pytest.mark.slow
+def test_fresh_on_a_console_s_database_leaves_it_and_its_cache_alone(django_db_setup):
+    """The sandbox run where the console runs, with its database and Redis: the console's database
+    keeps its rows, the sandbox answers on a database of its own, and no key lands in the Redis."""
+    import psycopg
+    import redis
+    from django.conf import settings
+    from django.db import connection
+
+    console = connection.settings_dict["NAME"] + "_console"
+    params = {**connection.get_connection_params(), "dbname": "postgres"}
+    with psycopg.connect(**params, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{console}" WITH (FORCE)')
+        admin.execute(f'DROP DATABASE IF EXISTS "{console}_sandbox" WITH (FORCE)')
+        admin.execute(f'CREATE DATABASE "{console}"')
+    env = {**os.environ, "DATABASE_URL": _url(console), "REDIS_URL": settings.REDIS_URL, "CACHE_KEY_PREFIX": "sandboxcheck"}
+    env.pop("CACHE_URL", None)
+
+    def run(*args, stdin=None):
+        return subprocess.run(
+            [sys.executable, "manage.py", *args], cwd=ROOT, env=env, input=stdin, capture_output=True, text=True, timeout=300
+        )
+
+    assert run("migrate", "--noinput").returncode == 0
+    made = run("shell", "-c", "from botapp.models import TelegramUser as U; U.objects.create(telegram_id=77)")
+    assert made.returncode == 0, made.stderr
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    for key in client.scan_iter("sandboxcheck*"):
+        client.delete(key)
+
+    sandbox = run("sandbox", "--fresh", "--demo", stdin="1001: /start\n")
+
+    assert sandbox.returncode == 0, sandbox.stderr
+    assert f"on a database of its own, {console}_sandbox" in sandbox.stderr
+    assert "-> 1001 #" in sandbox.stdout
+    kept = run(
+        "shell", "-c", "from botapp.models import TelegramUser as U; print(list(U.objects.values_list('telegram_id', flat=True)))"
+    )
+    assert kept.stdout.strip().splitlines()[-1] == "[77]"  # after the shell's banner
+    assert list(client.scan_iter("sandboxcheck*")) == []
+
+
+def _url(name: str) -> str:
+    from tests.processes import database_url
+
+    return database_url().rsplit("/", 1)[0] + "/" + name

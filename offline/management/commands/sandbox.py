@@ -53,6 +53,13 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         self._verbosity = options["verbosity"]
         if options["fresh"]:
+            own = sandbox_database_name(settings.DATABASES["default"]["NAME"])
+            if own != settings.DATABASES["default"]["NAME"]:
+                # Run where a console's processes run (`docker compose run --rm web python manage.py
+                # sandbox --fresh --demo`): the database and the cache they use are theirs, never
+                # dropped nor written by the sandbox.
+                self.stderr.write(f"sandbox: on a database of its own, {own}, and a cache in the process")
+                sandbox_stores_use(database=own)
             database_recreate()
         # Log lines carry the sandbox's clock (moved by `wait`), as the conversation's notes do.
         handlers = list(logging.getLogger().handlers)
@@ -194,6 +201,24 @@ def sandbox_clock_stamp(record: logging.LogRecord) -> bool:
     moment = clock.now().timestamp()
     record.created, record.msecs = moment, (moment % 1) * 1000
     return True
+
+
+def sandbox_database_name(name: str) -> str:
+    """The database `--fresh` may drop and create: one whose name says it is a sandbox's, as
+    `make sandbox`'s and the suite's are; any other (a console's) gives its name + `_sandbox`."""
+    return name if "sandbox" in name else f"{name}_sandbox"
+
+
+def sandbox_stores_use(*, database: str) -> None:
+    """Point this process at `database` and at a cache of its own, in the process, for the rest of
+    its life (settings, the bot's hot values and the limiter's keys would otherwise land in the Redis
+    the console's processes read). `override_settings` has Django make its caches again."""
+    from django.db import connections
+    from django.test.utils import override_settings
+
+    connections["default"].close()
+    connections["default"].settings_dict["NAME"] = database
+    override_settings(CACHES={"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}).enable()
 
 
 def database_recreate() -> None:
