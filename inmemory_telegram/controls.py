@@ -166,7 +166,7 @@ class Actions:
         Updates, as Telegram sends an album. Returns their ids."""
         with self.lock:
             record = self.user_record(user)
-            record.known_to_bot = True
+            record.known_to_bot = record.private_chat = True
             was_blocked, record.blocked_bot = record.blocked_bot, False  # writing to a bot unblocks it
             grouped_id = next(self._group_ids) if len(media) > 1 else None
             if reply_to is not None and self.stored(user.id, reply_to) is None:
@@ -275,7 +275,7 @@ class Actions:
             for user_id in user_ids:
                 record = self.user_record(user_id)
                 record.first_name = record.first_name or f"User{user_id}"
-                record.known_to_bot = True
+                record.known_to_bot = record.private_chat = True
                 met[user_id] = record.access_hash
             return met
 

@@ -83,6 +83,9 @@ class User:
     deactivated: bool = False
     # Telegram lets a bot reach a user only after the user wrote to it (or the bot saw them in a chat).
     known_to_bot: bool = False
+    # The user has a private chat with the bot: they started it (wrote to it) at some time, under
+    # whichever session or server of the bot's; what a zero access hash reaches (methods/common.py).
+    private_chat: bool = False
 
 
 @dataclass

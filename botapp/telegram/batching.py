@@ -158,13 +158,14 @@ class BatchSending(MessageMethods):
         """The batch with each item's peer and request made before the limiter admits any: an
         admitted group leaves at once. Telegram counts a send when it arrives, the windows when
         they admit it; what runs between them can bunch sends. An item whose peer or request
-        cannot be made has its result already (PeerUnknown, or a bug: handed back unsent)."""
+        cannot be made has its result already (a bug: handed back unsent); a user with no stored
+        access hash is addressed by id alone (request.ZERO_HASH)."""
         batch = _Batch(items, [None] * len(items))
         for n, item in enumerate(items):
             try:
                 peer_check(item.chat_id)
                 batch.peers[item.chat_id] = self._input_peer(item.chat_id)
-            except Exception as exc:  # noqa: BLE001 - that item's result (PeerUnknown, or a bug: handed back)
+            except Exception as exc:  # noqa: BLE001 - that item's result (an invalid id, or a bug: handed back)
                 batch.outcomes[n] = exc
         batch.attempts = dict.fromkeys(range(len(items)), 0)
         batch.asked_again = dict.fromkeys(range(len(items)), 0)
@@ -205,7 +206,7 @@ class BatchSending(MessageMethods):
                 batch.outcomes[n] = Sent(items[n].chat_id, answer)
                 continue
             error = answer if isinstance(answer, (TelegramError, BotUnauthorized)) else error_to_domain(answer, send=True)
-            error = keyed(error, items[n])
+            error = keyed(self.refused_unknown(items[n].chat_id, error), items[n])
             if error is None:  # not Telegram's answer: a bug building this item's request (not sent)
                 batch.outcomes[n] = answer
                 continue

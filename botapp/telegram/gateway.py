@@ -224,7 +224,8 @@ class MessageTooOld(TelegramError):
 
 
 class PeerUnknown(ChatNotFound):
-    """A user the bot has never seen (no access hash stored): nothing was sent."""
+    """A user addressed without an access hash (imported: none stored) whom Telegram does not let
+    the bot reach (PEER_ID_INVALID: they never started the bot): nothing was sent."""
 
 
 class ForwardsRestricted(TelegramError):

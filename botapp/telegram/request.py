@@ -51,6 +51,12 @@ from botapp.telegram.limits import USER_ID_MAX
 log = logging.getLogger(__name__)
 
 KNOWN_PEERS_MAX = 20_000  # users whose access hash this process remembers handing to kurigram
+# The access hash a bot names a user with when it holds none (imported from another bot): Telegram's
+# own Bot API server does so (tdlib, ContactsManager::get_input_user and get_input_peer_user:
+# inputUser(user_id, 0) and inputPeerUser(user_id, 0) when the account is a bot), and every Bot API
+# bot messages its users by id alone. Telegram's answer decides: PEER_ID_INVALID for a user who
+# never started the bot (`refused_unknown`).
+ZERO_HASH = 0
 
 # A 420 whose name kurigram's table does not know (a new FLOOD_* name) reaches us as Flood with the
 # value "[420 NAME]": its seconds, when the name carries them, are the number in it.
@@ -189,6 +195,7 @@ class TelegramRequests:
         self.sleep = sleep
         self._known_peers: set[int] = set()
         self._peer_hashes: dict[int, int] = {}
+        self._zero_hash: set[int] = set()  # users this process addressed by id alone (ZERO_HASH)
 
     @property
     def policy(self) -> retry.CallPolicy:
@@ -286,7 +293,11 @@ class TelegramRequests:
                     raise
                 if again.wait:
                     self.sleep(again.wait)
-            except (TelegramError, BotUnauthorized):
+            except TelegramError as exc:
+                if chat_id is not None and (refused := self.refused_unknown(chat_id, exc)) is not exc:
+                    raise refused from exc
+                raise
+            except BotUnauthorized:
                 raise
             except Exception as exc:
                 if send:  # not Telegram's answer (a bug): raised as it is, and said to have maybe left
@@ -328,6 +339,7 @@ class TelegramRequests:
         if len(self._peer_hashes) >= KNOWN_PEERS_MAX:  # hashes of rows handed back, never sent
             self._peer_hashes.clear()
         self._peer_hashes.update((uid, h) for uid, h in access_hashes.items() if h is not None)
+        self._zero_hash.difference_update(uid for uid, h in access_hashes.items() if h is not None)
 
     def _peer_for(self, user_id: int) -> tuple[int, int] | int | None:
         """What to hand kurigram before calling, so that it never asks Telegram who the user is
@@ -343,11 +355,28 @@ class TelegramRequests:
         return user_id
 
     def _stored_peer(self, user_id: int) -> tuple[int, int]:
-        """The access hash runbot stored for a user kurigram's storage does not have."""
+        """The access hash runbot stored for a user kurigram's storage does not have; with none
+        stored (a user imported from another bot), ZERO_HASH, as Telegram's Bot API server does."""
         access_hash = self.peers(user_id) if self.peers is not None else None
         if access_hash is None:
-            raise PeerUnknown(f"user {user_id} has never written to the bot: no access hash")
+            self._addressed_by_id(user_id)
+            return user_id, ZERO_HASH
         return user_id, access_hash
+
+    def _addressed_by_id(self, user_id: int) -> None:
+        if len(self._zero_hash) >= KNOWN_PEERS_MAX:
+            self._zero_hash.clear()
+        self._zero_hash.add(user_id)
+
+    def refused_unknown(self, chat_id: int, error: BaseException) -> BaseException:
+        """`error` as the gateway says it: Telegram refusing a user addressed without an access
+        hash as a peer it does not know (PEER_ID_INVALID: they never started the bot) is
+        PeerUnknown, whose row is recorded as for a user who is not the bot's."""
+        if isinstance(error, ChatNotFound) and not isinstance(error, PeerUnknown) and chat_id in self._zero_hash:
+            unknown = PeerUnknown(f"user {chat_id} has not started the bot (Telegram: {error})"[:255])
+            unknown.__cause__ = error
+            return unknown
+        return error
 
     async def _knows(self, user_id: int) -> bool:
         try:
@@ -385,7 +414,8 @@ class TelegramRequests:
         if access_hash is None:
             if chat_id in self._known_peers or self._run(self._knows(chat_id)):
                 return None
-            raise PeerUnknown(f"user {chat_id} has never written to the bot: no access hash")
+            self._addressed_by_id(chat_id)
+            access_hash = ZERO_HASH
         return raw.types.InputPeerUser(user_id=chat_id, access_hash=access_hash)
 
     # --- requests on the wire ---------------------------------------------------------------------

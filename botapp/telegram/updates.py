@@ -65,7 +65,8 @@ async def access_hash_of(client: Client, user_id: int) -> int | None:
         peer = await client.storage.get_peer_by_id(user_id)
     except KeyError:
         return None
-    return getattr(peer, "access_hash", None)
+    # 0: only what a send to a user with no stored hash put there (request.ZERO_HASH), never theirs.
+    return getattr(peer, "access_hash", None) or None
 
 
 def forward_origin(m: ptypes.Message) -> tuple[int | None, int | None]:

@@ -29,11 +29,27 @@ def now_ts(server: ServerCore) -> int:
     return int(server.now().timestamp())
 
 
+# A bot may name a user with access hash 0: Telegram's own Bot API server (tdlib's
+# ContactsManager::get_input_user and get_input_peer_user) sends inputUser(id, 0) and
+# inputPeerUser(id, 0) from a bot for every user it holds no hash for, and Bot API bots message
+# their users by id alone. Which users Telegram lets a bot reach so is not documented: inferred,
+# and kept strict, as those who have a private chat with the bot (they started it) or who blocked
+# it (they answer USER_IS_BLOCKED, as with their hash); anyone else answers ZERO_HASH_UNREACHED,
+# the error Telegram gives for a peer it cannot resolve (the Bot API's "Bad Request: chat not
+# found" for a user who never started the bot is tdlib's PEER_ID_INVALID).
+ZERO_HASH = 0
+ZERO_HASH_UNREACHED = "PEER_ID_INVALID"
+
+
 def resolve_user(server: ServerCore, peer) -> User:
     if isinstance(peer, (raw.types.InputPeerUser, raw.types.InputUser)):
         user = server.users.get(peer.user_id)
         if user is not None and peer.access_hash == user.access_hash:
             return user
+        if peer.access_hash == ZERO_HASH:
+            if user is not None and (user.private_chat or user.blocked_bot):
+                return user
+            raise RpcFault(ZERO_HASH_UNREACHED)
     raise RpcFault("PEER_ID_INVALID")
 
 

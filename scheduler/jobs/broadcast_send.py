@@ -305,7 +305,7 @@ class BroadcastSendSweep:
         if isinstance(sent, Sent):
             return Result(delivery_id, broadcast_id, user_id, Status.SENT, message_id=sent.message_id)
         exc = sent
-        if isinstance(exc, PeerUnknown):  # no access hash: the user never wrote to the bot, nothing was sent
+        if isinstance(exc, PeerUnknown):  # addressed by id, Telegram said they never started the bot: nothing sent
             return Result(delivery_id, broadcast_id, user_id, Status.NOT_USER, error=str(exc)[:255])
         if isinstance(exc, CopyIncomplete):  # a message of several parts stopped partway: never sent again
             failure = send_failure(exc=exc.cause, unreachable_status=Status.BLOCKED)

@@ -12,7 +12,6 @@ from botapp import clock
 from botapp.models import BotSettings, ButtonClick, Sequence, SequenceMessage, SequenceStep, TelegramUser
 from scheduler.jobs.registry import job_run
 from tests.botapp.seed_drip import CHANNEL, ENV, FAREWELL, OTHER, USER, two_users_db
-from tests.factories import meet
 
 pytestmark = pytest.mark.django_db
 
@@ -75,9 +74,9 @@ def test_the_env_builds_the_campaign_and_a_user_who_clicked_join_channel_is_spar
         (USER, "verify", 1),
     ]
     # Both started the old bot (the same bot account) and so have a private chat with it; Courier
-    # is given the hash their /start carried (until issue 43 scope 1 addresses users without one).
-    for user_id in (USER, OTHER):
-        TelegramUser.objects.filter(telegram_id=user_id).update(access_hash=meet(telegram, user_id))
+    # never saw their updates, so it holds no access hash for them and addresses them by id alone.
+    telegram.users_meet([USER, OTHER])
+    assert list(TelegramUser.objects.filter(telegram_id__in=[USER, OTHER]).values_list("access_hash", flat=True)) == [None, None]
 
     for delay in (180, 1080, 7200):
         clock.clock_advance(joined + timedelta(seconds=delay) - clock.now())

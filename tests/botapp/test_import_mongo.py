@@ -12,7 +12,6 @@ from botapp import clock
 from botapp.models import BotSettings, DailyTokenCount, PendingDeletion, TelegramUser
 from botapp.telegram.gateway import TgUser
 from scheduler.jobs.registry import job_run
-from tests.factories import met_user
 
 pytestmark = pytest.mark.django_db
 
@@ -42,9 +41,10 @@ def export(path, docs, *, array=False):
 
 @pytest.fixture
 def old_bot_messages(telegram, gateway):
-    """Alice wrote to the bot (the same account the old bot ran on) and it sent her two files:
-    their message ids, as its pending_deletions hold them."""
-    met_user(telegram, telegram_id=ALICE, first_name="Alice")
+    """Alice started the old bot (the same account Courier now runs on) and it sent her two files:
+    their message ids, as its pending_deletions hold them. Courier never saw her updates: it has
+    no access hash for her, and reaches her by id alone."""
+    telegram.users_meet([ALICE])
     return [gateway.send_text(ALICE, text).message_id for text in ("file 1", "file 2")]
 
 
@@ -64,7 +64,7 @@ def test_a_pending_deletion_due_in_5_minutes_is_deleted_5_minutes_later_with_the
     out = run(tmp_path)
 
     assert out.splitlines() == [
-        "import_mongo: users: 1 read: 0 created, 0 updated, 1 skipped, 0 invalid",
+        "import_mongo: users: 1 read: 1 created, 0 updated, 0 skipped, 0 invalid",
         "pending_deletions: 1 read: 1 deletions scheduled, 0 already known, 0 with nothing to carry, 0 invalid",
     ]
     assert run(tmp_path).splitlines()[-1].startswith("pending_deletions: 1 read: 0 deletions scheduled, 1 already known")

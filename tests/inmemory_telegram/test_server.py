@@ -4,7 +4,7 @@ import pytest
 from django.conf import settings
 from pyrogram import raw
 
-from botapp.telegram.gateway import BadRequest, BotUnauthorized, Button, FloodWait, TgUser
+from botapp.telegram.gateway import BadRequest, BotUnauthorized, Button, ChatNotFound, FloodWait, TgUser, UserBlocked
 from botapp.telegram.request import on_loop
 from offline.telegram.clients import offline_gateway
 from offline.telegram.remote import RemoteTelegram
@@ -403,3 +403,31 @@ def test_a_difference_larger_than_the_clients_limit_is_too_long(telegram, raw_ga
     answer = difference(raw_gateway, pts=start["pts"], qts=start["qts"], pts_total_limit=5)
     assert isinstance(answer, raw.types.updates.DifferenceTooLong)
     assert len(difference(raw_gateway, pts=start["pts"], qts=start["qts"], pts_total_limit=6).new_messages) == 6
+
+
+def test_a_zero_access_hash_reaches_only_users_with_a_private_chat_with_the_bot(telegram, raw_gateway):
+    telegram.users_meet([3001])  # started the bot once (a private chat exists)
+    telegram.user_record(3002)  # a Telegram user who never started it
+    telegram.users_meet([3003])
+    telegram.block(3003)
+
+    def send(user_id):
+        peer = raw.types.InputPeerUser(user_id=user_id, access_hash=0)
+        query = raw.functions.messages.SendMessage(peer=peer, message="hi", random_id=user_id)
+        return raw_gateway._run(on_loop(raw_gateway.client.invoke, query))
+
+    send(3001)
+    assert [m.text for m in telegram.bot_messages(3001)] == ["hi"]
+    with pytest.raises(ChatNotFound, match="PEER_ID_INVALID"):
+        send(3002)
+    with pytest.raises(UserBlocked):
+        send(3003)
+    with pytest.raises(ChatNotFound, match="PEER_ID_INVALID"):  # a wrong hash that is not 0: as ever
+        raw_gateway._run(
+            on_loop(
+                raw_gateway.client.invoke,
+                raw.functions.messages.SendMessage(
+                    peer=raw.types.InputPeerUser(user_id=3001, access_hash=12345), message="hi", random_id=1
+                ),
+            )
+        )

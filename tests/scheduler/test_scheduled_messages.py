@@ -85,7 +85,7 @@ def test_two_uploaded_files_reach_three_listed_users_and_each_result_is_recorded
 @pytest.mark.django_db(transaction=True)
 def test_recipients_who_are_not_users_of_the_bot_are_recorded_without_a_send(telegram, gateway):
     ann = met_user(telegram)
-    imported = TelegramUserFactory()  # known to us, never wrote to the bot: no access hash
+    imported = TelegramUserFactory()  # known to us, no access hash, never started the bot: Telegram refuses
     gone = met_user(telegram)
     stopped = met_user(telegram, state="stopped")
     message = message_schedule(
@@ -101,7 +101,7 @@ def test_recipients_who_are_not_users_of_the_bot_are_recorded_without_a_send(tel
     assert [r["telegram_id"] for r in message_results(message=message)] == message.recipient_ids  # in list order
     found = results(message)
     assert found[ann.telegram_id] == ("sent", "")
-    assert found[imported.telegram_id][0] == "not_user" and "never written" in found[imported.telegram_id][1]
+    assert found[imported.telegram_id][0] == "not_user" and "PEER_ID_INVALID" in found[imported.telegram_id][1]
     assert found[gone.telegram_id] == ("not_user", "not a user of the bot")
     assert found[stopped.telegram_id] == ("skipped", "user is stopped")
     assert (message.total, message.sent, message.not_users, message.skipped, message.status) == (4, 1, 2, 1, "done")

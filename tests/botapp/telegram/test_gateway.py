@@ -207,12 +207,59 @@ def test_paid_sends_carry_the_flag_and_go_past_thirty_per_second(telegram, chat,
 # --- 4. peers: never a hidden resolution call ------------------------------------------------------------
 
 
-def test_a_user_the_bot_never_met_is_a_clear_failure_with_no_call(telegram, gateway, db):
-    TelegramUser.objects.create(telegram_id=3003, first_name="Imported")  # no access hash: never wrote to us
+def imported(telegram, user_id, *, started=True):
+    """A user imported from another bot: no access hash stored. `started`: they started the bot
+    before, under the old bot (a private chat with it exists on Telegram)."""
+    if started:
+        telegram.users_meet([user_id])  # their hash stays Telegram's: Courier never saw an update
+    TelegramUser.objects.create(telegram_id=user_id, first_name="Imported")
+
+
+def test_a_user_with_no_stored_hash_is_addressed_by_id_alone_in_one_call(telegram, gateway, db):
+    imported(telegram, 3003)
     start = len(telegram.calls)
-    with pytest.raises(PeerUnknown):
+    sent = gateway.send_text(3003, "hi", key="k1")
+    assert telegram.methods_called(start) == ["messages.SendMessage"]  # no users.getUsers first
+    assert telegram.message(3003, sent.message_id).text == "hi"
+
+
+def test_every_call_that_names_a_user_reaches_one_with_no_stored_hash(telegram, gateway, db):
+    imported(telegram, 3003)
+    posts = [telegram.post(STORAGE, f"part {i}", media=Media("document", f"p{i}.pdf")) for i in range(2)]
+    photo, video = telegram.file_id("photo"), telegram.file_id("video")
+
+    forwarded = gateway.copy_messages(3003, STORAGE, posts, key="fw")
+    copied = gateway.copy_messages(3003, STORAGE, posts[:1], caption="new", key="cp")
+    media = gateway.send_media(3003, Media("photo", photo), caption="a photo", key="md")
+    album = gateway.send_album(3003, [Media("photo", photo), Media("video", video)], key="al")
+    text = gateway.send_text(3003, "to edit")
+    gateway.edit_text(3003, text.message_id, "edited")
+
+    assert len(forwarded) == 2 and len(copied) == 1 and len(album) == 2
+    assert telegram.message(3003, copied[0].message_id).text == "new"
+    assert telegram.message(3003, media.message_id).text == "a photo"
+    assert telegram.message(3003, text.message_id).text == "edited"
+    ids = [s.message_id for s in [*forwarded, *copied, media, *album, text]]
+    assert gateway.delete_messages(3003, ids) == len(ids)
+    assert [m for m in telegram.bot_messages(3003) if not m.deleted] == []
+
+
+def test_telegram_refusing_a_user_addressed_by_id_is_said_as_telegram_said_it(telegram, gateway, db):
+    imported(telegram, 3003, started=False)  # never started the bot
+    imported(telegram, 3004)
+    telegram.block(3004)
+    imported(telegram, 3005)
+    telegram.deactivate(3005)
+
+    start = len(telegram.calls)
+    with pytest.raises(PeerUnknown, match="PEER_ID_INVALID"):
         gateway.send_text(3003, "hi")
-    assert telegram.methods_called(start) == []
+    assert telegram.methods_called(start) == ["messages.SendMessage"]  # asked once, not resolved
+    with pytest.raises(UserBlocked):
+        gateway.send_text(3004, "hi")
+    with pytest.raises(UserDeactivated):
+        gateway.send_text(3005, "hi")
+    assert [telegram.bot_messages(u) for u in (3003, 3004, 3005)] == [[], [], []]
 
 
 # --- 5. nothing kurigram raises escapes as a non-domain error ------------------------------------------

@@ -83,7 +83,7 @@ def test_each_item_gets_its_own_answer(telegram, users, worker):
     results = worker.send_many(items)
 
     assert isinstance(results[3], UserBlocked)
-    assert isinstance(results[8], PeerUnknown)  # nothing sent: no access hash
+    assert isinstance(results[8], PeerUnknown)  # addressed by id alone, Telegram said PEER_ID_INVALID
     assert worker.counting.pauses == [(2, users[5].id, False)]  # the limiter's scope paused, the item asked again
     assert isinstance(results[5], Sent)
     assert [isinstance(r, Sent) for r in results] == [True, True, True, False, True, True, True, True, False]
