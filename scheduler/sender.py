@@ -14,7 +14,12 @@ import threading
 
 from django.conf import settings
 
+from botapp.config import bot_config_load
+from botapp.services.users import user_access_hash
+from botapp.telegram.client import client_configured
 from botapp.telegram.gateway import Gateway
+from botapp.telegram.limiter import BULK, RedisLimiter
+from botapp.telegram.pyrogram_gateway import PyrogramGateway
 
 log = logging.getLogger(__name__)
 
@@ -50,12 +55,6 @@ def _session_slot() -> str:
 
 
 def _build() -> Gateway:
-    from botapp.config import bot_config_load
-    from botapp.services.users import user_access_hash
-    from botapp.telegram.client import client_configured
-    from botapp.telegram.limiter import BULK, RedisLimiter
-    from botapp.telegram.pyrogram_gateway import PyrogramGateway
-
     config = bot_config_load()
     name = _session_slot()
     if settings.TELEGRAM_OFFLINE:
