@@ -16,10 +16,8 @@ from django.conf import settings
 
 from botapp.config import bot_config_load
 from botapp.services.users import user_access_hash
-from botapp.telegram.client import client_configured
 from botapp.telegram.gateway import Gateway
 from botapp.telegram.limiter import BULK, RedisLimiter
-from botapp.telegram.pyrogram_gateway import PyrogramGateway
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +53,11 @@ def _session_slot() -> str:
 
 
 def _build() -> Gateway:
+    # here: only a process that sends builds a gateway; the web, beat and every command import this
+    # module (through the job registry) and would load the kurigram client for nothing (~60 ms)
+    from botapp.telegram.client import client_configured
+    from botapp.telegram.pyrogram_gateway import PyrogramGateway
+
     config = bot_config_load()
     name = _session_slot()
     if settings.TELEGRAM_OFFLINE:
