@@ -21,7 +21,7 @@ from botapp.models.sequences import START_PAYLOAD_RE
 from botapp.services.broadcasts import PREPARED_IN
 from botapp.services.composed import ComposedMessageForm
 from botapp.services.files import bot_username_cached, deep_link
-from botapp.services.messages import MAX_RECIPIENTS, AttachmentSpec, attachment_name_notes
+from botapp.services.messages import MAX_RECIPIENTS, AttachmentSpec, attachment_name_notes, message_results
 from botapp.telegram.limits import (
     BUTTON_TEXT_LENGTH,
     CHANNEL_ID_MAX,
@@ -230,8 +230,6 @@ class MessageDetailSerializer(MessageSerializer):
 
     @extend_schema_field(ResultSerializer(many=True))
     def get_results(self, obj):
-        from botapp.services.messages import message_results
-
         return message_results(message=obj)
 
 

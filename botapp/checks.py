@@ -1,6 +1,7 @@
 """System checks (`manage.py check`, and every command that runs them): Courier's SQL is written for
 PostgreSQL (arrays, `unnest`, `DISTINCT ON`, `SKIP LOCKED`), in production, tests and the sandbox alike."""
 
+from django.conf import settings
 from django.core.checks import Error, register
 from django.db import connections
 
@@ -33,8 +34,6 @@ def secret_key_is_set(app_configs=None, **kwargs):
 def telegram_limits_are_sane(app_configs=None, **kwargs):
     """The send limits every process shares: a headroom over 1 or a span under a second lets more
     through than Telegram allows (FloodWaits for every sender); a rate of 0 sends nothing."""
-    from django.conf import settings
-
     problems = []
     for name in ("TELEGRAM_RATE", "TELEGRAM_PAID_RATE"):
         if not getattr(settings, name) > 0:

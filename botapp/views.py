@@ -1,5 +1,7 @@
+import hmac
 import logging
 import math
+import os
 
 import redis
 from django.conf import settings
@@ -10,9 +12,13 @@ from django.template.response import TemplateResponse
 from django.utils import timezone
 from django.views import defaults
 from django.views.decorators.http import require_GET
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest, multiprocess
+from prometheus_client.core import GaugeMetricFamily
 
+from botapp import clock
 from botapp.login_throttle import Lock, login_lock
 from botapp.models import BotSettings
+from botapp.services.backlog import backlog_read
 from botapp.services.outgoing import ClickLinkExpired, click_record
 
 log = logging.getLogger(__name__)
@@ -134,9 +140,6 @@ def metrics(request):
     """Prometheus' text format: what every process counted (multiprocess mode, botapp/metrics.py)
     and the work waiting in the database. Off (404) unless METRICS_TOKEN or METRICS_ALLOWED_IPS is
     set; then a request needs `Authorization: Bearer <METRICS_TOKEN>` or an allowed address."""
-    import hmac
-    import os
-
     token, addresses = settings.METRICS_TOKEN, settings.METRICS_ALLOWED_IPS
     if not (token or addresses):
         return HttpResponse("Not found\n", status=404, content_type="text/plain")
@@ -146,7 +149,6 @@ def metrics(request):
     if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         log.error("/metrics is enabled but PROMETHEUS_MULTIPROC_DIR is not set: the processes' counts cannot be added up")
         return HttpResponse("PROMETHEUS_MULTIPROC_DIR is not set\n", status=503, content_type="text/plain")
-    from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest, multiprocess
 
     registry = CollectorRegistry()
     multiprocess.MultiProcessCollector(registry)
@@ -158,11 +160,6 @@ class _BacklogCollector:
     """The database's queues, read at scrape time (botapp/services/backlog.py)."""
 
     def collect(self):
-        from prometheus_client.core import GaugeMetricFamily
-
-        from botapp import clock
-        from botapp.services.backlog import backlog_read
-
         rows = GaugeMetricFamily("courier_backlog_rows", "Rows due now and not done, by queue", labels=["queue"])
         late = GaugeMetricFamily(
             "courier_backlog_oldest_late_seconds", "How long the oldest row due has been waiting, by queue", labels=["queue"]

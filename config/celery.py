@@ -4,6 +4,8 @@ import os
 
 from celery import Celery
 from celery.signals import setup_logging
+from django.conf import settings
+from django.utils.log import configure_logging
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -16,7 +18,4 @@ app.autodiscover_tasks()
 def logging_from_django(**kwargs):
     """Worker and beat log like every other process: Django's LOGGING (root at LOG_LEVEL, to
     stderr). With a receiver here Celery leaves logging alone, so `--loglevel` has no effect."""
-    from django.conf import settings
-    from django.utils.log import configure_logging
-
     configure_logging(settings.LOGGING_CONFIG, settings.LOGGING)

@@ -18,6 +18,12 @@ import logging
 import re
 from typing import Any
 
+import sentry_sdk
+from django.conf import settings
+from sentry_sdk.integrations.celery import CeleryIntegration
+from sentry_sdk.integrations.django import DjangoIntegration
+from sentry_sdk.integrations.logging import LoggingIntegration
+
 FILTERED = "[Filtered]"
 # Settings whose values never leave the host, wherever they turn up (a message, a URL, a log line).
 SECRET_SETTINGS = (
@@ -38,11 +44,6 @@ USER_FIELDS = {"text", "caption", "html", "first_name", "last_name", "username",
 def error_reports_init(*, dsn: str, environment: str, release: str = "", transport: Any = None) -> None:
     """Report errors of this process to `dsn`. `transport`: where events go instead of the network
     (tests)."""
-    import sentry_sdk
-    from sentry_sdk.integrations.celery import CeleryIntegration
-    from sentry_sdk.integrations.django import DjangoIntegration
-    from sentry_sdk.integrations.logging import LoggingIntegration
-
     sentry_sdk.init(
         dsn=dsn,
         environment=environment,
@@ -69,16 +70,12 @@ def scrub(event: dict, hint: dict | None = None) -> dict:
     """The event with every secret value, token-shaped string and user-written field replaced, and
     the texts of the update it happened in (runbot's UpdatePump names them under the extra
     ERROR_REPORTS_TEXTS_EXTRA)."""
-    from django.conf import settings  # settings import this module while they are being read
-
     extra = (event.get("extra") or {}).pop(settings.ERROR_REPORTS_TEXTS_EXTRA, None)
     hidden = [t for t in extra or [] if isinstance(t, str) and t.strip()]
     return _clean(event, sorted(_secrets() + hidden, key=len, reverse=True))
 
 
 def _secrets() -> list[str]:
-    from django.conf import settings
-
     values = []
     for name in SECRET_SETTINGS:
         try:

@@ -6,6 +6,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import environ
+from django.urls import reverse_lazy
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
@@ -362,8 +363,6 @@ DELIVERY_RETENTION_DAYS = env.int("DELIVERY_RETENTION_DAYS", default=30)
 
 # --- The operator console (django-unfold): its navigation, by task; the home dashboard. ---
 def _nav(title, icon, link, permission=None):
-    from django.urls import reverse_lazy
-
     item = {"title": title, "icon": icon, "link": reverse_lazy(link)}
     if permission:
         item["permission"] = permission

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 from pyrogram import raw
 
+from botapp.admin.sequences import SequenceStepForm
+from botapp.models import Sequence
 from botapp.telegram.gateway import Media
 from inmemory_telegram.server import TelegramServer
+from offline.sandbox import setting_edit
 
 POSTS_CHANNEL = -1001000000002
 PAYLOAD = "campaign_x"
@@ -48,10 +51,6 @@ def campaign_demo_setup(telegram: TelegramServer) -> str:
     """The posts channel with its posts, Bot settings naming it (the welcome is its first post)
     and the sequence for the campaign payload; returns the payload. Raises DemoRefused when a
     form refuses something (the forms are the operator's checks: the demo passes them)."""
-    from botapp.admin.sequences import SequenceStepForm
-    from botapp.models import Sequence
-    from offline.sandbox import setting_edit
-
     telegram.create_channel(POSTS_CHANNEL, title="Campaign X posts")
     ids = [
         telegram.post(

@@ -42,7 +42,13 @@ from datetime import datetime, timedelta
 from typing import TextIO
 from urllib.parse import parse_qs, urlparse
 
+from django.forms import modelform_factory
+
 from botapp import clock
+from botapp.admin.files import LINK_SETTINGS
+from botapp.admin.settings_form import BotSettingsForm
+from botapp.models import BotSettings, ForceSubChannel, Sequence, StoredFile
+from botapp.services.files import file_store
 from botapp.services.outgoing import ClickLinkExpired, click_record, click_token_of
 from botapp.signals import broadcast_queued
 from botapp.telegram.console import console_gateway_use
@@ -329,8 +335,6 @@ class Sandbox:
         return not problem
 
     def channel_lost(self, which: str) -> bool:
-        from botapp.models import BotSettings
-
         chat_id = self.storage_channel_id if which == "storage" else BotSettings.load().backup_channel_id
         if not chat_id:
             self.note("no backup channel is set: 'set backup_channel_id -100…' first")
@@ -375,16 +379,12 @@ class Sandbox:
         return True
 
     def post_link_note(self, message_id: int) -> None:
-        from botapp.models import StoredFile
-
         stored = StoredFile.objects.filter(source_chat_id=self.storage_channel_id, message_ids=[message_id]).first()
         if stored is not None:
             self.note(f"its share link opens the bot with '/start {stored.share_id}'", share_id=stored.share_id)
 
     def forcesub(self, title: str, ttl, *, requests: bool) -> None:
         """A force-subscribe channel (a new one in the in-memory Telegram, with the bot an admin)."""
-        from botapp.models import ForceSubChannel
-
         chat_id = FORCESUB_FIRST - ForceSubChannel.objects.count()
         self.telegram.create_channel(chat_id, title=title)
         minutes = int(ttl.total_seconds() // 60)
@@ -509,9 +509,6 @@ def demo_setup(telegram: TelegramServer, *, storage_channel_id: int):
     onboarding sequence (after 10 min a tracked channel button; after 60 min a reminder only for
     users who did not tap it), and a two-message batch in the sandbox's storage channel (a document
     and a note). Returns the file."""
-    from botapp.models import BotSettings, Sequence
-    from botapp.services.files import file_store
-
     sequence = Sequence.objects.create(name="Demo onboarding")
     sequence.steps.create(
         delay_seconds=600,
@@ -547,11 +544,6 @@ YES, NO = ("yes", "on", "true", "1"), ("no", "off", "false", "0")
 
 def setting_edit(*, field: str, value: str) -> str:
     """Set one Bot settings field through the settings page's own form; returns the problem, or ""."""
-    from django.forms import modelform_factory
-
-    from botapp.admin.settings_form import BotSettingsForm
-    from botapp.models import BotSettings
-
     conf = BotSettings.load()
     names = {f.name for f in BotSettings._meta.concrete_fields} - {"id", "bot_username"}
     if field not in names:
@@ -566,11 +558,6 @@ def setting_edit(*, field: str, value: str) -> str:
 
 def link_edit(*, share_id: str, field: str, value: str) -> str:
     """Set one of a stored file's own settings (as the admin's file form does); returns the problem, or ""."""
-    from django.forms import modelform_factory
-
-    from botapp.admin.files import LINK_SETTINGS
-    from botapp.models import StoredFile
-
     stored = StoredFile.objects.filter(share_id=share_id).first()
     if stored is None:
         return f"no stored file {share_id!r}"

@@ -15,6 +15,7 @@ from scheduler.dashboard import job_queued_mark, jobs_overview
 from scheduler.jobs.registry import JOBS
 from scheduler.models import BackgroundJob, JobRun
 from scheduler.stats import scheduler_stats
+from scheduler.tasks import TASKS
 
 log = logging.getLogger(__name__)
 
@@ -126,8 +127,6 @@ class BackgroundJobAdmin(InternalAdmin):
         return TemplateResponse(request, "admin/scheduler/jobs.html", context)
 
     def _run_now(self, request):
-        from scheduler.tasks import TASKS
-
         name = request.POST.get("job", "")
         if name not in JOBS:
             messages.error(request, f"Unknown job {name!r}.")

@@ -4,6 +4,7 @@ the home dashboard (dashboard_callback, django-unfold's DASHBOARD_CALLBACK)."""
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from dataclasses import dataclass
@@ -12,9 +13,18 @@ from datetime import UTC, datetime, timedelta
 import redis
 from cron_descriptor import Options, get_description
 from django.conf import settings
+from django.db.models import Count
+from django.db.models.functions import TruncDate
+from django.urls import reverse
 from django.utils import timezone
+from django_celery_beat.models import PeriodicTask
 
 from botapp import clock
+from botapp.models import Broadcast, DailyStat, TelegramUser
+from botapp.services.autodelete import deletions_expired_count
+from botapp.services.health import broker_problem, database_problem, processes_state, redis_problem
+from botapp.services.stats import counters_flush
+from botapp.services.users import user_counts
 from scheduler.jobs.registry import JOBS, Job
 from scheduler.models import JobRun
 
@@ -117,8 +127,6 @@ class JobRow:
 
 
 def jobs_overview() -> list[JobRow]:
-    from django_celery_beat.models import PeriodicTask
-
     tasks = {
         t.task: t
         for t in PeriodicTask.objects.select_related("crontab", "interval").filter(task__in=[j.task_name for j in JOBS.values()])
@@ -197,11 +205,6 @@ def _series(days: list, values: dict, label: str) -> dict:
 def dashboard_charts() -> dict:
     """The last CHART_DAYS days (the operator's time zone), as Chart.js data for unfold's chart
     components: new users per day, and deliveries, verifications and bypasses per day."""
-    from django.db.models import Count
-    from django.db.models.functions import TruncDate
-
-    from botapp.models import DailyStat, TelegramUser
-
     today = clock.today()
     days = [today - timedelta(days=n) for n in range(CHART_DAYS - 1, -1, -1)]
     zone = timezone.get_current_timezone()
@@ -230,8 +233,6 @@ def dashboard_charts() -> dict:
 def dashboard_health() -> list[dict]:
     """One line per thing that must run: the bot, workers, beat (heartbeats), Redis, the database
     and the task queue; each ok or not, with a sentence."""
-    from botapp.services.health import broker_problem, database_problem, processes_state, redis_problem
-
     state = processes_state()
     lines = [
         {"name": "Bot (runbot)", "ok": state["bot"].ok, "text": state["bot"].summary},
@@ -247,15 +248,6 @@ def dashboard_callback(request, context: dict) -> dict:
     """The console's home page (django-unfold's DASHBOARD_CALLBACK): users, 30-day charts,
     broadcasts being sent, jobs that failed or missed their run, the health of every process, and
     deletions Telegram's 48 h window closed on (their messages are still in the chats)."""
-    import json
-
-    from django.urls import reverse
-
-    from botapp.models import Broadcast
-    from botapp.services.autodelete import deletions_expired_count
-    from botapp.services.stats import counters_flush
-    from botapp.services.users import user_counts
-
     counters_flush()  # today's deliveries wait as counter entries until the next flush
     counts = user_counts()
     charts = dashboard_charts()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 
+from botapp.services.health import heartbeat_forget, heartbeat_start
 from scheduler.jobs.registry import JOBS
 from scheduler.tasks import TASKS, backup_files, send_broadcast_test
 from scheduler.wakeup import wakeup_arm
@@ -51,16 +52,12 @@ _beating: dict[str, object] = {}
 
 def worker_heartbeat_start(sender=None, **kwargs) -> None:
     """celery's worker_ready: beat until the worker shuts down."""
-    from botapp.services.health import heartbeat_start
-
     name = getattr(sender, "hostname", "") or ""
     _beating["worker"] = (heartbeat_start(process="worker", name=name), name)
 
 
 def worker_heartbeat_stop(sender=None, **kwargs) -> None:
     """celery's worker_shutdown: a worker stopped cleanly is gone at once, not stale later."""
-    from botapp.services.health import heartbeat_forget
-
     if entry := _beating.pop("worker", None):
         stop, name = entry
         stop.set()
@@ -69,6 +66,4 @@ def worker_heartbeat_stop(sender=None, **kwargs) -> None:
 
 def beat_heartbeat_start(sender=None, **kwargs) -> None:
     """celery's beat_init: beat for as long as beat runs (a stopped beat goes stale)."""
-    from botapp.services.health import heartbeat_start
-
     _beating["beat"] = (heartbeat_start(process="beat"), "")

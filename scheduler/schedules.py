@@ -7,13 +7,12 @@ from __future__ import annotations
 import zoneinfo
 
 from django.conf import settings
+from django_celery_beat.models import CrontabSchedule, PeriodicTask
+
+from scheduler.jobs.registry import JOBS
 
 
 def schedules_install(**kwargs) -> list[str]:
-    from django_celery_beat.models import CrontabSchedule, PeriodicTask
-
-    from scheduler.jobs.registry import JOBS
-
     created = []
     for job in JOBS.values():
         if PeriodicTask.objects.filter(task=job.task_name).exists():

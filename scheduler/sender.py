@@ -14,7 +14,10 @@ import threading
 
 from django.conf import settings
 
+from botapp.config import bot_config_load
+from botapp.services.users import user_access_hash
 from botapp.telegram.gateway import Gateway
+from botapp.telegram.limiter import BULK, RedisLimiter
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +53,9 @@ def _session_slot() -> str:
 
 
 def _build() -> Gateway:
-    from botapp.config import bot_config_load
-    from botapp.services.users import user_access_hash
+    # here: only a process that sends builds a gateway; the web, beat and every command import this
+    # module (through the job registry) and would load the kurigram client for nothing (~60 ms)
     from botapp.telegram.client import client_configured
-    from botapp.telegram.limiter import BULK, RedisLimiter
     from botapp.telegram.pyrogram_gateway import PyrogramGateway
 
     config = bot_config_load()

@@ -5,6 +5,11 @@ import logging
 
 from celery import shared_task
 
+from botapp.config import admin_ids_load
+from botapp.models import Broadcast
+from botapp.services.broadcasts import broadcast_test_send
+from scheduler import sender
+from scheduler.dashboard import job_queued_taken
 from scheduler.jobs.registry import JOBS, job_run
 from scheduler.wakeup import wakeup_after_run, wakeup_current, wakeup_linger
 
@@ -15,8 +20,6 @@ def _task_for(name: str):
     @shared_task(name=f"scheduler.{name}", acks_late=True, ignore_result=True)
     def run(trigger: str = "beat", wakeup: str | None = None) -> str:
         if trigger == "admin":  # "Run now": the jobs page stops showing it as queued
-            from scheduler.dashboard import job_queued_taken
-
             job_queued_taken(name=name)
         if wakeup is not None and not wakeup_current(job=name, token=wakeup):
             return "superseded by an earlier wake-up"  # which does this work
@@ -39,19 +42,12 @@ TASKS = {name: _task_for(name) for name in JOBS}
 @shared_task(name="scheduler.send_broadcast_test", ignore_result=True)
 def send_broadcast_test(broadcast_id: int) -> str:
     """The admin's "Send a test to the admins": through a worker, which holds a Telegram session."""
-    from botapp.config import admin_ids_load
-    from botapp.models import Broadcast
-    from botapp.services.broadcasts import broadcast_test_send
-    from scheduler.sender import worker_gateway
-
     broadcast = Broadcast.objects.get(pk=broadcast_id)
-    results = broadcast_test_send(gateway=worker_gateway(), broadcast=broadcast, chat_ids=admin_ids_load())
+    results = broadcast_test_send(gateway=sender.worker_gateway(), broadcast=broadcast, chat_ids=admin_ids_load())
     return f"test of broadcast {broadcast_id} delivered to {sum(r['ok'] for r in results)} of {len(results)} admin(s)"
 
 
 @shared_task(name="scheduler.backup_files", ignore_result=True)
 def backup_files(share_ids: list[str]) -> str:
     """The admin's "Back up now": these files (those still without a backup) to the backup channel."""
-    from scheduler.sender import worker_gateway
-
-    return str(job_run("backfill_backups", trigger="admin", gateway=worker_gateway(), share_ids=share_ids))
+    return str(job_run("backfill_backups", trigger="admin", gateway=sender.worker_gateway(), share_ids=share_ids))

@@ -4,6 +4,7 @@ backup channel is a channel other than the storage one, and the shortener key is
 once saved. The admin page and the sandbox's `set` use this one form."""
 
 import string
+from urllib.parse import urlsplit
 
 from django import forms
 from django.core.exceptions import ValidationError
@@ -75,8 +76,6 @@ class BotSettingsForm(forms.ModelForm):
             self.fields["shortener_api_key"].widget.attrs["placeholder"] = "•••••••• (set)"
 
     def clean_shortener_api_url(self):
-        from urllib.parse import urlsplit
-
         url = (self.cleaned_data.get("shortener_api_url") or "").strip()
         if url and url.lower() != "none":
             parts = urlsplit(url)

@@ -7,7 +7,9 @@ from django.db import models
 from django.db.models import Q
 
 from botapp import clock
+from botapp.config import storage_channel_load
 from botapp.models.ranges import channel_id_validate
+from botapp.models.settings import BotSettings
 from botapp.models.users import TelegramUser
 
 # An expiring invite link lives at most this long: a year (inferred bound; Telegram documents none).
@@ -125,8 +127,6 @@ class ForceSubChannel(models.Model):
 
     def clean(self):
         errors = {}
-        from botapp.config import storage_channel_load
-        from botapp.models.settings import BotSettings
 
         if self.chat_id is not None and self.chat_id >= 0:
             errors["chat_id"] = "A channel id is negative, like -1001234567890 (forward a post to @userinfobot to see it)."

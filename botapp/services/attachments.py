@@ -13,6 +13,7 @@ import logging
 import mimetypes
 from dataclasses import dataclass
 
+from django.core.files.storage import storages
 from django.db import transaction
 
 from botapp import clock
@@ -78,8 +79,6 @@ def _cancel(attachment: BroadcastAttachment, error: str) -> None:
 def unreadable_error(*, name: str, exc: OSError) -> str:
     """What the message's page says when this process cannot read a stored file: where it looked,
     and the usual cause (a worker on another host than the web, with a local MEDIA_ROOT)."""
-    from django.core.files.storage import storages
-
     storage = storages["default"]
     where = getattr(storage, "bucket_name", None) or getattr(storage, "location", "")
     reason = "not found" if isinstance(exc, FileNotFoundError) else "permission denied"

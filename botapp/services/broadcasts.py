@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.core.exceptions import ValidationError
+from django.core.files import File
 from django.db import connection, transaction
 from django.db.models import Exists, F, OuterRef
 
 from botapp import clock
-from botapp.models import BotSettings, Broadcast, BroadcastDelivery, TelegramUser
+from botapp.models import BotSettings, Broadcast, BroadcastAttachment, BroadcastDelivery, TelegramUser
 from botapp.services.audit import audit_record
 from botapp.services.broadcast_copy import MessageCopy, message_pin
 from botapp.services.outgoing import Outgoing
@@ -142,10 +143,6 @@ def broadcast_duplicate(*, broadcast: Broadcast) -> Broadcast:
     (a scheduled message's files: Telegram's file id, or a copy of a file not uploaded yet), copied
     messages, protection, pin, lifetime, kind and audience (every active user, the listed users, or
     a start payload's). Titled as a copy; its schedule, counters and test results start empty."""
-    from django.core.files import File
-
-    from botapp.models import BroadcastAttachment
-
     with transaction.atomic():
         copy = Broadcast.objects.create(
             title=f"{broadcast.title} (copy)"[:255],

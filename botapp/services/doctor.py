@@ -15,11 +15,22 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import redis
+from celery import current_app
 from django.conf import settings
+from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
+from django.core.files.base import ContentFile
+from django.core.files.storage import storages
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
 
 from botapp.config import ConfigError, admin_ids_load, bot_config_load, env_aliases_found
+from botapp.models import BotSettings, ForceSubChannel
+from botapp.services.health import database_problem, processes_state
+from botapp.services.shortener import DirectLinks, ShortenerError, shortener_for
 from botapp.telegram.gateway import BotUnauthorized, ChatRights, Gateway, TelegramError
 
 log = logging.getLogger(__name__)
@@ -70,9 +81,6 @@ def _fail(area: str, name: str, text: str) -> Finding:
 
 def doctor_settings() -> list[Finding]:
     """SECRET_KEY, DEBUG, ALLOWED_HOSTS, HTTPS, and whatever else `check --deploy` reports."""
-    from django.core import checks
-    from django.core.exceptions import ImproperlyConfigured
-
     a = "settings"
     found = []
     try:
@@ -117,8 +125,6 @@ def doctor_settings() -> list[Finding]:
 
 def _reporting() -> list[Finding]:
     """/metrics and error reports: off is fine; on needs what they need."""
-    from urllib.parse import urlsplit
-
     a = "settings"
     found = []
     if not (settings.METRICS_TOKEN or settings.METRICS_ALLOWED_IPS):
@@ -163,9 +169,6 @@ def _https() -> Finding:
 
 def doctor_database() -> list[Finding]:
     """PostgreSQL answers, and every migration is applied."""
-    from django.db import connection
-    from django.db.migrations.executor import MigrationExecutor
-
     a = "database"
     try:
         connection.ensure_connection()
@@ -223,8 +226,6 @@ def _redis_checks(label: str, url: str) -> list[Finding]:
 
 
 def _where(url: str) -> str:
-    from urllib.parse import urlsplit
-
     parts = urlsplit(url)
     return f"{parts.hostname or 'localhost'}:{parts.port or 6379}{parts.path or ''}"
 
@@ -271,10 +272,6 @@ def _eviction(client: redis.Redis, label: str) -> Finding:
 
 def doctor_celery() -> list[Finding]:
     """A Celery worker answers a ping; beat and runbot beat their hearts, one of each."""
-    from celery import current_app
-
-    from botapp.services.health import processes_state
-
     a = "celery"
     found = []
     try:
@@ -322,8 +319,6 @@ def doctor_telegram(*, gateway_open: Callable[[], Gateway]) -> list[Finding]:
     """The configuration is complete, the token signs in, and every channel the bot uses exists and
     has the bot as an admin with the rights it needs. `gateway_open()` signs in and returns a
     started gateway (stopped here)."""
-    from botapp.models import BotSettings, ForceSubChannel
-
     a = "telegram"
     try:
         config = bot_config_load()
@@ -397,9 +392,6 @@ def _short(exc: BaseException) -> str:
 
 def doctor_shortener() -> list[Finding]:
     """The shortener in Bot settings shortens a test link (its key accepted)."""
-    from botapp.models import BotSettings
-    from botapp.services.shortener import DirectLinks, ShortenerError, shortener_for
-
     conf = BotSettings.load()
     shortener = shortener_for(api_url=conf.shortener_api_url, api_key=conf.shortener_api_key)
     if isinstance(shortener, DirectLinks):
@@ -418,11 +410,6 @@ def doctor_shortener() -> list[Finding]:
 def doctor_media() -> list[Finding]:
     """The storage of uploaded files (STORAGES["default"]) can be written, read and deleted from
     here; a local folder used by workers on other hosts is named."""
-    from django.core.files.base import ContentFile
-    from django.core.files.storage import storages
-
-    from botapp.services.health import processes_state
-
     a = "media"
     default_storage = storages["default"]
     backend = type(default_storage).__name__
@@ -549,7 +536,5 @@ NEEDS_DATABASE = ("telegram", "shortener")  # Bot settings and force-subscribe c
 
 
 def _database_answers(found: list[Finding]) -> bool:
-    from botapp.services.health import database_problem
-
     checked = [f for f in found if f.area == "database" and f.name == "PostgreSQL"]
     return checked[0].ok if checked else not database_problem()

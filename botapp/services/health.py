@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 
 import redis
+from celery import current_app
 from django.conf import settings
 from django.db import connection
 
@@ -115,8 +116,6 @@ def processes_state() -> dict[str, ProcessState]:
 
 def broker_problem() -> str:
     """Empty when the Celery broker (the task queue) answers; otherwise one sentence for the operator."""
-    from celery import current_app  # the project's Celery app (config/celery.py), whatever its broker
-
     try:
         with current_app.connection_for_write() as conn:
             conn.ensure_connection(

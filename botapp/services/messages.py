@@ -16,11 +16,13 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from html import unescape
 
 from django.core.exceptions import ValidationError
 from django.core.files import File
 from django.db import connection, transaction
 from django.utils import timezone
+from django.utils.html import strip_tags
 
 from botapp import clock
 from botapp.models import Broadcast, BroadcastAttachment, BroadcastDelivery, TelegramUser
@@ -339,10 +341,6 @@ def _attach_rows(message: Broadcast, attachments: Sequence[AttachmentSpec], writ
 def _title(text: str, attachments: Sequence[AttachmentSpec]) -> str:
     """The operators' title when the caller gave none: the text's first line as users read it
     (Telegram HTML's tags and entities gone), or how many files."""
-    from html import unescape
-
-    from django.utils.html import strip_tags
-
     plain = unescape(strip_tags(text)).strip()
     first_line = plain.splitlines()[0].strip() if plain else ""
     return first_line[:80] or f"{len(attachments)} attachment(s)"

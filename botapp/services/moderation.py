@@ -12,10 +12,13 @@ from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.db.models import Q
+from django.utils.html import escape
 
 from botapp import clock
+from botapp.config import admin_ids_load
 from botapp.models import AdminCommand, TelegramUser, UserBan
 from botapp.services.audit import audit_record
+from botapp.services.premium import moment_text
 
 
 def ban_in_force_q(*, now: datetime) -> Q:
@@ -58,8 +61,6 @@ def users_ban(
     whom the bot refuses to ban too, and users whose ban in force lasts longer (a /ban until
     /unban is not cut down to `duration`). Returns how many were banned, the admins left alone,
     and the users already banned for longer."""
-    from botapp.config import admin_ids_load
-
     admins = admin_ids_load()
     ends = clock.now() + duration
     banned, skipped, longer = 0, [], []
@@ -111,10 +112,6 @@ def admin_command_record(*, admin_id: int, command: str, arguments: str, ok: boo
 
 def ban_notice(*, ban: UserBan) -> str:
     """What a banned user is told when they open a file link."""
-    from django.utils.html import escape
-
-    from botapp.services.premium import moment_text
-
     until = f"until {moment_text(moment=ban.until)}" if ban.until else "by an admin"
     reason = f" Reason: {escape(ban.reason)}" if ban.reason else ""
     return f"🚫 You are banned {until}: files cannot be sent to you.{reason}"

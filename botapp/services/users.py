@@ -10,7 +10,7 @@ from django.db.models import Count
 
 from botapp import clock
 from botapp.db import row_by
-from botapp.models import SequenceMessage, TelegramUser
+from botapp.models import ChannelJoinRequest, SequenceMessage, TelegramUser
 from botapp.telegram.gateway import TgUser, UserBlocked, UserDeactivated
 from botapp.telegram.limits import START_PAYLOAD_LENGTH, USERNAME_LENGTH
 
@@ -202,8 +202,6 @@ def user_counts() -> dict:
 def join_request_record(*, channel_id: int, user_id: int) -> None:
     """The user asked to join a join-request-mode channel: from now on they count as subscribed to
     it. Recorded once however often Telegram says so."""
-    from botapp.models import ChannelJoinRequest
-
     ChannelJoinRequest.objects.get_or_create(channel_id=channel_id, user_id=user_id)
 
 

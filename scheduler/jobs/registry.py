@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from botapp import clock
 from botapp.metrics import JOB_RUN_SECONDS, JOB_RUNS
+from scheduler import sender
 from scheduler.models import JobRun
 
 log = logging.getLogger(__name__)
@@ -105,9 +106,7 @@ def _job_work(job: Job, run: JobRun, *, gateway, scope: dict, linger: Lingering 
     name = job.name
     try:
         if job.needs_gateway and gateway is None:
-            from scheduler.sender import worker_gateway
-
-            gateway = worker_gateway()
+            gateway = sender.worker_gateway()
         outcome = job.func(gateway=gateway, dry_run=False, **scope)
         if linger is not None and job.due_next is not None:
             outcome = linger(job, outcome, lambda: job.func(gateway=gateway, dry_run=False, **scope))

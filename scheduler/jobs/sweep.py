@@ -23,6 +23,7 @@ from django.conf import settings
 from django.db import close_old_connections
 
 from botapp.telegram.gateway import BotUnauthorized
+from botapp.telegram.limiter import global_rate, send_batch_size
 from scheduler.jobs.registry import Outcome
 
 log = logging.getLogger(__name__)
@@ -276,8 +277,6 @@ ANSWER_TIME = 0.25
 
 
 def sends_in_flight(rate: float | None = None) -> int:
-    from botapp.telegram.limiter import global_rate
-
     if settings.SENDS_IN_FLIGHT:
         return settings.SENDS_IN_FLIGHT
     return max(4, min(256, math.ceil((global_rate() if rate is None else rate) * ANSWER_TIME)))
@@ -298,8 +297,6 @@ def sends_sweep(job, *, batch_size: int, time_budget: float, rate: float | None 
     sends_in_flight(rate) sends in flight, in groups of the limiter's batch when the job sends in
     batches (work_many: pairs at the free rate), recording every second or RECORD_ROWS results,
     whichever takes longer."""
-    from botapp.telegram.limiter import global_rate, send_batch_size
-
     group = send_batch_size(rate) if getattr(job, "work_many", None) is not None else 1
     pace = global_rate() if rate is None else rate
     flush_interval = max(1.0, RECORD_ROWS / pace)

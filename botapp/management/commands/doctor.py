@@ -8,7 +8,10 @@ import sys
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from botapp.config import bot_config_load
 from botapp.services.doctor import AREAS, FAIL, WARN, doctor_run
+from botapp.telegram.client import client_configured
+from botapp.telegram.pyrogram_gateway import PyrogramGateway
 
 MARKS = {"ok": "✔", WARN: "!", FAIL: "✘"}
 
@@ -16,10 +19,6 @@ MARKS = {"ok": "✔", WARN: "!", FAIL: "✘"}
 def gateway_open():
     """A gateway signed in with the deployment's token on a session of its own, kept in memory:
     runbot's and the workers' session files are never touched."""
-    from botapp.config import bot_config_load
-    from botapp.telegram.client import client_configured
-    from botapp.telegram.pyrogram_gateway import PyrogramGateway
-
     client = client_configured(bot_config_load(), name="doctor", no_updates=True, in_memory=True)
     gateway = PyrogramGateway.in_thread(client, max_flood_wait=settings.TELEGRAM_MAX_FLOOD_WAIT)
     try:

@@ -11,8 +11,19 @@ from collections.abc import Callable
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
+from django.db import connection
 
+from botapp.bot.router import Router
 from botapp.config import ConfigError, bot_config_load
+from botapp.services.files import bot_username_record
+from botapp.services.health import heartbeat_start
+from botapp.services.posts_commands import posts_command_channels
+from botapp.services.updates import UpdatePositions
+from botapp.services.users import user_access_hash
+from botapp.telegram.client import client_configured, client_start
+from botapp.telegram.limiter import RedisLimiter
+from botapp.telegram.pyrogram_gateway import PyrogramGateway
+from botapp.telegram.updates import UpdatePump
 
 log = logging.getLogger("botapp.runbot")
 
@@ -60,16 +71,6 @@ class Command(BaseCommand):
 
     async def serve(self, config, *, threads: int, ready: Callable[[str], object] | None = None) -> None:
         """Serve until SIGTERM or SIGINT; `ready(username)` once updates are being handled."""
-        from botapp.bot.router import Router
-        from botapp.services.files import bot_username_record
-        from botapp.services.health import heartbeat_start
-        from botapp.services.updates import UpdatePositions
-        from botapp.services.users import user_access_hash
-        from botapp.telegram.client import client_configured, client_start
-        from botapp.telegram.limiter import RedisLimiter
-        from botapp.telegram.pyrogram_gateway import PyrogramGateway
-        from botapp.telegram.updates import UpdatePump
-
         # As many updates in flight as handler threads: kurigram's default (cores + 4) would
         # cap them below the pool, or queue them inside kurigram where no one sees them.
         client = client_configured(config, name="bot", no_updates=False, workers=threads)
@@ -117,10 +118,6 @@ class Command(BaseCommand):
 def _posts_channels() -> frozenset[int]:
     """The posts commands' channels (runbot hears their posts), on a thread of the loop's executor:
     its connection is closed after, as no later call there would."""
-    from django.db import connection
-
-    from botapp.services.posts_commands import posts_command_channels
-
     try:
         return posts_command_channels()
     finally:

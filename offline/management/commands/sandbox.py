@@ -12,13 +12,27 @@ import logging
 import sys
 from datetime import timedelta
 
+import psycopg
+from celery import current_app
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
+from django.db import connection
+from django.test.utils import override_settings
 from django.utils import timezone
 
+from botapp import clock
+from botapp.bot.router import Router
 from botapp.config import admin_ids_load, storage_channel_load
+from botapp.models import HandledUpdate
+from botapp.services.files import bot_username_record
+from botapp.services.users import user_access_hash
 from botapp.signals import broadcast_queued, work_scheduled
+from inmemory_telegram.server import TelegramServer
+from offline.campaign_demo import campaign_demo_setup
+from offline.sandbox import Sandbox, demo_setup, stdin_is_tty
+from offline.shortener import MemoryShortener
+from offline.telegram.clients import OfflineBot, offline_gateway
 from scheduler.receivers import broadcast_sender_wake, work_wake
 
 SANDBOX_ADMIN = 1000
@@ -78,18 +92,6 @@ class Command(BaseCommand):
                 handler.removeFilter(sandbox_clock_stamp)
 
     def sandbox(self, *, as_json: bool, demo: str | None) -> None:
-        from django.test.utils import override_settings
-
-        from botapp import clock
-        from botapp.bot.router import Router
-        from botapp.services.files import bot_username_record
-        from botapp.services.users import user_access_hash
-        from inmemory_telegram.server import TelegramServer
-        from offline.campaign_demo import campaign_demo_setup
-        from offline.sandbox import Sandbox, demo_setup, stdin_is_tty
-        from offline.shortener import MemoryShortener
-        from offline.telegram.clients import OfflineBot, offline_gateway
-
         if self._verbosity < 2:
             # Job and service logs would drown the conversation; --verbosity 2 shows them.
             logging.getLogger().setLevel(logging.WARNING)
@@ -102,8 +104,6 @@ class Command(BaseCommand):
             clock.clock_advance(demo_start(clock.now()) - clock.now())
         # A new in-memory Telegram numbers messages from 1 again: claims on another one's updates
         # (services/updates.py) would take its new messages for repeats.
-        from botapp.models import HandledUpdate
-
         HandledUpdate.objects.all().delete()
         # One in-memory Telegram; runbot's client and a worker's client talk to it over MTProto.
         # The sandbox moves a virtual clock, so real-time rate windows would mean nothing here.
@@ -180,8 +180,6 @@ def celery_kept_out():
     (PUBLISHERS; a wake-up is also armed in Redis, which may be another Courier's) are
     disconnected, and anything else published goes to an in-memory broker. All is put back on the
     way out: tests run the command inside their own process, whose Celery must stay as it was."""
-    from celery import current_app
-
     broker = current_app.conf.broker_url
     current_app.conf.broker_url = "memory://localhost/"
     for signal, _, uid in PUBLISHERS:
@@ -196,8 +194,6 @@ def celery_kept_out():
 
 def sandbox_clock_stamp(record: logging.LogRecord) -> bool:
     """A logging filter: the record's time is the sandbox's clock, not the wall clock."""
-    from botapp import clock
-
     moment = clock.now().timestamp()
     record.created, record.msecs = moment, (moment % 1) * 1000
     return True
@@ -224,9 +220,6 @@ def sandbox_stores_use(*, database: str) -> None:
 def database_recreate() -> None:
     """Drop and create the default database (through the server's `postgres` database), so the
     sandbox starts empty, as a fresh install would."""
-    import psycopg
-    from django.db import connection
-
     connection.close()
     params = connection.get_connection_params()
     name = connection.settings_dict["NAME"]
