@@ -25,6 +25,7 @@ from unfold.widgets import UnfoldAdminTextareaWidget
 
 from botapp import clock
 from botapp.admin.base import InternalAdmin, ModelAdmin
+from botapp.admin.broadcast_deletion import BroadcastDeletion
 from botapp.admin.compose import ComposedMessageForm, post_preview_html
 from botapp.config import admin_ids_load
 from botapp.models import (
@@ -36,7 +37,6 @@ from botapp.models import (
 from botapp.models.buttons import buttons_parse
 from botapp.services.broadcasts import (
     broadcast_cancel,
-    broadcast_delete_refusal,
     broadcast_duplicate,
     broadcast_progress_text,
     broadcast_recipients_text,
@@ -118,7 +118,7 @@ def progress_of(b: Broadcast) -> dict:
 
 
 @admin.register(Broadcast)
-class BroadcastAdmin(ModelAdmin):
+class BroadcastAdmin(BroadcastDeletion, ModelAdmin):
     form = BroadcastForm
     list_display = ("title", "status", "progress", "scheduled_at", "delete_after_minutes", "created_at")
     list_filter = ("kind", "status", "origin", "pin", "media_kind", "created_at")
@@ -466,35 +466,6 @@ class BroadcastAdmin(ModelAdmin):
         copy = broadcast_duplicate(broadcast=broadcast)
         self.message_user(request, f"“{copy.title}” is a new draft: edit it, test it, then start it.")
         return redirect("admin:botapp_broadcast_change", copy.pk)
-
-    # --- deleting ---
-
-    def has_delete_permission(self, request, obj=None):
-        if obj is not None and broadcast_delete_refusal(broadcast=obj):
-            return False
-        return super().has_delete_permission(request, obj)
-
-    def delete_view(self, request, object_id, extra_context=None):
-        broadcast = Broadcast.objects.filter(pk=object_id).first()
-        if broadcast is not None and (reason := broadcast_delete_refusal(broadcast=broadcast)):
-            self.message_user(request, f"“{broadcast.title}” cannot be deleted yet: {reason}", messages.ERROR)
-            return self._back(broadcast)
-        return super().delete_view(request, object_id, extra_context)
-
-    def get_deleted_objects(self, objs, request):
-        """Its deliveries go with it: the confirmation counts them instead of listing every row
-        (and needs no permission to delete deliveries, which the console never deletes alone)."""
-        objs = list(objs)
-        counts = {b.pk: n for b, n in ((b, b.deliveries.count()) for b in objs)}
-        summary = [f"{b.title}: the broadcast and its {counts[b.pk]:,} delivery records" for b in objs]
-        model_count = {"broadcasts": len(objs), "broadcast deliveries": sum(counts.values())}
-        return summary, model_count, set(), []
-
-    def delete_queryset(self, request, queryset):
-        refused = [b for b in queryset if broadcast_delete_refusal(broadcast=b)]
-        if refused:
-            self.message_user(request, f"Not deleted (messages still in chats or being sent): {', '.join(map(str, refused))}.")
-        queryset.exclude(pk__in=[b.pk for b in refused]).delete()
 
 
 @admin.register(BroadcastDelivery)

@@ -24,7 +24,7 @@ from django.db import transaction
 from botapp.models import BotSettings, Sequence, SequenceStep
 from botapp.models.buttons import buttons_parse
 from botapp.services.audit import audited
-from botapp.services.imports import ImportFileError
+from botapp.services.import_files import ImportFileError
 from botapp.telegram.limits import MESSAGE_ID_MAX, channel_id_problem
 
 SEQUENCE_NAME = "Drip bot (imported)"

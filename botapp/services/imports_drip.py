@@ -32,16 +32,8 @@ from django.db import transaction
 from botapp import clock
 from botapp.models import ButtonClick, SequenceMessage, SequenceStep, TelegramUser
 from botapp.services.audit import audited
-from botapp.services.imports import (
-    CHUNK,
-    ImportFileError,
-    Invalid,
-    Unreadable,
-    click_key_parse,
-    json_records_open,
-    moment_parse,
-    user_id_parse,
-)
+from botapp.services.import_files import ImportFileError, Unreadable, json_records_open
+from botapp.services.imports import CHUNK, Invalid, click_key_parse, moment_parse, user_id_parse
 from botapp.signals import work_scheduled_announce
 
 # The columns each table may name a role with, in order of preference (case-insensitive).

@@ -28,7 +28,8 @@ from django.db import transaction
 from botapp import clock
 from botapp.models import Broadcast, BroadcastDelivery, DailyTokenCount, PendingDeletion, StoredFile, TelegramUser
 from botapp.services.audit import audited
-from botapp.services.imports import Invalid, Unreadable, moment_parse, user_id_parse
+from botapp.services.import_files import Unreadable
+from botapp.services.imports import Invalid, moment_parse, user_id_parse
 from botapp.signals import work_scheduled_announce
 
 COLLECTIONS = ("users", "tokens", "token_generator_count", "pending_deletions", "broadcasts")

@@ -35,7 +35,8 @@ from django.core.files import File
 from botapp import clock
 from botapp.models import Subscriber, SubscriberMessage
 from botapp.services.audit import audited
-from botapp.services.imports import ImportFileError, Invalid, moment_parse, user_id_parse
+from botapp.services.import_files import ImportFileError
+from botapp.services.imports import Invalid, moment_parse, user_id_parse
 from botapp.services.subscribers import SubscribedAlready, subscriber_create, subscriber_message_schedule
 
 TABLES = {

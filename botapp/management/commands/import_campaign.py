@@ -6,7 +6,8 @@ from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
 from botapp.management.commands.import_users import rows_show
-from botapp.services.imports import ImportFileError, import_source_open, users_import
+from botapp.services.import_files import ImportFileError, import_source_open
+from botapp.services.imports import users_import
 from botapp.services.imports_campaign import drip_campaign_build, drip_env_read, drip_farewell
 from botapp.services.imports_drip import (
     drip_clicks_import,

@@ -8,7 +8,8 @@ from tqdm import tqdm
 
 from botapp import clock
 from botapp.management.commands.import_users import rows_show
-from botapp.services.imports import ImportFileError, import_source_open, json_records_open, users_import
+from botapp.services.import_files import ImportFileError, import_source_open, json_records_open
+from botapp.services.imports import users_import
 from botapp.services.imports_mongo import (
     COLLECTIONS,
     mongo_broadcasts_import,

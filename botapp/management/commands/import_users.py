@@ -6,7 +6,8 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
-from botapp.services.imports import FORMATS, ImportFileError, import_source_open, users_import
+from botapp.services.import_files import FORMATS, ImportFileError, import_source_open
+from botapp.services.imports import users_import
 from botapp.services.imports_drip import (
     drip_clicks_import,
     drip_step_map_parse,

@@ -17,7 +17,7 @@ from celery import current_app
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
-from django.db import connection
+from django.db import connection, connections
 from django.test.utils import override_settings
 from django.utils import timezone
 
@@ -209,9 +209,6 @@ def sandbox_stores_use(*, database: str) -> None:
     """Point this process at `database` and at a cache of its own, in the process, for the rest of
     its life (settings, the bot's hot values and the limiter's keys would otherwise land in the Redis
     the console's processes read). `override_settings` has Django make its caches again."""
-    from django.db import connections
-    from django.test.utils import override_settings
-
     connections["default"].close()
     connections["default"].settings_dict["NAME"] = database
     override_settings(CACHES={"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}).enable()
