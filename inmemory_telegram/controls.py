@@ -305,7 +305,7 @@ class Conditions:
         """Turn it off; what it did: {"rotations": n, "floods": n, "services": n, ...}."""
         with self.lock:
             done, self.hostile = self.hostile, None
-        names = ("rotations", "floods", "services", "splits", "drops", "internals")
+        names = ("rotations", "floods", "services", "splits", "drops", "internals", "internals_delivered")
         return {name: getattr(done, name) if done else 0 for name in names}
 
     def rates_set(self, **settings) -> None:

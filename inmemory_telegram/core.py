@@ -203,6 +203,9 @@ class ServerCore:
                 if self._answer_lost(name, query):
                     return  # done, but the answer never reaches the client (a dropped connection)
             if internal == "INTERNAL":  # delivered, and the answer is an internal error
+                with self.lock:
+                    if self.hostile is not None:  # not turned off meanwhile
+                        self.hostile.internals_delivered += 1
                 raise RpcFault("INTERNAL", 500)
             body_bytes = wire.rpc_result(msg_id, result)
         except RpcFault as fault:

@@ -93,6 +93,9 @@ class Hostile:
     splits: int = 0
     drops: int = 0
     internals: int = 0
+    # Of those, the 500s answered after the send was delivered (not lost, not refused): each is a
+    # delivered message its client does not know of.
+    internals_delivered: int = 0
 
     def due(self, every: int, count: int) -> bool:
         return bool(every) and count % every == 0
