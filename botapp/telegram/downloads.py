@@ -359,6 +359,12 @@ class Stream:
         finally:
             self._release()
 
+    def __del__(self) -> None:
+        # A stream dropped before it was read to its end or closed (a request that failed before
+        # its first byte) is no longer counted; its generator, never started or already ended by
+        # Python's collection of it, holds no call in flight.
+        self._release()
+
     def _release(self) -> None:
         if self._open:
             self._open = False
