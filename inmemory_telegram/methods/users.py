@@ -19,7 +19,8 @@ def get_full_user(server, query):
         user = resolve_user(server, query.id)
         full_id, users = user.id, [render.user_tl(user)]
     else:
-        full_id, users = server.bot.id, [render.bot_tl(server.bot)]
+        bot = server.acting_bot()
+        full_id, users = bot.id, [render.bot_tl(bot)]
     return raw.types.users.UserFull(
         full_user=raw.types.UserFull(
             id=full_id, settings=raw.types.PeerSettings(), notify_settings=raw.types.PeerNotifySettings(), common_chats_count=0
@@ -34,7 +35,7 @@ def get_users(server, query):
     found = []
     for wanted in query.id:
         if isinstance(wanted, raw.types.InputUserSelf):
-            found.append(render.bot_tl(server.bot))
+            found.append(render.bot_tl(server.acting_bot()))
             continue
         user = server.users.get(getattr(wanted, "user_id", None))
         # Inferred: with access_hash 0 a bot gets the users it has met (they wrote to it), like a
