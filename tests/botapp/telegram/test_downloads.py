@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from botapp.telegram.downloads import Downloader, DownloaderPool, FileGone, StreamBroken, parts
+from botapp.telegram.downloads import IN_FLIGHT, Downloader, DownloaderPool, FileGone, StreamBroken, parts
 from inmemory_telegram import content
 from inmemory_telegram.faults import LOSE_ANSWER
 from inmemory_telegram.methods.upload import download_part_check
@@ -327,3 +327,64 @@ def test_a_range_outside_the_file_is_refused(telegram):
             await read(downloader, message_id, 5, 11)
 
     run(telegram, scenario)
+
+
+def test_a_connection_dropped_with_calls_in_flight_resumes_at_the_exact_byte_without_waiting_for_answers(telegram):
+    message_id, data = uploaded(telegram, 6 * MIB)
+
+    async def scenario(downloader):
+        pieces = []
+        async for piece in downloader.read(STORAGE, message_id, 12_345, len(data)):
+            pieces.append(piece)
+            if len(pieces) == 1:  # the next calls go out and their answers never come
+                telegram.fail_next(LOSE_ANSWER, methods=["upload.GetFile"], times=1000)
+                while sum(len(s.results) for s in downloader._sessions.values()) < downloader.in_flight - 1:
+                    await asyncio.sleep(0)  # until the parts asked ahead are all in flight
+                with telegram.lock:
+                    telegram.faults.clear()
+                telegram.connections_drop(dc_id=2)  # the waits end on the drop, not on call_timeout
+        return b"".join(pieces)
+
+    got = asyncio.run(asyncio.wait_for(_run_one(telegram, scenario, call_timeout=600), timeout=60))
+    assert got == data[12_345:]
+
+
+async def _run_one(telegram, scenario, **options):
+    downloader = offline_downloader(telegram, **options)
+    await downloader.start()
+    try:
+        return await scenario(downloader)
+    finally:
+        await downloader.stop()
+
+
+def test_calls_waiting_for_answers_set_no_timer_but_their_deadline(telegram):
+    """100 idle streams of 4 calls must not wake the loop every fraction of a second each: while
+    their answers are awaited the loop holds no timer due before the calls' own deadline (kurigram's
+    own ping worker aside, which is per session)."""
+    message_id, data = uploaded(telegram, 8 * MIB)
+    streams = 100
+
+    async def scenario(downloader):
+        await downloader.info(STORAGE, message_id)
+        telegram.fail_next(LOSE_ANSWER, methods=["upload.GetFile"], times=10_000)
+        reads = [downloader.read(STORAGE, message_id, 0, len(data)) for _ in range(streams)]
+        tasks = [asyncio.ensure_future(r.__anext__()) for r in reads]
+        while sum(len(s.results) for s in downloader._sessions.values()) < streams * downloader.in_flight:
+            await asyncio.sleep(0)  # until every call is in flight
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        timers = [t.when() - now for t in loop._scheduled if not t.cancelled()]  # noqa: SLF001 - the loop's timers
+        soon = [when for when in timers if when < 30]
+        deadlines = [when for when in timers if 590 < when <= 600]
+        sessions = 1 + len(downloader._sessions)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for r in reads:
+            await r.aclose()
+        return len(soon), len(deadlines), sessions
+
+    soon, deadlines, sessions = asyncio.run(asyncio.wait_for(_run_one(telegram, scenario, call_timeout=600), timeout=60))
+    assert deadlines == streams * IN_FLIGHT  # one timer per call: its deadline
+    assert soon <= sessions  # kurigram's ping worker of each session; none per call
