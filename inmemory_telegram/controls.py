@@ -16,7 +16,7 @@ from pyrogram.file_id import FileId, FileType, ThumbnailSource
 from inmemory_telegram import limits, render
 from inmemory_telegram.faults import Fault, Hostile
 from inmemory_telegram.rates import Rates
-from inmemory_telegram.state import Bot, Channel, Invite, Media, Profile, channel_raw_id
+from inmemory_telegram.state import Channel, Invite, Media, Profile, channel_raw_id
 
 
 class Actions:
@@ -139,28 +139,6 @@ class Actions:
             for name, value in (("post", post), ("edit", edit), ("invite", invite)):
                 if value is not None:
                     setattr(channel, f"bot_can_{name}", value)
-
-    def bot_add(self, token: str, *, username: str = "", admin_of: Iterable[int] = ()) -> int:
-        """Another bot (a stream bot an operator made in @BotFather): its own token and account,
-        its id the token's number (as Telegram's tokens start with it), an admin of the channels
-        `admin_of` only. Returns its id. What it may do: core.EXTRA_BOT_METHODS."""
-        bot_id = int(token.split(":", 1)[0])
-        with self.lock:
-            if bot_id in self.bots:
-                raise ValueError(f"bot {bot_id} exists")
-            self.bots[bot_id] = Bot(id=bot_id, username=username or f"Stream{bot_id}Bot", first_name="Stream", token=token)
-            for chat_id in admin_of:
-                self.channels[channel_raw_id(chat_id)].bot_admins.add(bot_id)
-        return bot_id
-
-    def bot_admin_set(self, chat_id: int, bot_id: int, admin: bool) -> None:
-        """The channel's owner makes an extra bot an admin of `chat_id`, or removes it."""
-        with self.lock:
-            admins = self.channels[channel_raw_id(chat_id)].bot_admins
-            if admin:
-                admins.add(bot_id)
-            else:
-                admins.discard(bot_id)
 
     def remove_bot(self, chat_id: int) -> None:
         """The bot is removed from a channel (or the channel is deleted): it can no longer read,

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import hashlib
 import itertools
 import logging
 import os
@@ -21,6 +20,7 @@ from datetime import datetime
 from pyrogram import raw
 
 from inmemory_telegram import limits, render, wire
+from inmemory_telegram.accounts import EXTRA_BOT_METHODS, Accounts
 from inmemory_telegram.faults import HOSTILE_FLOODS, INTERNAL_ERRORS, LOSE_ANSWER, SEND_METHODS, Fault, Hostile, RpcFault
 from inmemory_telegram.rates import CALL_LIMITED, Network, Rates, Window
 from inmemory_telegram.session import Endpoint
@@ -43,26 +43,8 @@ OLD_SALT_GRACE = 0.0
 # an authorization exported on the bot's DC (core.telegram.org/api/datacenter#authorization transfer).
 UNAUTHORIZED_METHODS = frozenset({"help.GetConfig", "auth.ImportAuthorization"})
 
-# Extra bots (bot_add: the stream bots an operator adds, each its own token and account) are
-# modelled for what they do: sign in, read the channels they administer and their files. Their
-# own private chats and update stream are not modelled; any other method from one of them is
-# refused as not implemented (and logged), never answered with the main bot's state.
-EXTRA_BOT_METHODS = frozenset({
-    "help.GetConfig", "auth.ImportAuthorization", "auth.ExportAuthorization", "updates.GetState", "users.GetFullUser",
-    "users.GetUsers", "channels.GetChannels", "channels.GetMessages", "channels.GetParticipant", "upload.GetFile",
-})  # fmt: skip
 
-# Whose a file's access hash and file reference are. Telegram documents that a peer's access hash
-# is the account's own (core.telegram.org/api/peers), the Bot API that a file_id "can't be used by
-# another bot", and mtcute's file-id reference calls the access hash in a file id "user-bound";
-# MTProto's docs call a document's access_hash a "check sum, dependent on document ID" and say
-# nothing of accounts for file references. Inferred, the stricter reading: each bot gets its own
-# access hash and its own file reference for a file (and its own access hash for a channel), so a
-# location one bot read is FILE_ID_INVALID for another, and a reference of another's expired.
-ACCOUNT_BOUND_FILES = True
-
-
-class ServerCore:
+class ServerCore(Accounts):
     """Telegram's side of every session: the state under one lock, the dispatch of each request to
     its method (a table given by whoever builds it: server.TelegramServer), the checks made before
     any method runs (the token, injected faults, the hostile mode, the rates), and the records and
@@ -280,55 +262,6 @@ class ServerCore:
     def current_endpoint(self) -> Endpoint:
         """The session whose request this thread answers (a method that depends on its DC)."""
         return self._answering.endpoint
-
-    # --- several bots -------------------------------------------------------------------------------
-
-    def bot_of(self, endpoint: Endpoint) -> Bot | None:
-        """The bot `endpoint`'s key is signed in to on its DC (None: not signed in)."""
-        bot_id = self.authorized.get((endpoint.dc_id, wire.key_id(endpoint.auth_key)))
-        return None if bot_id is None else self.bots[bot_id]
-
-    def acting_bot(self) -> Bot:
-        """The bot whose request this thread answers (the main bot outside a request: the controls)."""
-        endpoint = getattr(self._answering, "endpoint", None)
-        bot = None if endpoint is None else self.bot_of(endpoint)
-        return self.bot if bot is None else bot
-
-    def is_admin(self, channel: Channel, bot: Bot | None = None) -> bool:
-        """Whether `bot` (default: the acting bot) administers `channel`."""
-        bot = bot or self.acting_bot()
-        return channel.bot_is_admin if bot is self.bot else bot.id in channel.bot_admins
-
-    def bound_hash(self, value: int, bot: Bot | None = None) -> int:
-        """The access hash `bot` (default: the acting bot) knows for an object whose main bot's hash
-        is `value` (ACCOUNT_BOUND_FILES): its own, fixed, and no other bot's."""
-        bot = bot or self.acting_bot()
-        if bot is self.bot or not ACCOUNT_BOUND_FILES:
-            return value
-        digest = hashlib.blake2b(value.to_bytes(8, "big", signed=True), key=bot.id.to_bytes(8, "big"), digest_size=8)
-        return (int.from_bytes(digest.digest(), "big") >> 1) or 1
-
-    def bound_reference(self, reference: bytes, bot: Bot | None = None) -> bytes:
-        """The file reference `bot` gets for a file whose current reference (the main bot's) is
-        `reference`: renewed with it, and no other bot's (ACCOUNT_BOUND_FILES)."""
-        bot = bot or self.acting_bot()
-        if bot is self.bot or not ACCOUNT_BOUND_FILES:
-            return reference
-        return hashlib.blake2b(reference, key=bot.id.to_bytes(8, "big"), digest_size=len(reference) or 8).digest()
-
-    def file_view(self, bot: Bot | None = None) -> render.FileView | None:
-        """How files look to `bot` (default: the acting bot) in what it is sent (None: as stored)."""
-        bot = bot or self.acting_bot()
-        if bot is self.bot:
-            return None
-        return lambda file: (self.bound_hash(file.access_hash, bot), self.bound_reference(file.file_reference, bot))
-
-    def file_reads_of(self, bot: Bot) -> Window:
-        """`bot`'s budget of file reads (limits.FILE_READ_RATE, per account: inferred)."""
-        window = self.file_reads.get(bot.id)
-        if window is None:
-            window = self.file_reads[bot.id] = Window(self.file_read_rate)
-        return window
 
     def _invoke(self, endpoint: Endpoint, name: str, query, *, subscribe: bool):
         chat_id = self._chat_of(query)

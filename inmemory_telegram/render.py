@@ -62,7 +62,7 @@ def peer_tl(chat_id: int):
 
 
 # What a bot it goes to knows of a file: its access hash and its file reference (None: the main bot's
-# own, the file's). core.ServerCore.bound_hash / bound_reference give an extra bot's.
+# own, the file's). accounts.Accounts.bound_hash / bound_reference give an extra bot's.
 FileView = Callable[[File], tuple[int, bytes]]
 
 

@@ -101,7 +101,7 @@ def file_located(server, location):
     the bot's own (FILE_ID_INVALID), its reference is the bot's current one and not past its
     lifetime (FILE_REFERENCE_EXPIRED), and the connection is to the DC it is kept on
     (FILE_MIGRATE_X). An access hash or reference another bot got is not this bot's
-    (core.ACCOUNT_BOUND_FILES)."""
+    (accounts.ACCOUNT_BOUND_FILES)."""
     if not isinstance(location, (raw.types.InputDocumentFileLocation, raw.types.InputPhotoFileLocation)):
         raise RpcFault("LOCATION_INVALID")  # inferred: other locations (thumbnails, chat photos) are not modelled
     file = server.files.get(location.id)

@@ -1,6 +1,6 @@
 """Several bots on one in-memory Telegram (stream bots): each its own token, account, keys and
 budget of file reads; each reads a channel only as its admin, and the file locations one bot got
-serve no other (inmemory_telegram/core.py: ACCOUNT_BOUND_FILES)."""
+serve no other (inmemory_telegram/accounts.py: ACCOUNT_BOUND_FILES)."""
 
 import asyncio
 
