@@ -18,26 +18,57 @@ connection or a lost answer is asked again after a back-off (retry.read_after). 
 or its media gone, is `FileGone` before the first byte and `StreamBroken` after; so is anything
 else that cannot be recovered: the consumer ends its response short, and a downloader resumes.
 
-A `DownloaderPool` holds one Downloader per bot token and picks the least loaded that is not in a
-FloodWait.
+A `DownloaderPool` holds one Downloader per bot token and picks, per stream, the least loaded that
+is not in a FloodWait; one that Telegram told to wait (a FloodWait on its file reads: each bot has a
+budget of its own) is skipped until the time Telegram named, and when all wait, the one free
+soonest is taken. A bot reads a stored file only with what it read itself: Telegram ties the access
+hashes and file references a bot gets to its account, so each Downloader reads the messages with its
+own session and keeps its own locations; a stream stays on the bot that started it.
+
+The streaming process builds its pool with
+
+    pool = DownloaderPool.from_tokens(tokens, sessions_dir, api_id=..., api_hash=..., offline=None)
+    await pool.start(storage_chat_id=STORAGE_CHANNEL_ID)
+
+- `tokens`: the bot tokens to read with, the main bot's (BOT_TOKEN) first, then the extra ones
+  (STREAM_BOT_TOKENS); the same token twice is refused.
+- `sessions_dir`: where the session files go (TELEGRAM_SESSION_DIR). The pool takes the first free
+  slot `stream-<n>` there, held with an exclusive lock on `stream-<n>.lock` while the process lives,
+  and names each bot's session file `stream-<n>-<bot id>.session`: any number of streaming processes
+  on one machine, each with sessions of its own, never runbot's, a worker's or another's.
+- `api_id`, `api_hash`: the deployment's (API_ID, API_HASH).
+- `offline`: the in-memory Telegram (a TelegramServer or the socket of `manage.py telegram_server`)
+  instead of Telegram; `in_memory`: session storage kept in memory (no file).
+- any other keyword goes to each Downloader: `in_flight`, `max_flood_wait`, `call_timeout`.
+
+`start(storage_chat_id=...)` signs every bot in (a refused token fails the start, naming the bot) and
+asks Telegram whether each is an admin of the storage channel: one that is not is left out of
+`choose` with a warning in the log (what `manage.py doctor` also reports, from `bots_admin`); none
+left is an error. `choose()` gives the Downloader for a new stream; `stop()` stops them all.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import fcntl
+import logging
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 from pyrogram import Client, errors, raw
 from pyrogram.file_id import FileUniqueId, FileUniqueType
 
 from botapp.telegram import retry
+from botapp.telegram.client import client_build
 from botapp.telegram.gateway import BotUnauthorized, FloodWait
 from botapp.telegram.kurigram import loop_bind, media_invoke, media_session_open, session_tune
 from botapp.telegram.limits import DOWNLOAD_ALIGN, DOWNLOAD_CHUNK
 from botapp.telegram.request import error_to_domain
+
+log = logging.getLogger(__name__)
 
 IN_FLIGHT = 4  # upload.getFile calls one stream keeps in flight (TG-FileStreamBot's choice too)
 # How long one upload.getFile waits for its answer before it is asked again (a lost answer): kurigram's
@@ -176,15 +207,38 @@ class Downloader:
         session_tune(self.client)
 
     async def stop(self) -> None:
-        sessions, self._sessions = list(self._sessions.values()), {}
+        sessions = self.media_sessions()
+        self._sessions.clear()
         for session in sessions:
             await session.stop()
         if self.client.is_connected:
             await self.client.stop()
 
+    def media_sessions(self) -> list:
+        """Every media session open now, on every DC."""
+        return list(self._sessions.values())
+
     @property
     def in_flood(self) -> bool:
         return time.monotonic() < self.flood_until
+
+    async def admin_of(self, chat_id: int) -> BotAdmin:
+        """Whether this bot is an admin of channel `chat_id` (what it needs to read its messages),
+        as Telegram answers channels.getParticipant for the bot itself; a refusal (the channel
+        unknown to the bot, the bot not in it) is `admin=False` with Telegram's words."""
+        me = getattr(self.client, "me", None)
+        who = f"@{me.username}" if me is not None and me.username else self.name
+        try:
+            channel = await self.client.resolve_peer(chat_id)
+            answer = await self.client.invoke(
+                raw.functions.channels.GetParticipant(channel=channel, participant=raw.types.InputPeerSelf()),
+                sleep_threshold=0,
+            )
+        except errors.RPCError as exc:
+            return BotAdmin(who, False, exc.ID)
+        participant = answer.participant
+        admin = isinstance(participant, (raw.types.ChannelParticipantAdmin, raw.types.ChannelParticipantCreator))
+        return BotAdmin(who, admin, "" if admin else "a member, not an admin")
 
     async def info(self, chat_id: int, message_id: int) -> FileInfo:
         """The file message `message_id` of `chat_id` carries (FileGone: none); its location is
@@ -371,18 +425,102 @@ class Stream:
             self._downloader.load -= 1
 
 
+@dataclass(frozen=True)
+class BotAdmin:
+    """Whether a stream bot is an admin of a channel, and if not, why (Telegram's words)."""
+
+    bot: str  # the bot's @username (its Downloader's name before it signed in)
+    admin: bool
+    problem: str = ""  # Telegram's error (CHANNEL_INVALID) or what else is wrong
+    signed_in: bool = True  # False: Telegram refused the token (`problem` says how)
+
+
+SLOT = "stream"  # the sessions of a streaming process are stream-<n>-<bot id> (module docstring)
+
+
+def slot_take(sessions_dir: Path, prefix: str = SLOT) -> tuple[str, object]:
+    """The first free `<prefix>-<n>` under `sessions_dir`, and the open file whose exclusive lock
+    keeps it this process's until closed (or the process ends)."""
+    sessions_dir.mkdir(parents=True, exist_ok=True)
+    n = 1
+    while True:
+        handle = open(sessions_dir / f"{prefix}-{n}.lock", "w")  # noqa: SIM115 - held open on purpose
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            n += 1
+            continue
+        return f"{prefix}-{n}", handle
+
+
+def bot_id_of(token: str) -> int:
+    """The bot's id, which a Bot API token starts with ("123456:ABC..."); ValueError otherwise."""
+    head, sep, secret = token.strip().partition(":")
+    if not (sep and head.isdigit() and secret):
+        raise ValueError("a bot token looks like 123456789:AA… (from @BotFather)")
+    return int(head)
+
+
 class DownloaderPool:
     """One Downloader per bot token: `choose` picks the least loaded that is not waiting out a
-    FloodWait (when all are, the one free soonest)."""
+    FloodWait (when all are, the one free soonest), among those that can read the storage channel
+    (module docstring)."""
 
-    def __init__(self, downloaders: list[Downloader]):
+    def __init__(self, downloaders: list[Downloader], *, slot: object | None = None):
         if not downloaders:
             raise ValueError("a pool needs at least one downloader")
         self.downloaders = list(downloaders)
+        self.readers = list(downloaders)  # those `choose` picks from (start leaves out non-admins)
+        self._slot = slot  # the lock file of the sessions' slot (from_tokens), closed by stop
 
-    async def start(self) -> None:
+    @classmethod
+    def from_tokens(
+        cls, tokens: list[str], sessions_dir: Path, *, api_id: int, api_hash: str, offline=None, in_memory: bool = False,
+        **options,
+    ) -> DownloaderPool:  # fmt: skip
+        """A pool of one Downloader per token, each with kurigram sessions of its own in a slot of
+        this process's (module docstring: the arguments)."""
+        ids = [bot_id_of(token) for token in tokens]
+        if not ids:
+            raise ValueError("no bot token to read with")
+        if len(set(ids)) != len(ids):
+            raise ValueError("the same bot is named twice: each token must be another bot's")
+        slot, lock = slot_take(Path(sessions_dir))
+        downloaders = []
+        for token, bot_id in zip(tokens, ids, strict=True):
+            name = f"{slot}-{bot_id}"
+            client = client_build(
+                name=name, api_id=api_id, api_hash=api_hash, bot_token=token.strip(), workdir=Path(sessions_dir),
+                no_updates=True, offline=offline, in_memory=in_memory,
+            )  # fmt: skip
+            downloaders.append(Downloader(client, name=name, **options))
+        return cls(downloaders, slot=lock)
+
+    async def start(self, *, storage_chat_id: int | None = None) -> None:
+        """Sign every bot in; with `storage_chat_id`, leave out of `choose` each that is not an
+        admin there (logged), and fail when none is."""
         for downloader in self.downloaders:
-            await downloader.start()
+            try:
+                await downloader.start()
+            except errors.RPCError as exc:
+                raise RuntimeError(f"bot {downloader.name} could not sign in: {exc}") from exc
+        if storage_chat_id is None:
+            return
+        admins = await self.admins(storage_chat_id)
+        self.readers = [d for d, a in zip(self.downloaders, admins, strict=True) if a.admin]
+        for found in admins:
+            if not found.admin:
+                log.warning(
+                    "stream bot %s is not an admin of the storage channel %s (%s): it reads nothing until it is made one "
+                    "and the streaming process restarted", found.bot, storage_chat_id, found.problem,
+                )  # fmt: skip
+        if not self.readers:
+            raise RuntimeError(f"no stream bot is an admin of the storage channel {storage_chat_id}")
+
+    async def admins(self, chat_id: int) -> list[BotAdmin]:
+        """Whether each bot is an admin of channel `chat_id` (Downloader.admin_of), in order."""
+        return [await downloader.admin_of(chat_id) for downloader in self.downloaders]
 
     async def stop(self) -> None:
         """Stop every downloader; the first failure is raised once all were asked to stop."""
@@ -392,11 +530,45 @@ class DownloaderPool:
                 await downloader.stop()
             except Exception as exc:  # noqa: BLE001 - raised below, after the other bots stopped
                 failures.append(exc)
+        if self._slot is not None:
+            self._slot.close()  # the slot is free for the next process
+            self._slot = None
         if failures:
             raise failures[0]
 
     def choose(self) -> Downloader:
-        free = [d for d in self.downloaders if not d.in_flood]
+        """The Downloader for a new stream: the least loaded of those not in a FloodWait; when all
+        are in one, the one whose wait ends first."""
+        free = [d for d in self.readers if not d.in_flood]
         if free:
             return min(free, key=lambda d: d.load)
-        return min(self.downloaders, key=lambda d: d.flood_until)
+        return min(self.readers, key=lambda d: d.flood_until)
+
+
+def bots_admin(
+    tokens: list[str], chat_id: int, *, api_id: int, api_hash: str, sessions_dir: Path, offline=None
+) -> list[BotAdmin]:
+    """Whether each bot of `tokens` is an admin of channel `chat_id`, asked with sessions kept in
+    memory (no session file is touched; `sessions_dir` only holds the slot's lock): for `manage.py
+    doctor`. A token Telegram refuses is `admin=False` with Telegram's words."""
+
+    async def check() -> list[BotAdmin]:
+        found = []
+        for token in tokens:
+            pool = DownloaderPool.from_tokens(
+                [token], sessions_dir, api_id=api_id, api_hash=api_hash, offline=offline, in_memory=True
+            )
+            try:
+                await pool.start()
+            except RuntimeError as exc:
+                await pool.stop()
+                cause = exc.__cause__
+                found.append(BotAdmin(f"bot {bot_id_of(token)}", False, getattr(cause, "ID", str(exc)), signed_in=False))
+                continue
+            try:
+                found += await pool.admins(chat_id)
+            finally:
+                await pool.stop()
+        return found
+
+    return asyncio.run(check())

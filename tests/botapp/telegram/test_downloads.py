@@ -252,7 +252,7 @@ def test_cancelling_a_read_cancels_its_calls_and_leaves_no_task_or_answer_behind
             # at once: the calls in flight (which would wait call_timeout for answers) are cancelled
             await asyncio.wait_for(consumer, timeout=5)
         ours = [t for t in asyncio.all_tasks() if "_part" in repr(t.get_coro())]
-        results = sum(len(session.results) for session in downloader._sessions.values())
+        results = sum(len(session.results) for session in downloader.media_sessions())
         return ours, results, downloader.load
 
     assert run(telegram, scenario, call_timeout=60) == ([], 0, 0)
@@ -338,7 +338,7 @@ def test_a_connection_dropped_with_calls_in_flight_resumes_at_the_exact_byte_wit
             pieces.append(piece)
             if len(pieces) == 1:  # the next calls go out and their answers never come
                 telegram.fail_next(LOSE_ANSWER, methods=["upload.GetFile"], times=1000)
-                while sum(len(s.results) for s in downloader._sessions.values()) < downloader.in_flight - 1:
+                while sum(len(s.results) for s in downloader.media_sessions()) < downloader.in_flight - 1:
                     await asyncio.sleep(0)  # until the parts asked ahead are all in flight
                 with telegram.lock:
                     telegram.faults.clear()
@@ -370,14 +370,14 @@ def test_calls_waiting_for_answers_set_no_timer_but_their_deadline(telegram):
         telegram.fail_next(LOSE_ANSWER, methods=["upload.GetFile"], times=10_000)
         reads = [downloader.read(STORAGE, message_id, 0, len(data)) for _ in range(streams)]
         tasks = [asyncio.ensure_future(r.__anext__()) for r in reads]
-        while sum(len(s.results) for s in downloader._sessions.values()) < streams * downloader.in_flight:
+        while sum(len(s.results) for s in downloader.media_sessions()) < streams * downloader.in_flight:
             await asyncio.sleep(0)  # until every call is in flight
         loop = asyncio.get_running_loop()
         now = loop.time()
         timers = [t.when() - now for t in loop._scheduled if not t.cancelled()]  # noqa: SLF001 - the loop's timers
         soon = [when for when in timers if when < 30]
         deadlines = [when for when in timers if 590 < when <= 600]
-        sessions = 1 + len(downloader._sessions)
+        sessions = 1 + len(downloader.media_sessions())
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
