@@ -3,12 +3,13 @@ message of the storage channel carries, in order, read ahead with several upload
 in flight.
 
 A `Downloader` is one bot's reader in one process: its own kurigram client (never the session file
-of runbot or a worker), one media session per data centre (kurigram.media_session_open), and the
-files' locations cached by message. `read` yields exactly bytes [start, end) of a file: the range
-is cut into parts Telegram accepts (limits.DOWNLOAD_*; an unaligned start or end is read aligned
-and trimmed), up to `in_flight` of them asked at once, each handed on in order once the consumer
-asks for the next. So at most `in_flight` parts (1 MB each at most) are held per stream, a slow
-consumer slows the reads, and closing or cancelling the iterator cancels what is in flight.
+of runbot or a worker), up to `connections` media sessions per data centre (kurigram.
+media_session_open; each part to the one with the fewest calls in flight), and the files' locations
+cached by message. `read` yields exactly bytes [start, end) of a file: the range is cut into parts
+Telegram accepts (limits.DOWNLOAD_*; an unaligned start or end is read aligned and trimmed), up to
+`in_flight` of them asked at once, each handed on in order once the consumer asks for the next. So
+at most `in_flight` parts (1 MB each at most) are held per stream, a slow consumer slows the reads,
+and closing or cancelling the iterator cancels what is in flight.
 
 A part Telegram refuses is asked again from its own offset, so no byte is ever skipped, repeated or
 taken from elsewhere: an expired file reference is refreshed by reading the message again
@@ -19,32 +20,29 @@ or its media gone, is `FileGone` before the first byte and `StreamBroken` after;
 else that cannot be recovered: the consumer ends its response short, and a downloader resumes.
 
 A `DownloaderPool` holds one Downloader per bot token and picks, per stream, the least loaded that
-is not in a FloodWait; one that Telegram told to wait (a FloodWait on its file reads: each bot has a
-budget of its own) is skipped until the time Telegram named, and when all wait, the one free
-soonest is taken. A bot reads a stored file only with what it read itself: Telegram ties the access
-hashes and file references a bot gets to its account, so each Downloader reads the messages with its
-own session and keeps its own locations; a stream stays on the bot that started it.
-
-The streaming process builds its pool with
+is not in a FloodWait (each bot has its own budget of file reads), skipped until the time Telegram
+named; when all wait, the one free soonest. Telegram ties the access hashes and file references a
+bot gets to its account, so each Downloader reads the messages itself and keeps its own locations;
+a stream stays on its bot. The streaming process builds its pool with
 
     pool = DownloaderPool.from_tokens(tokens, sessions_dir, api_id=..., api_hash=..., offline=None)
     await pool.start(storage_chat_id=STORAGE_CHANNEL_ID)
 
-- `tokens`: the bot tokens to read with, the main bot's (BOT_TOKEN) first, then the extra ones
-  (STREAM_BOT_TOKENS); the same token twice is refused.
+- `tokens`: the bots to read with, the main bot's (BOT_TOKEN) first, then STREAM_BOT_TOKENS; the
+  same bot twice is refused.
 - `sessions_dir`: where the session files go (TELEGRAM_SESSION_DIR). The pool takes the first free
-  slot `stream-<n>` there, held with an exclusive lock on `stream-<n>.lock` while the process lives,
-  and names each bot's session file `stream-<n>-<bot id>.session`: any number of streaming processes
-  on one machine, each with sessions of its own, never runbot's, a worker's or another's.
+  slot `stream-<n>` there (an exclusive lock on `stream-<n>.lock` while the process lives) and names
+  each bot's session file `stream-<n>-<bot id>.session`: any number of streaming processes on one
+  host, each with sessions of its own, never runbot's, a worker's or another's.
 - `api_id`, `api_hash`: the deployment's (API_ID, API_HASH).
-- `offline`: the in-memory Telegram (a TelegramServer or the socket of `manage.py telegram_server`)
+- `offline`: the in-memory Telegram (a TelegramServer or `manage.py telegram_server`'s socket)
   instead of Telegram; `in_memory`: session storage kept in memory (no file).
-- any other keyword goes to each Downloader: `in_flight`, `max_flood_wait`, `call_timeout`.
+- any other keyword goes to each Downloader: `in_flight`, `max_flood_wait`, `call_timeout`,
+  `connections`.
 
 `start(storage_chat_id=...)` signs every bot in (a refused token fails the start, naming the bot) and
-asks Telegram whether each is an admin of the storage channel: one that is not is left out of
-`choose` with a warning in the log (what `manage.py doctor` also reports, from `bots_admin`); none
-left is an error. `choose()` gives the Downloader for a new stream; `stop()` stops them all.
+leaves out of `choose` (with a warning in the log) each that is not an admin of the storage channel;
+none left is an error. `bots_admin` asks the same for `manage.py doctor`.
 """
 
 from __future__ import annotations
@@ -74,6 +72,11 @@ IN_FLIGHT = 4  # upload.getFile calls one stream keeps in flight (TG-FileStreamB
 # How long one upload.getFile waits for its answer before it is asked again (a lost answer): kurigram's
 # own wait for any request (Session.WAIT_TIMEOUT), unless the process sets its own.
 CALL_TIMEOUT = 15.0
+# Media connections one bot opens to one DC. Each carries its answers one after another, so where a
+# connection's bandwidth is capped, one connection caps every stream of the bot on that DC together;
+# the parts in flight go to the connection with the fewest. As many as one stream's calls in flight
+# (docs/design.md, the reader: measured with bench/download_connections.py).
+CONNECTIONS = IN_FLIGHT
 LOCATIONS_MAX = 10_000  # files whose location (size, DC, reference) a Downloader keeps
 MIGRATIONS_MAX = 2  # FILE_MIGRATE_X answers one part follows before it gives up
 REFRESHES_MAX = 3  # file references one part refreshes in a row before it gives up
@@ -186,20 +189,23 @@ class Downloader:
         in_flight: int = IN_FLIGHT,
         max_flood_wait: int = 60,
         call_timeout: float = CALL_TIMEOUT,
+        connections: int = CONNECTIONS,
         name: str = "",
     ):
-        if in_flight < 1:
-            raise ValueError("in_flight must be at least 1")
+        if in_flight < 1 or connections < 1:
+            raise ValueError("in_flight and connections must be at least 1")
         self.client = client
         self.in_flight = in_flight
         self.max_flood_wait = max_flood_wait
         self.call_timeout = call_timeout
+        self.connections = connections
         self.name = name or client.name
         self.load = 0  # streams open now
         self.flood_until = 0.0  # time.monotonic() until which Telegram told this bot to wait
         self._locations: collections.OrderedDict[tuple[int, int], Location] = collections.OrderedDict()
-        self._sessions: dict[int, object] = {}
-        self._session_locks: dict[int, asyncio.Lock] = collections.defaultdict(asyncio.Lock)
+        self._sessions: dict[int, list] = collections.defaultdict(list)  # DC -> its media sessions
+        self._busy: dict[object, int] = {}  # media session -> its calls in flight
+        self._opening: dict[int, asyncio.Task] = {}  # DC -> the connection being opened there
 
     async def start(self) -> None:
         loop_bind(self.client, asyncio.get_running_loop())
@@ -207,8 +213,12 @@ class Downloader:
         session_tune(self.client)
 
     async def stop(self) -> None:
+        for task in (opening := list(self._opening.values())):
+            task.cancel()
+        await asyncio.gather(*opening, return_exceptions=True)
         sessions = self.media_sessions()
         self._sessions.clear()
+        self._busy.clear()
         for session in sessions:
             await session.stop()
         if self.client.is_connected:
@@ -216,7 +226,7 @@ class Downloader:
 
     def media_sessions(self) -> list:
         """Every media session open now, on every DC."""
-        return list(self._sessions.values())
+        return [session for sessions in self._sessions.values() for session in sessions]
 
     @property
     def in_flood(self) -> bool:
@@ -294,7 +304,12 @@ class Downloader:
             query = raw.functions.upload.GetFile(location=location.input, offset=part.offset, limit=part.limit)
             try:
                 session = await self._session(location.dc_id)
-                answer = await media_invoke(session, query, timeout=self.call_timeout)
+                self._busy[session] = self._busy.get(session, 0) + 1
+                try:
+                    answer = await media_invoke(session, query, timeout=self.call_timeout)
+                finally:
+                    if session in self._busy:  # not stopped meanwhile
+                        self._busy[session] -= 1
             except errors.FileReferenceExpired:
                 refreshes += 1
                 if refreshes > REFRESHES_MAX:
@@ -330,13 +345,34 @@ class Downloader:
         await asyncio.sleep(decision.wait)
 
     async def _session(self, dc_id: int):
-        session = self._sessions.get(dc_id)
-        if session is not None:
-            return session
-        async with self._session_locks[dc_id]:
-            if dc_id not in self._sessions:
-                self._sessions[dc_id] = await media_session_open(self.client, dc_id)
-            return self._sessions[dc_id]
+        """The media session on `dc_id` with the fewest calls in flight. When every open one has a
+        call in flight, another is opened (up to `connections`) for the parts that come next; a
+        part waits for an opening only when there is none yet. The opening is the Downloader's
+        task, not the part's: a part cancelled meanwhile leaves it to finish (kurigram's session
+        start is not cut halfway, which could swallow the cancellation)."""
+        sessions = self._sessions[dc_id]
+        idle = min(sessions, key=lambda s: self._busy.get(s, 0), default=None)
+        if idle is not None and (self._busy.get(idle, 0) == 0 or len(sessions) >= self.connections):
+            return idle
+        opening = self._opening.get(dc_id)
+        if opening is None:
+            opening = self._opening[dc_id] = asyncio.ensure_future(self._open(dc_id))
+            opening.add_done_callback(lambda task: self._opened(dc_id, task))
+        if idle is not None:
+            return idle
+        return await asyncio.shield(opening)
+
+    async def _open(self, dc_id: int):
+        session = await media_session_open(self.client, dc_id, beside=next(iter(self._sessions[dc_id]), None))
+        self._sessions[dc_id].append(session)
+        self._busy[session] = 0
+        return session
+
+    def _opened(self, dc_id: int, task: asyncio.Task) -> None:
+        if self._opening.get(dc_id) is task:
+            del self._opening[dc_id]
+        if not task.cancelled() and (exc := task.exception()) is not None:  # the next part asks again
+            log.warning("stream bot %s: a connection to DC %s did not open: %r", self.name, dc_id, exc)
 
     # --- the locations ----------------------------------------------------------------------------
 
@@ -435,10 +471,7 @@ class BotAdmin:
     signed_in: bool = True  # False: Telegram refused the token (`problem` says how)
 
 
-SLOT = "stream"  # the sessions of a streaming process are stream-<n>-<bot id> (module docstring)
-
-
-def slot_take(sessions_dir: Path, prefix: str = SLOT) -> tuple[str, object]:
+def slot_take(sessions_dir: Path, prefix: str = "stream") -> tuple[str, object]:
     """The first free `<prefix>-<n>` under `sessions_dir`, and the open file whose exclusive lock
     keeps it this process's until closed (or the process ends)."""
     sessions_dir.mkdir(parents=True, exist_ok=True)
@@ -487,15 +520,12 @@ class DownloaderPool:
         if len(set(ids)) != len(ids):
             raise ValueError("the same bot is named twice: each token must be another bot's")
         slot, lock = slot_take(Path(sessions_dir))
-        downloaders = []
-        for token, bot_id in zip(tokens, ids, strict=True):
-            name = f"{slot}-{bot_id}"
-            client = client_build(
-                name=name, api_id=api_id, api_hash=api_hash, bot_token=token.strip(), workdir=Path(sessions_dir),
-                no_updates=True, offline=offline, in_memory=in_memory,
-            )  # fmt: skip
-            downloaders.append(Downloader(client, name=name, **options))
-        return cls(downloaders, slot=lock)
+        clients = [
+            client_build(name=f"{slot}-{bot_id}", api_id=api_id, api_hash=api_hash, bot_token=token.strip(),
+                         workdir=Path(sessions_dir), no_updates=True, offline=offline, in_memory=in_memory)
+            for token, bot_id in zip(tokens, ids, strict=True)
+        ]  # fmt: skip
+        return cls([Downloader(client, **options) for client in clients], slot=lock)
 
     async def start(self, *, storage_chat_id: int | None = None) -> None:
         """Sign every bot in; with `storage_chat_id`, leave out of `choose` each that is not an
@@ -509,12 +539,9 @@ class DownloaderPool:
             return
         admins = await self.admins(storage_chat_id)
         self.readers = [d for d, a in zip(self.downloaders, admins, strict=True) if a.admin]
-        for found in admins:
-            if not found.admin:
-                log.warning(
-                    "stream bot %s is not an admin of the storage channel %s (%s): it reads nothing until it is made one "
-                    "and the streaming process restarted", found.bot, storage_chat_id, found.problem,
-                )  # fmt: skip
+        for found in (a for a in admins if not a.admin):
+            log.warning("stream bot %s is not an admin of the storage channel %s (%s): left out until it is made one "
+                        "and the process restarted", found.bot, storage_chat_id, found.problem)  # fmt: skip
         if not self.readers:
             raise RuntimeError(f"no stream bot is an admin of the storage channel {storage_chat_id}")
 
@@ -560,13 +587,10 @@ def bots_admin(
             )
             try:
                 await pool.start()
-            except RuntimeError as exc:
-                await pool.stop()
-                cause = exc.__cause__
-                found.append(BotAdmin(f"bot {bot_id_of(token)}", False, getattr(cause, "ID", str(exc)), signed_in=False))
-                continue
-            try:
                 found += await pool.admins(chat_id)
+            except RuntimeError as exc:  # Telegram refused the token
+                problem = getattr(exc.__cause__, "ID", str(exc))
+                found.append(BotAdmin(f"bot {bot_id_of(token)}", False, problem, signed_in=False))
             finally:
                 await pool.stop()
         return found

@@ -715,17 +715,27 @@ def updates_feed(client: Client, packets: list[tuple], ticket: Ticket) -> None:
 AUTH_IMPORT_TRIES = 3  # as Client.get_session: an exported authorization imported up to 3 times
 
 
-async def media_session_open(client: Client, dc_id: int) -> Session:
+async def media_session_open(client: Client, dc_id: int, *, beside: Session | None = None) -> Session:
     """A started media session on data centre `dc_id`, for upload.getFile, built as kurigram's
     `Client.get_session(dc_id, is_media=True)` builds one (client.py), with these differences: it is
     the caller's (not cached in `client.media_sessions`, so no other code shares it), and a key for
     another DC comes from the storage when the storage provisions keys (`provisioned_auth_key`: the
     in-memory Telegram's harness, where MTProto's key exchange does not run), else from
     `Auth(...).create()` as kurigram does. On another DC the bot's authorization is exported from
-    its own DC and imported on the new session (core.telegram.org/api/datacenter)."""
+    its own DC and imported on the new session (core.telegram.org/api/datacenter).
+
+    `beside`: a started media session on the same DC whose key (signed in there already) the new
+    one shares: another connection, no new key and no other import (MTProto runs several sessions
+    on one key, each with its own session_id)."""
     home = await client.storage.dc_id()
     option = await client.get_dc_option(dc_id, is_media=True, ipv6=client.ipv6)
     test_mode = await client.storage.test_mode()
+    if beside is not None:
+        if beside.dc_id != dc_id:
+            raise ValueError(f"a session on DC {beside.dc_id} shares no key with DC {dc_id}")
+        session = Session(client, dc_id, option.ip_address, option.port, beside.auth_key, test_mode, is_media=True)
+        await session.start()
+        return session
     if dc_id == home:
         key = await client.storage.auth_key()
     elif (provisioned := getattr(client.storage, "provisioned_auth_key", None)) is not None:
@@ -759,7 +769,8 @@ async def media_invoke(session: Session, query, *, timeout: float | None = None)
     for _ in range(RESEND_MAX + 1):
         if not session.is_started.is_set():
             try:
-                await asyncio.wait_for(session.is_started.wait(), session.WAIT_TIMEOUT)
+                async with asyncio.timeout(session.WAIT_TIMEOUT):  # not wait_for: it can swallow a cancellation
+                    await session.is_started.wait()
             except TimeoutError:
                 raise NotSent(f"the media session did not start within {session.WAIT_TIMEOUT}s") from None
         message = await session.msg_factory.create(query)

@@ -388,3 +388,23 @@ def test_calls_waiting_for_answers_set_no_timer_but_their_deadline(telegram):
     soon, deadlines, sessions = asyncio.run(asyncio.wait_for(_run_one(telegram, scenario, call_timeout=600), timeout=60))
     assert deadlines == streams * IN_FLIGHT  # one timer per call: its deadline
     assert soon <= sessions  # kurigram's ping worker of each session; none per call
+
+
+def test_the_calls_in_flight_spread_over_the_bots_connections_to_the_dc_which_share_one_signed_in_key(telegram):
+    message_id, data = uploaded(telegram, 6 * MIB)
+    telegram.message(STORAGE, message_id).file.dc_id = 4
+
+    async def scenario(downloader):
+        seen = set()
+        pieces = []
+        async for piece in downloader.read(STORAGE, message_id, 0, len(data)):
+            pieces.append(piece)
+            with telegram.lock:
+                far = [e for e in telegram.endpoints if e.dc_id == 4]
+            seen |= {e for e in far}
+        return b"".join(pieces), len(downloader.media_sessions()), {e.auth_key for e in seen}, len(seen)
+
+    got, sessions, keys, connections = run(telegram, scenario, in_flight=4, connections=2)
+    assert got == data
+    assert sessions == connections == 2 and len(keys) == 1
+    assert telegram.count("auth.ExportAuthorization") == telegram.count("auth.ImportAuthorization") == 1
