@@ -51,6 +51,7 @@ import asyncio
 import collections
 import fcntl
 import logging
+import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -234,8 +235,9 @@ class Downloader:
 
     async def admin_of(self, chat_id: int) -> BotAdmin:
         """Whether this bot is an admin of channel `chat_id` (what it needs to read its messages),
-        as Telegram answers channels.getParticipant for the bot itself; a refusal (the channel
-        unknown to the bot, the bot not in it) is `admin=False` with Telegram's words."""
+        as Telegram answers channels.getParticipant for the bot itself; a refusal (400/403: the
+        channel unknown to the bot, the bot not in it) is `admin=False` with Telegram's words; any
+        other error (a FloodWait, Telegram's trouble) is raised: it says nothing of the bot's place."""
         me = getattr(self.client, "me", None)
         who = f"@{me.username}" if me is not None and me.username else self.name
         try:
@@ -244,7 +246,7 @@ class Downloader:
                 raw.functions.channels.GetParticipant(channel=channel, participant=raw.types.InputPeerSelf()),
                 sleep_threshold=0,
             )
-        except errors.RPCError as exc:
+        except (errors.BadRequest, errors.Forbidden) as exc:
             return BotAdmin(who, False, exc.ID)
         participant = answer.participant
         admin = isinstance(participant, (raw.types.ChannelParticipantAdmin, raw.types.ChannelParticipantCreator))
@@ -572,27 +574,26 @@ class DownloaderPool:
         return min(self.readers, key=lambda d: d.flood_until)
 
 
-def bots_admin(
-    tokens: list[str], chat_id: int, *, api_id: int, api_hash: str, sessions_dir: Path, offline=None
-) -> list[BotAdmin]:
+def bots_admin(tokens: list[str], chat_id: int, *, api_id: int, api_hash: str, offline=None) -> list[BotAdmin]:
     """Whether each bot of `tokens` is an admin of channel `chat_id`, asked with sessions kept in
-    memory (no session file is touched; `sessions_dir` only holds the slot's lock): for `manage.py
-    doctor`. A token Telegram refuses is `admin=False` with Telegram's words."""
+    memory (no session file or folder of the deployment's is touched): for `manage.py doctor`. A
+    token Telegram refuses, or any other error of Telegram's, is `admin=False` with its words."""
 
-    async def check() -> list[BotAdmin]:
+    async def check(folder: Path) -> list[BotAdmin]:
         found = []
         for token in tokens:
-            pool = DownloaderPool.from_tokens(
-                [token], sessions_dir, api_id=api_id, api_hash=api_hash, offline=offline, in_memory=True
-            )
+            pool = DownloaderPool.from_tokens([token], folder, api_id=api_id, api_hash=api_hash, offline=offline, in_memory=True)
             try:
                 await pool.start()
                 found += await pool.admins(chat_id)
             except RuntimeError as exc:  # Telegram refused the token
                 problem = getattr(exc.__cause__, "ID", str(exc))
                 found.append(BotAdmin(f"bot {bot_id_of(token)}", False, problem, signed_in=False))
+            except errors.RPCError as exc:
+                found.append(BotAdmin(f"bot {bot_id_of(token)}", False, exc.ID))
             finally:
                 await pool.stop()
         return found
 
-    return asyncio.run(check())
+    with tempfile.TemporaryDirectory() as folder:
+        return asyncio.run(check(Path(folder)))

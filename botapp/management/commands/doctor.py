@@ -34,7 +34,7 @@ def stream_admins(tokens: list[str], chat_id: int) -> list:
     """Whether each stream bot is an admin of `chat_id`, asked with in-memory sessions of its own."""
     config = bot_config_load()
     return bots_admin(
-        tokens, chat_id, api_id=config.api_id, api_hash=config.api_hash, sessions_dir=config.session_dir,
+        tokens, chat_id, api_id=config.api_id, api_hash=config.api_hash,
         offline=settings.TELEGRAM_OFFLINE_SOCKET if settings.TELEGRAM_OFFLINE else None,
     )  # fmt: skip
 

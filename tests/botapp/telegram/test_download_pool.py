@@ -6,6 +6,7 @@ import asyncio
 import random
 
 import pytest
+from pyrogram import errors
 
 from botapp.telegram import downloads
 from botapp.telegram.downloads import BotAdmin, DownloaderPool, StreamBroken, bots_admin
@@ -84,6 +85,21 @@ def test_every_admin_bot_reads_the_file_with_its_own_session_and_a_non_admin_is_
     ]
 
 
+def test_a_flood_wait_asking_whether_a_bot_is_an_admin_is_raised_not_taken_for_a_no(telegram, tmp_path):
+    telegram.bot_add(READER, admin_of=[STORAGE])
+    pool = pool_of(telegram, [READER], tmp_path)
+
+    async def scenario():
+        telegram.fail_next("FLOOD_WAIT_5", methods=["channels.GetParticipant"])
+        try:
+            with pytest.raises(errors.FloodWait):
+                await pool.start(storage_chat_id=STORAGE)
+        finally:
+            await pool.stop()
+
+    run(scenario)
+
+
 def test_a_pool_where_no_bot_is_an_admin_does_not_start(telegram, tmp_path):
     telegram.bot_add(OUTSIDER)
     pool = pool_of(telegram, [OUTSIDER], tmp_path)
@@ -136,17 +152,14 @@ def test_streams_go_to_the_least_loaded_bot_and_a_bot_in_a_flood_wait_is_skipped
     assert skipped and whole == data[: 3 * MIB] and back
 
 
-def test_bots_admin_says_for_each_token_whether_it_can_read_the_channel(telegram, tmp_path):
+def test_bots_admin_says_for_each_token_whether_it_can_read_the_channel(telegram):
     telegram.bot_add(READER, admin_of=[STORAGE])
     telegram.bot_add(OUTSIDER)
 
-    found = bots_admin(
-        [READER, OUTSIDER, "7000000009:unknown"], STORAGE, api_id=1, api_hash="0" * 32, sessions_dir=tmp_path, offline=telegram
-    )
+    found = bots_admin([READER, OUTSIDER, "7000000009:unknown"], STORAGE, api_id=1, api_hash="0" * 32, offline=telegram)
 
     assert found == [
         BotAdmin("@Stream7000000002Bot", True),
         BotAdmin("@Stream7000000004Bot", False, "CHANNEL_INVALID"),
         BotAdmin("bot 7000000009", False, "AUTH_KEY_UNREGISTERED", signed_in=False),
     ]
-    assert not list(tmp_path.glob("*.session"))  # sessions in memory: no file touched
