@@ -16,8 +16,9 @@ from inmemory_telegram.state import Bot, Channel, channel_raw_id
 
 # Extra bots (bot_add: the stream bots an operator adds, each its own token and account) are
 # modelled for what they do: sign in, read the channels they administer and their files. Their
-# own private chats and update stream are not modelled; any other method from one of them is
-# refused as not implemented (and logged), never answered with the main bot's state.
+# own private chats and update stream are not modelled (such a bot has met no user: a user it
+# names is PEER_ID_INVALID); any other method from one of them is refused as not implemented (and
+# logged), never answered with the main bot's state.
 EXTRA_BOT_METHODS = frozenset({
     "help.GetConfig", "auth.ImportAuthorization", "auth.ExportAuthorization", "updates.GetState", "users.GetFullUser",
     "users.GetUsers", "channels.GetChannels", "channels.GetMessages", "channels.GetParticipant", "upload.GetFile",

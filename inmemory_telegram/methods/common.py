@@ -42,6 +42,8 @@ ZERO_HASH_UNREACHED = "PEER_ID_INVALID"
 
 
 def resolve_user(server: ServerCore, peer) -> User:
+    if server.acting_bot() is not server.bot:  # an extra bot has met no user (accounts.py)
+        raise RpcFault("PEER_ID_INVALID")
     if isinstance(peer, (raw.types.InputPeerUser, raw.types.InputUser)):
         user = server.users.get(peer.user_id)
         if user is not None and peer.access_hash == user.access_hash:

@@ -37,6 +37,8 @@ def get_users(server, query):
         if isinstance(wanted, raw.types.InputUserSelf):
             found.append(render.bot_tl(server.acting_bot()))
             continue
+        if server.acting_bot() is not server.bot:
+            continue  # an extra bot has met no user (accounts.py)
         user = server.users.get(getattr(wanted, "user_id", None))
         # Inferred: with access_hash 0 a bot gets the users it has met (they wrote to it), like a
         # "min" peer; with a hash, the hash must match.

@@ -180,3 +180,21 @@ def test_what_an_extra_bot_does_beyond_reading_is_refused_as_not_modelled(telegr
             await extra.invoke(raw.functions.messages.SendMessage(peer=peer, message="hi", random_id=1))
 
     run(telegram, scenario, EXTRA)
+
+
+def test_an_extra_bot_has_met_none_of_the_main_bots_users(telegram):
+    telegram.bot_add(EXTRA, admin_of=[STORAGE])
+    access_hash = telegram.users_meet([42])[42]
+
+    async def scenario(main, extra):
+        found = [
+            len(await c.invoke(raw.functions.users.GetUsers(id=[raw.types.InputUser(user_id=42, access_hash=access_hash)])))
+            for c in (main, extra)
+        ]
+        try:
+            await extra.invoke(raw.functions.users.GetFullUser(id=raw.types.InputUser(user_id=42, access_hash=access_hash)))
+        except errors.BadRequest as exc:
+            found.append(exc.ID)
+        return found
+
+    assert run(telegram, scenario, None, EXTRA) == [1, 0, "PEER_ID_INVALID"]
