@@ -214,7 +214,7 @@ class ServerCore:
 
     def _invoke(self, endpoint: Endpoint, name: str, query, *, subscribe: bool):
         chat_id = self._chat_of(query)
-        self.calls.append(Call(name, chat_id, self._arrived_monotonic()))
+        self.calls.append(Call(name, chat_id, self._arrived_monotonic(), self._user_hash_of(query)))
         if name not in ("help.GetConfig",):
             if self.bot.revoked:
                 raise RpcFault("AUTH_KEY_UNREGISTERED")
@@ -241,6 +241,16 @@ class ServerCore:
                 return peer.user_id
             if isinstance(peer, (raw.types.InputPeerChannel, raw.types.InputChannel)):
                 return -1_000_000_000_000 - peer.channel_id
+        return None
+
+    def _user_hash_of(self, query) -> int | None:
+        """The access hash the request names its user with, as `_chat_of` finds the user."""
+        for attr in ("peer", "to_peer", "channel"):
+            peer = getattr(query, attr, None)
+            if isinstance(peer, (raw.types.InputPeerUser, raw.types.InputUser)):
+                return peer.access_hash
+            if isinstance(peer, (raw.types.InputPeerChannel, raw.types.InputChannel)):
+                return None
         return None
 
     def _answer_lost(self, name: str, query) -> bool:

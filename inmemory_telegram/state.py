@@ -207,6 +207,7 @@ class Call:
     method: str  # "messages.SendMessage"
     chat_id: int | None
     at: float  # time.monotonic()
+    access_hash: int | None = None  # the hash the call named its user with (0: by id alone); None: no user
 
 
 def buttons_of(markup) -> tuple[tuple[Button, ...], ...]:

@@ -42,6 +42,7 @@ import io
 import struct
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import metadata
 
@@ -357,8 +358,9 @@ class _Slot:
 
 
 async def invoke_many(
-    client: Client, queries: list, *, write_by: float | None = None, one_sent: bool = False, ask_again: bool = True
-) -> list:
+    client: Client, queries: list, *, write_by: float | None = None, one_sent: bool | Sequence[bool] = False,
+    ask_again: bool = True,
+) -> list:  # fmt: skip
     """Each query's answer (or the exception it raised), one query as one MTProto message and
     several as one container (core.telegram.org/mtproto/service_messages#containers): each request
     serialised once, one encryption and one write for all, where kurigram's `invoke` serialises a
@@ -381,7 +383,8 @@ async def invoke_many(
     answer's round trip.
 
     `one_sent`: each query sends one message and the caller needs only its id: an answer that
-    gives it first is a `SentId`, read no further (see LeanRpcResult)."""
+    gives it first is a `SentId`, read no further (see LeanRpcResult). A sequence says it query by
+    query (an answer whose users the caller reads is read whole)."""
     session = client.session
     if not client.is_connected or session is None:
         raise NotSent("the client is not connected: nothing was sent")
@@ -390,12 +393,13 @@ async def invoke_many(
             await asyncio.wait_for(session.is_started.wait(), session.WAIT_TIMEOUT)
         except TimeoutError:
             raise NotSent(f"the session did not start within {session.WAIT_TIMEOUT}s: nothing was sent") from None
+    lean = [one_sent] * len(queries) if isinstance(one_sent, bool) else list(one_sent)
     bodies = [q if isinstance(q, Written) and q.query is not None else Written(q.write()) for q in queries]
     plain = [q.query if isinstance(q, Written) and q.query is not None else q for q in queries]
     values: list = [None] * len(queries)
     todo = list(range(len(queries)))
     for _ in range(RESEND_MAX + 1):
-        answered = await _transmit(client, [bodies[i] for i in todo], write_by, one_sent)
+        answered = await _transmit(client, [bodies[i] for i in todo], write_by, [lean[i] for i in todo])
         again = []
         for i, value in zip(todo, answered, strict=True):
             if value is _REFUSED:
@@ -438,13 +442,13 @@ ASK_AGAIN_CODES = frozenset({500, -500, 503, -503})
 CONNECTION_CHECK = 0.25  # seconds: how often a wait for answers looks whether the connection dropped
 
 
-async def _transmit(client: Client, bodies: list[Written], write_by: float | None = None, one_sent: bool = False) -> list:
+async def _transmit(client: Client, bodies: list[Written], write_by: float | None, one_sent: list[bool]) -> list:
     """Send the bodies (one message, or containers) and wait up to WAIT_TIMEOUT for their answers;
     each body's value: the answer, an OSError (not sent; Lapsed: not written by `write_by`), None
-    (no answer), or _REFUSED."""
+    (no answer), or _REFUSED. `one_sent`: per body, whether its answer is read lean."""
     session = client.session
     messages = [await session.msg_factory.create(body) for body in bodies]
-    lean = [(session.session_id, m.msg_id) for m in messages] if one_sent else []
+    lean = [(session.session_id, m.msg_id) for m, wanted in zip(messages, one_sent, strict=True) if wanted]
     _one_sent.update(lean)
     round_ = _Round(len(messages))
     slots = []

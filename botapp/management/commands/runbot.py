@@ -19,7 +19,7 @@ from botapp.services.files import bot_username_record
 from botapp.services.health import heartbeat_start
 from botapp.services.posts_commands import posts_command_channels
 from botapp.services.updates import UpdatePositions
-from botapp.services.users import user_access_hash
+from botapp.services.users import user_access_hash, user_access_hashes_fill
 from botapp.telegram.client import client_configured, client_start
 from botapp.telegram.limiter import RedisLimiter
 from botapp.telegram.pyrogram_gateway import PyrogramGateway
@@ -82,6 +82,7 @@ class Command(BaseCommand):
             limiter=RedisLimiter.from_settings(),
             max_flood_wait=settings.TELEGRAM_MAX_FLOOD_WAIT,
             peers=user_access_hash,
+            peers_learnt=user_access_hashes_fill,  # a user imported from another bot: Telegram names their hash
         )
         router = Router(
             gateway,
