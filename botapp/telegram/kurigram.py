@@ -38,13 +38,16 @@ from __future__ import annotations
 import asyncio
 import bisect
 import concurrent.futures
+import contextlib
 import io
+import sqlite3
 import struct
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import metadata
+from pathlib import Path
 
 from pyrogram import Client, errors, raw, types
 from pyrogram.connection.transport import TCPAbridged
@@ -71,11 +74,27 @@ RECHECK = (
     "start (recover_gaps unless skip_updates)",
     "pyrogram/client.py: Client.handle_updates (put_nowait of (update, users, chats)), Client.fetch_peers, "
     "updates_watchdog; methods/advanced/recover_gaps.py",
+    "pyrogram/storage/sqlite_storage.py: the sessions table (user_id, is_bot)",
 )
 
 
 def kurigram_version() -> str:
     return metadata.version("kurigram")
+
+
+def session_account(path: Path) -> tuple[int, bool] | None:
+    """(user id, is a bot) a session file is signed in as (user id 0: signed in to nothing), read
+    only, as kurigram's SQLiteStorage keeps it in its `sessions` table: the process that holds the
+    file (runbot) keeps a write open, which kurigram's own open() would wait for. None: no such
+    file, or not one of kurigram's sessions."""
+    if not path.is_file():
+        return None
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=2)) as conn:
+            row = conn.execute("SELECT user_id, is_bot FROM sessions").fetchone()
+    except sqlite3.Error:
+        return None
+    return (int(row[0] or 0), bool(row[1])) if row else None
 
 
 # --- the session's seen-message ids -------------------------------------------------------------
