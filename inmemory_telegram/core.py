@@ -23,7 +23,7 @@ from inmemory_telegram import limits, render, wire
 from inmemory_telegram.faults import HOSTILE_FLOODS, INTERNAL_ERRORS, LOSE_ANSWER, SEND_METHODS, Fault, Hostile, RpcFault
 from inmemory_telegram.rates import CALL_LIMITED, Network, Rates, Window
 from inmemory_telegram.session import Endpoint
-from inmemory_telegram.state import Bot, Call, Channel, Event, File, Message, Profile, Upload, User, channel_raw_id
+from inmemory_telegram.state import Account, Bot, Call, Channel, Event, File, Message, Profile, Upload, User, channel_raw_id
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +36,17 @@ RANDOM_ID_MEMORY = 600.0
 # a client learns the new one from bad_server_salt or get_future_salts, not for how long the old one
 # is honoured: inferred, and stricter than Telegram is likely to be, not at all.
 OLD_SALT_GRACE = 0.0
+# A person's own account signing in (a user session): the calls it makes before it is signed in.
+LOGIN_METHODS = frozenset({"auth.SendCode", "auth.SignIn", "auth.CheckPassword", "account.GetPassword"})
+# What a signed-in account may call here: what a user session of Courier's calls. Telegram lets an
+# account call far more; this model answers only these, and anything else as not implemented.
+ACCOUNT_METHODS = frozenset(
+    {"help.GetConfig", "updates.GetState", "users.GetFullUser", "users.GetUsers", "contacts.ResolveUsername",
+     "messages.GetHistory"}
+)  # fmt: skip
+# Methods a bot may not call (BOT_METHOD_INVALID: "This method can't be used by a bot", as
+# core.telegram.org lists for messages.getHistory; the Bot API gives bots no history).
+USER_ONLY = frozenset({"messages.GetHistory"})
 
 
 # What a key not signed in (a new key on another DC) may call: the configuration, and the import of
@@ -128,6 +139,13 @@ class ServerCore:
         self.requests: list[bytes] = []
         self.events: list[Event] = []
         self.listeners: list[Callable[[Event], None]] = []
+        # People's own accounts (user sessions): by phone (digits), and the keys signed in to them.
+        self.accounts: dict[str, Account] = {}
+        self.signed_in: dict[bytes, int] = {}  # auth key id -> the account's user id
+        self.logging_in: dict[bytes, str] = {}  # auth key id -> the phone a code was sent to
+        self.password_pending: dict[bytes, object] = {}  # auth key id -> its SRP check (methods/auth.py)
+        self.caller: User | None = None  # the account the request being answered comes from (None: the bot)
+        self.caller_key = b""  # that request's auth key id
 
     # --- sessions -------------------------------------------------------------------------------
 
@@ -260,14 +278,17 @@ class ServerCore:
 
     def _invoke(self, endpoint: Endpoint, name: str, query, *, subscribe: bool):
         chat_id = self._chat_of(query)
-        self.calls.append(Call(name, chat_id, self._arrived_monotonic()))
+        self.calls.append(Call(name, chat_id, self._arrived_monotonic(), self._user_hash_of(query)))
         if name not in UNAUTHORIZED_METHODS and (endpoint.dc_id, wire.key_id(endpoint.auth_key)) not in self.authorized:
             raise RpcFault("AUTH_KEY_UNREGISTERED")  # a key on another DC before importAuthorization
-        if name not in ("help.GetConfig",):
+        self._caller_set(endpoint, name)
+        if self.caller is None and name not in ("help.GetConfig",) and name not in LOGIN_METHODS:
             if self.bot.revoked:
                 raise RpcFault("AUTH_KEY_UNREGISTERED")
             if self.bot.deactivated:
                 raise RpcFault("USER_DEACTIVATED")
+            if name in USER_ONLY:
+                raise RpcFault("BOT_METHOD_INVALID")
         self._raise_fault(name, chat_id)
         self._hostile_flood(name)
         if name in CALL_LIMITED:  # reads and deletes: one call each in the free budget (inferred)
@@ -283,6 +304,20 @@ class ServerCore:
             endpoint.receives_updates = True
         return handler(self, query)
 
+    def _caller_set(self, endpoint: Endpoint, name: str) -> None:
+        """Who the request comes from: a person's account its key signed in to, or the bot (every
+        provisioned bot session: offline/telegram/connection.py). A key that is signing in to an
+        account may make only the login calls until it has (AUTH_KEY_UNREGISTERED, 401)."""
+        self.caller_key = wire.key_id(endpoint.auth_key)
+        account_id = self.signed_in.get(self.caller_key)
+        self.caller = self.users[account_id] if account_id is not None else None
+        if self.caller is not None:
+            if name not in ACCOUNT_METHODS:
+                log.error("telegram server: %s is not implemented for a user account", name)
+                raise RpcFault("INPUT_METHOD_INVALID")
+        elif self.caller_key in self.logging_in and name not in LOGIN_METHODS and name != "help.GetConfig":
+            raise RpcFault("AUTH_KEY_UNREGISTERED", 401)
+
     def _chat_of(self, query) -> int | None:
         for attr in ("peer", "to_peer", "channel"):
             peer = getattr(query, attr, None)
@@ -290,6 +325,16 @@ class ServerCore:
                 return peer.user_id
             if isinstance(peer, (raw.types.InputPeerChannel, raw.types.InputChannel)):
                 return -1_000_000_000_000 - peer.channel_id
+        return None
+
+    def _user_hash_of(self, query) -> int | None:
+        """The access hash the request names its user with, as `_chat_of` finds the user."""
+        for attr in ("peer", "to_peer", "channel"):
+            peer = getattr(query, attr, None)
+            if isinstance(peer, (raw.types.InputPeerUser, raw.types.InputUser)):
+                return peer.access_hash
+            if isinstance(peer, (raw.types.InputPeerChannel, raw.types.InputChannel)):
+                return None
         return None
 
     def _answer_lost(self, name: str, query) -> bool:

@@ -26,6 +26,13 @@ def bot_tl(bot: Bot) -> raw.types.User:
     )
 
 
+def self_tl(user: User) -> raw.types.User:
+    """A signed-in account's own user, as its session sees it."""
+    tl = user_tl(user)
+    tl.is_self = True
+    return tl
+
+
 def user_tl(user: User) -> raw.types.User:
     return raw.types.User(
         id=user.id,
@@ -48,6 +55,7 @@ def channel_tl(channel: Channel) -> raw.types.Channel:
         broadcast=True,
         noforwards=channel.noforwards or None,
         restriction_reason=[],
+        username=channel.username or None,
         usernames=[],
     )
 

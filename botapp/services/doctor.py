@@ -28,10 +28,11 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 from botapp.config import ConfigError, admin_ids_load, bot_config_load, env_aliases_found
-from botapp.models import BotSettings, ForceSubChannel
+from botapp.models import BotSettings, ForceSubChannel, PostsCommand
 from botapp.services.health import database_problem, processes_state
 from botapp.services.shortener import DirectLinks, ShortenerError, shortener_for
 from botapp.telegram.gateway import BotUnauthorized, ChatRights, Gateway, TelegramError
+from botapp.telegram.user_session import user_session_account
 
 log = logging.getLogger(__name__)
 
@@ -350,12 +351,29 @@ def doctor_telegram(*, gateway_open: Callable[[], Gateway]) -> list[Finding]:
             found.append(_channel(gateway, f"force-subscribe “{channel.title}”", channel.chat_id, needs))
     finally:
         gateway.stop()
+    found += _user_session(config.session_dir)
     admins = admin_ids_load()
     if admins:
         found.append(_ok(a, "ADMIN_IDS", f"{len(admins)} admin(s): {', '.join(map(str, sorted(admins)))}"))
     else:
         found.append(_fail(a, "ADMIN_IDS", "empty: nobody can use the admin commands; set your Telegram user id"))
     return found
+
+
+def _user_session(session_dir: Path) -> list[Finding]:
+    """Whether the user session is logged in, when an enabled posts command reads a public channel
+    through it (nothing is said when none does)."""
+    needing = sorted(
+        PostsCommand.objects.filter(enabled=True).exclude(channel_username="").values_list("name", "channel_username")
+    )
+    if not needing:
+        return []
+    commands = ", ".join(f"/{name} (@{username})" for name, username in needing)
+    account = user_session_account(session_dir)
+    if account is None:
+        return [_fail("telegram", "user session", f"not logged in, and {commands} reads through it: run "
+                      "`python manage.py login_user_session`")]  # fmt: skip
+    return [_ok("telegram", "user session", f"logged in as user {account}, for {commands}")]
 
 
 def _channel(gateway: Gateway, label: str, chat_id: int, needs: tuple[str, ...]) -> Finding:

@@ -18,6 +18,8 @@ def get_full_user(server, query):
     if not isinstance(query.id, raw.types.InputUserSelf):
         user = resolve_user(server, query.id)
         full_id, users = user.id, [render.user_tl(user)]
+    elif server.caller is not None:  # a person's own account (a user session)
+        full_id, users = server.caller.id, [render.self_tl(server.caller)]
     else:
         full_id, users = server.bot.id, [render.bot_tl(server.bot)]
     return raw.types.users.UserFull(
@@ -34,7 +36,7 @@ def get_users(server, query):
     found = []
     for wanted in query.id:
         if isinstance(wanted, raw.types.InputUserSelf):
-            found.append(render.bot_tl(server.bot))
+            found.append(render.self_tl(server.caller) if server.caller is not None else render.bot_tl(server.bot))
             continue
         user = server.users.get(getattr(wanted, "user_id", None))
         # Inferred: with access_hash 0 a bot gets the users it has met (they wrote to it), like a

@@ -26,7 +26,7 @@ from botapp.bot.router import Router
 from botapp.config import admin_ids_load, storage_channel_load
 from botapp.models import HandledUpdate
 from botapp.services.files import bot_username_record
-from botapp.services.users import user_access_hash
+from botapp.services.users import user_access_hash, user_access_hashes_fill
 from botapp.signals import broadcast_queued, work_scheduled
 from inmemory_telegram.server import TelegramServer
 from offline.campaign_demo import campaign_demo_setup
@@ -131,8 +131,9 @@ class Command(BaseCommand):
                     broadcast_channel_id=storage,
                 ),
                 peers=user_access_hash,
+                peers_learnt=user_access_hashes_fill,
             )
-            worker = offline_gateway(telegram, name="worker", peers=user_access_hash)
+            worker = offline_gateway(telegram, name="worker", peers=user_access_hash, peers_learnt=user_access_hashes_fill)
             try:
                 box = Sandbox(
                     telegram=telegram, bot=bot, worker=worker, out=self.stdout._out, as_json=as_json, links=shortener.follow
