@@ -13,9 +13,9 @@ from datetime import timedelta
 from pyrogram import raw
 from pyrogram.file_id import FileId, FileType, ThumbnailSource
 
-from inmemory_telegram import render
+from inmemory_telegram import limits, render
 from inmemory_telegram.faults import Fault, Hostile
-from inmemory_telegram.rates import Rates
+from inmemory_telegram.rates import Rates, Window
 from inmemory_telegram.state import Channel, Invite, Media, Profile, channel_raw_id
 
 
@@ -74,15 +74,23 @@ class Actions:
         service: bool = False,
         file_size: int | None = None,
         entities: list | None = None,
+        dc_id: int | None = None,
+        content: bytes | None = None,
     ) -> int:
         """Something is posted in a channel (by an admin); returns the message id. A bot that is
         an admin there is told (UpdateNewChannelMessage, the Bot API's channel_post). `media.file`
         is the file's name (documents, videos, audio and animations carry it), `file_size` its size;
-        `entities` its formatting (raw MessageEntity objects, offsets in UTF-16 units)."""
+        `entities` its formatting (raw MessageEntity objects, offsets in UTF-16 units). A file's
+        bytes are generated from its id (content.py) unless `content` gives them; `dc_id`: the data
+        centre it is kept on (default the bot's)."""
         with self.lock:
             if channel_raw_id(chat_id) not in self.channels:
                 raise KeyError(f"no channel {chat_id}")
-            file = self.new_file(media.kind, media.file, file_size) if media else None
+            file = None
+            if media:
+                size = len(content) if content is not None else file_size
+                file = self.new_file(media.kind, media.file, size, dc_id=dc_id or limits.HOME_DC)
+                file.content = content
             msg = self.new_message(chat_id, out=False, text=text, file=file, service=service, entities=list(entities or []))
             channel = self.channels[channel_raw_id(chat_id)]
             if channel.bot_is_admin:
@@ -119,7 +127,10 @@ class Actions:
 
     def delete_post(self, chat_id: int, message_id: int) -> None:
         with self.lock:
-            self.stored(chat_id, message_id).deleted = True
+            msg = self.stored(chat_id, message_id)
+            msg.deleted = True
+            if msg.file is not None:
+                msg.file.reference_renew(self.now())  # the reference it gave is void
 
     def bot_rights(self, chat_id: int, *, post: bool | None = None, edit: bool | None = None, invite: bool | None = None) -> None:
         """The channel's owner changes the bot's admin rights (None: that right unchanged)."""
@@ -314,10 +325,36 @@ class Conditions:
         with self.lock:
             per_message = settings.pop("count_per_message", self.rates.count_per_message)
             for key, value in settings.items():
-                if key not in ("enforce_rates", "global_rate", "paid_rate", "latency"):
+                if key not in ("enforce_rates", "global_rate", "paid_rate", "latency", "file_read_rate"):
                     raise ValueError(f"not a rate setting: {key}")
                 setattr(self, key, value)
             self.rates = Rates(global_rate=self.global_rate, paid_rate=self.paid_rate, count_per_message=per_message)
+            self.file_reads = Window(self.file_read_rate)
+
+    def dc_set(self, dc_id: int, *, latency: float = 0.0, bandwidth: float | None = None) -> None:
+        """The link to data centre `dc_id`, as a benchmark models a far one: every answer on a
+        connection to it takes `latency` more seconds, and each connection carries at most
+        `bandwidth` bytes a second (None: no cap), its answers one after another."""
+        if dc_id not in limits.DCS:
+            raise ValueError(f"no data centre {dc_id}")
+        with self.lock:
+            self.dc_links[dc_id] = (latency, bandwidth)
+
+    def connections_drop(self, *, dc_id: int | None = None) -> int:
+        """Every connection (to `dc_id`, or to any DC) drops, its answers not yet sent lost; the
+        clients connect again. Returns how many dropped."""
+        with self.lock:
+            dropped = [e for e in self.endpoints if dc_id is None or e.dc_id == dc_id]
+        for endpoint in dropped:
+            endpoint.hangup()
+        return len(dropped)
+
+    def file_references_expire(self) -> None:
+        """Every file reference given so far is past its lifetime (limits.FILE_REFERENCE_LIFETIME):
+        a download with one answers FILE_REFERENCE_EXPIRED until the message is read again."""
+        with self.lock:
+            for file in self.files.values():
+                file.reference_at = self.now() - limits.FILE_REFERENCE_LIFETIME
 
     def revoke_token(self) -> None:
         """The operator revoked the bot token in @BotFather: every session of the bot gets 401."""

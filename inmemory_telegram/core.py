@@ -21,7 +21,7 @@ from pyrogram import raw
 
 from inmemory_telegram import limits, render, wire
 from inmemory_telegram.faults import HOSTILE_FLOODS, INTERNAL_ERRORS, LOSE_ANSWER, SEND_METHODS, Fault, Hostile, RpcFault
-from inmemory_telegram.rates import CALL_LIMITED, Network, Rates
+from inmemory_telegram.rates import CALL_LIMITED, Network, Rates, Window
 from inmemory_telegram.session import Endpoint
 from inmemory_telegram.state import Bot, Call, Channel, Event, File, Message, Profile, Upload, User, channel_raw_id
 
@@ -36,6 +36,11 @@ RANDOM_ID_MEMORY = 600.0
 # a client learns the new one from bad_server_salt or get_future_salts, not for how long the old one
 # is honoured: inferred, and stricter than Telegram is likely to be, not at all.
 OLD_SALT_GRACE = 0.0
+
+
+# What a key not signed in (a new key on another DC) may call: the configuration, and the import of
+# an authorization exported on the bot's DC (core.telegram.org/api/datacenter#authorization transfer).
+UNAUTHORIZED_METHODS = frozenset({"help.GetConfig", "auth.ImportAuthorization"})
 
 
 class ServerCore:
@@ -80,6 +85,15 @@ class ServerCore:
         self.msg_ids = wire.MsgIds()
         self.keys: dict[bytes, bytes] = {}
         self.endpoints: list[Endpoint] = []
+        self.authorized: set[tuple[int, bytes]] = set()  # (dc, auth key id) signed in to the bot
+        self.exported: dict[bytes, int] = {}  # auth.exportAuthorization's bytes -> the DC they are for
+        # Each DC's link, as a benchmark sets it (dc_set): extra seconds every answer takes, and the
+        # bytes per second each connection to it carries (None: no cap).
+        self.dc_links: dict[int, tuple[float, float | None]] = {}
+        self.file_read_rate = limits.FILE_READ_RATE
+        self.file_reads = Window(self.file_read_rate)
+        self.file_reads_served = 0  # upload.getFile answers with bytes, and their bytes
+        self.file_bytes_served = 0
         self.users: dict[int, User] = {}
         self.channels: dict[int, Channel] = {}  # by raw id
         self.box: dict[int, Message] = {}  # the bot's private-chat messages, by id (one sequence)
@@ -117,12 +131,25 @@ class ServerCore:
 
     # --- sessions -------------------------------------------------------------------------------
 
-    def connect(self, auth_key: bytes, push: Callable[[bytes], None], hangup: Callable[[], None] | None = None) -> Endpoint:
-        """A client connects with a key it was provisioned with (see offline/telegram/connection.py); `hangup`
-        drops its connection."""
+    def connect(
+        self,
+        auth_key: bytes,
+        push: Callable[[bytes], None],
+        hangup: Callable[[], None] | None = None,
+        *,
+        dc_id: int = limits.HOME_DC,
+    ) -> Endpoint:
+        """A client connects to data centre `dc_id` with a key it was provisioned with (see
+        offline/telegram/connection.py); `hangup` drops its connection. A key is signed in to the
+        bot on the bot's own DC (as a provisioned session is); on another DC only once
+        auth.importAuthorization was called with it (methods/auth.py)."""
+        if dc_id not in limits.DCS:
+            raise ValueError(f"no data centre {dc_id}")
         with self.lock:
             self.keys[wire.key_id(auth_key)] = auth_key
-            endpoint = Endpoint(self, auth_key, push, hangup)
+            if dc_id == limits.HOME_DC:
+                self.authorized.add((dc_id, wire.key_id(auth_key)))
+            endpoint = Endpoint(self, auth_key, push, hangup, dc_id=dc_id)
             self.endpoints.append(endpoint)
             return endpoint
 
@@ -210,11 +237,32 @@ class ServerCore:
             body_bytes = wire.rpc_result(msg_id, result)
         except RpcFault as fault:
             body_bytes = wire.rpc_result(msg_id, raw.types.RpcError(error_code=fault.code, error_message=fault.message))
-        endpoint.send(body_bytes, answer=True, delay=self.latency)
+        endpoint.send(body_bytes, answer=True, delay=self.latency + self._link_delay(endpoint, len(body_bytes)))
+
+    def _link_delay(self, endpoint: Endpoint, size: int) -> float:
+        """The extra time an answer of `size` bytes takes on `endpoint`'s link (dc_set): the DC's
+        latency, and, with a bandwidth cap, its turn on the connection (answers go one after
+        another, each taking size / bandwidth)."""
+        link = self.dc_links.get(endpoint.dc_id)
+        if link is None:
+            return 0.0
+        latency, bandwidth = link
+        if not bandwidth:
+            return latency
+        with self.lock:
+            now = time.monotonic()
+            endpoint.link_free = max(endpoint.link_free, now) + size / bandwidth
+            return latency + endpoint.link_free - now
+
+    def current_endpoint(self) -> Endpoint:
+        """The session whose request this thread answers (a method that depends on its DC)."""
+        return self._answering.endpoint
 
     def _invoke(self, endpoint: Endpoint, name: str, query, *, subscribe: bool):
         chat_id = self._chat_of(query)
         self.calls.append(Call(name, chat_id, self._arrived_monotonic()))
+        if name not in UNAUTHORIZED_METHODS and (endpoint.dc_id, wire.key_id(endpoint.auth_key)) not in self.authorized:
+            raise RpcFault("AUTH_KEY_UNREGISTERED")  # a key on another DC before importAuthorization
         if name not in ("help.GetConfig",):
             if self.bot.revoked:
                 raise RpcFault("AUTH_KEY_UNREGISTERED")
@@ -228,6 +276,7 @@ class ServerCore:
         if handler is None:
             log.error("telegram server: %s is not implemented", name)
             raise RpcFault("INPUT_METHOD_INVALID")
+        self._answering.endpoint = endpoint
         if subscribe and name.startswith("updates."):
             # Inferred from MTProto's docs: a session that asks for the update state gets updates;
             # kurigram's no_updates clients wrap every call in invokeWithoutUpdates and get none.
@@ -369,8 +418,10 @@ class ServerCore:
             self.channel_messages[channel.raw_id][msg.id] = msg
         return msg
 
-    def new_file(self, kind: str, name: str, size: int | None = None) -> File:
-        file = File(id=next(self._file_ids), kind=kind, name=name)
+    def new_file(self, kind: str, name: str, size: int | None = None, *, dc_id: int = limits.HOME_DC) -> File:
+        if dc_id not in limits.DCS:
+            raise ValueError(f"no data centre {dc_id}")
+        file = File(id=next(self._file_ids), kind=kind, name=name, dc_id=dc_id, reference_at=self.now())
         if size is not None:
             file.size = size
         self.files[file.id] = file

@@ -23,6 +23,8 @@ ERROR_CODES = {
 def error_code(message: str) -> int:
     if message.startswith("FLOOD_WAIT_") or message.startswith("FLOOD_PREMIUM_WAIT_"):
         return 420
+    if message.startswith("FILE_MIGRATE_"):
+        return 303
     return ERROR_CODES.get(message, 400)
 
 

@@ -78,6 +78,20 @@ class Inspection:
     def bot_messages(self, chat_id: int) -> list[Message]:
         return [m for m in self.messages(chat_id) if m.out]
 
+    def file_info(self, chat_id: int, message_id: int) -> dict | None:
+        """The file a stored message carries: {"id", "size", "dc_id", "mime_type", "name",
+        "generated"} (None: no such message, or no file). A generated file's bytes are
+        content.generated(id, offset, length)."""
+        with self.lock:
+            msg = self.stored(chat_id, message_id)
+            file = msg.file if msg is not None else None
+            if file is None:
+                return None
+            return {
+                "id": file.id, "size": file.size, "dc_id": file.dc_id, "mime_type": file.mime_type,
+                "name": file.name, "generated": file.content is None,
+            }  # fmt: skip
+
     def message(self, chat_id: int, message_id: int) -> Message | None:
         with self.lock:
             return self.stored(chat_id, message_id)

@@ -49,3 +49,38 @@ def utf16_length(text: str) -> int:
     """`text`'s length as Telegram counts it: UTF-16 code units (a character beyond U+FFFF, most
     emoji, counts 2)."""
     return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
+
+
+# --- downloads (core.telegram.org/api/files, "Downloading files"; method/upload.getFile) ------------
+# Without the `precise` flag: offset and limit divisible by 4 KB, and 1048576 (1 MB) divisible by
+# limit. With it: offset and limit divisible by 1 KB, limit at most 1 MB. In any case the part lies
+# within one 1 MB chunk: offset / 1 MB == (offset + limit - 1) / 1 MB.
+DOWNLOAD_ALIGN = 4 * 1024
+DOWNLOAD_ALIGN_PRECISE = 1024
+DOWNLOAD_CHUNK = 1024 * 1024
+# Which error a request that breaks a rule gets: OFFSET_INVALID for the offset's, LIMIT_INVALID for
+# the limit's (both listed for upload.getFile). A part that crosses a 1 MB boundary: inferred
+# LIMIT_INVALID (the docs list no error of its own for it).
+# A part that starts at or beyond the file's end answers no bytes; one that runs past it, the bytes
+# up to the end (documented: a download ends at a part shorter than the limit).
+
+# How long a file reference lasts. Telegram documents that references expire and are refreshed by
+# fetching the object again (core.telegram.org/api/file_reference), not after how long. Inferred:
+# one hour, shorter than Telegram is likely to keep them, so a reader must refresh. A reference is
+# also void once the message it came from is deleted (inferred, stricter), and reading the message
+# again after it expired gives a new one.
+FILE_REFERENCE_LIFETIME = timedelta(hours=1)
+
+# A bot's data centre (where its account lives) and the data centres a file can be kept on
+# (help.getConfig's dc_options: production DCs 1 to 5). A file on another DC is read through a
+# connection to that DC, authorised with auth.exportAuthorization / auth.importAuthorization;
+# asked on the wrong one, upload.getFile answers FILE_MIGRATE_X (303, X the file's DC).
+HOME_DC = 2
+DCS = (1, 2, 3, 4, 5)
+
+# upload.getFile calls a bot may make per second, over all its connections. Telegram documents no
+# rate for file reads (it does answer FLOOD_WAIT_X to them, as to any method). Inferred: 100 calls
+# in any one-second span (100 MB/s at 1 MB a call), counted alone, not in the 30/s send budget;
+# beyond it FLOOD_WAIT_X with the seconds until a call fits. TelegramServer.rates_set(file_read_rate=)
+# changes it.
+FILE_READ_RATE = 100

@@ -18,6 +18,7 @@ import struct
 from collections.abc import Callable
 from pathlib import Path
 
+from inmemory_telegram.limits import HOME_DC
 from inmemory_telegram.protocol import CONTROL, CONTROL_ANSWER, CONTROLS, HELLO, PACKET, WRITTEN, frame, read_frame
 from inmemory_telegram.server import TelegramServer
 from inmemory_telegram.state import Media, Profile
@@ -69,7 +70,11 @@ async def serve(server: TelegramServer, path: Path, *, ready: Callable[[], objec
             while True:
                 kind, payload = await read_frame(reader)
                 if kind == HELLO:
-                    endpoint = server.connect(payload, push, hangup=lambda: loop.call_soon_threadsafe(writer.close))
+                    # the auth key (256 bytes), then the data centre (2 bytes; none: the bot's)
+                    dc_id = struct.unpack(">H", payload[256:258])[0] if len(payload) >= 258 else HOME_DC
+                    endpoint = server.connect(
+                        payload[:256], push, hangup=lambda: loop.call_soon_threadsafe(writer.close), dc_id=dc_id
+                    )
                 elif kind == WRITTEN and endpoint is not None:
                     (written,) = struct.unpack_from(">d", payload)
                     endpoint.receive(payload[8:], written=written)

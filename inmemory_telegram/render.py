@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pyrogram import raw
 
+from inmemory_telegram import limits
 from inmemory_telegram.state import Bot, Channel, File, Message, User, channel_raw_id
 
-DC_ID = 2
+DC_ID = limits.HOME_DC  # the bot's data centre
 
 
 def ts(moment) -> int:
@@ -66,7 +67,7 @@ def media_tl(file: File):
                 file_reference=file.file_reference,
                 date=0,
                 sizes=[raw.types.PhotoSize(type="x", w=800, h=600, size=file.size)],
-                dc_id=DC_ID,
+                dc_id=file.dc_id,
             )
         )
     attributes = [raw.types.DocumentAttributeFilename(file_name=file.name.rsplit("/", 1)[-1] or "file")]
@@ -84,7 +85,7 @@ def media_tl(file: File):
             date=0,
             mime_type=file.mime_type,
             size=file.size,
-            dc_id=DC_ID,
+            dc_id=file.dc_id,
             attributes=attributes,
         )
     )

@@ -30,8 +30,12 @@ class Endpoint:
     """One connected MTProto session (a kurigram `Session`). `server` is the core.ServerCore that
     answers its messages (unannotated: the core imports this module, not the other way round)."""
 
-    def __init__(self, server, auth_key: bytes, push: Callable[[bytes], None], hangup: Callable[[], None] | None = None):
+    def __init__(
+        self, server, auth_key: bytes, push: Callable[[bytes], None], hangup: Callable[[], None] | None = None, *, dc_id: int = 2
+    ):
         self.server = server
+        self.dc_id = dc_id  # the data centre this connection is to
+        self.link_free = 0.0  # time.monotonic() when its link has sent every answer so far (dc_set)
         self.auth_key = auth_key
         self.push_packet = push
         self.hangup_connection = hangup  # drops the client's connection (the hostile mode)

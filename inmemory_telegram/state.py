@@ -13,6 +13,8 @@ from datetime import datetime
 
 from pyrogram import raw
 
+from inmemory_telegram.content import generated
+
 CHANNEL_ID_SHIFT = -1_000_000_000_000  # Bot API id of channel c is -100<c>: -(10**12) - c
 
 
@@ -133,6 +135,23 @@ class File:
     size: int = 1024
     mime_type: str = "application/octet-stream"
     sha256: str = ""  # of the bytes uploaded (empty for files made by a test or fetched from a URL)
+    dc_id: int = 2  # the data centre it is kept on (limits.HOME_DC: the bot's own)
+    reference_at: datetime | None = None  # when `file_reference` was issued (the server's clock)
+    # Its bytes: as uploaded, or None for a file a test or the sandbox made of `size` bytes, whose
+    # bytes are generated from its id (content.py) and cost no memory.
+    content: bytes | None = None
+
+    def read(self, offset: int, length: int) -> bytes:
+        """Bytes [offset, offset + length) of the file, cut at its end."""
+        length = max(0, min(length, self.size - offset))
+        if self.content is not None:
+            return self.content[offset : offset + length]
+        return generated(self.id, offset, length)
+
+    def reference_renew(self, now: datetime) -> None:
+        """A new file reference: the old one is void."""
+        self.file_reference = secrets.token_bytes(8)
+        self.reference_at = now
 
 
 @dataclass

@@ -25,6 +25,10 @@ What is used, and where kurigram keeps it (pyrogram/session/session.py unless sa
 - `TCP.crypto_executor` (connection/transport/tcp/tcp.py): where packets are ciphered.
 - `types.Photo._parse` (types/messages_and_media/photo.py): a photo's file id from raw TL.
 - `Client.loop`: the loop kurigram schedules its own tasks on.
+- Downloads (`media_session_open`, `media_invoke`): `Client.get_session`'s way to a media session
+  (client.py: the key, `Session(..., is_media=True)`, `auth.exportAuthorization` /
+  `importAuthorization`), `session.Auth(...).create()` for another DC's key, and on that session
+  what `_transmit` uses of `Session.send`.
 - The update stream (pyrogram/dispatcher.py, client.py): `Dispatcher.updates_queue`, which
   `Client.handle_updates` fills with `put_nowait((update, users, chats))` and each of
   `Dispatcher.handler_worker`'s tasks empties one packet at a time, every handler awaited before it
@@ -50,6 +54,7 @@ from pyrogram.connection.transport import TCPAbridged
 from pyrogram.crypto import mtproto
 from pyrogram.raw.all import objects as tl_constructors
 from pyrogram.raw.core import Message, MsgContainer
+from pyrogram.session import Auth, Session
 
 from botapp.runtime import gc_tune
 from botapp.telegram.position import Position, Ticket, spans_of
@@ -70,6 +75,8 @@ RECHECK = (
     "start (recover_gaps unless skip_updates)",
     "pyrogram/client.py: Client.handle_updates (put_nowait of (update, users, chats)), Client.fetch_peers, "
     "updates_watchdog; methods/advanced/recover_gaps.py",
+    "pyrogram/client.py: Client.get_session (a media session: key, Session(is_media=True), export/import of the "
+    "authorization), Client.get_dc_option; pyrogram/session/auth.py: Auth.create",
 )
 
 
@@ -510,13 +517,13 @@ def _in_time(write_by: float | None) -> None:
         raise Lapsed(f"admitted, but not written until {late * 1000:.1f} ms after its admission ran out")
 
 
-async def _answers_wait(session, round_: _Round, connection) -> None:
+async def _answers_wait(session, round_: _Round, connection, timeout: float | None = None) -> None:
     """Until every message is answered, WAIT_TIMEOUT passes, or the connection they went on is gone:
     when it drops, kurigram's Session.restart gives the session a new connection object, and no
     answer comes on the new one for what was sent on the old (the caller asks again at once
     through kurigram's invoke, the same random_id, instead of waiting out WAIT_TIMEOUT)."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + session.WAIT_TIMEOUT
+    deadline = loop.time() + (session.WAIT_TIMEOUT if timeout is None else timeout)
     while not round_.done.is_set() and (left := deadline - loop.time()) > 0:
         try:
             async with asyncio.timeout(min(CONNECTION_CHECK, left)):
@@ -683,3 +690,83 @@ def updates_feed(client: Client, packets: list[tuple], ticket: Ticket) -> None:
     """Hand fetched packets to kurigram's dispatcher, as `recover_gaps` does, counted by one ticket."""
     for packet in packets:
         client.dispatcher.updates_queue.put_nowait(Fed(packet, ticket))
+
+
+# --- downloads: a media session on any data centre, and one request on it ---------------------------
+
+AUTH_IMPORT_TRIES = 3  # as Client.get_session: an exported authorization imported up to 3 times
+
+
+async def media_session_open(client: Client, dc_id: int) -> Session:
+    """A started media session on data centre `dc_id`, for upload.getFile, built as kurigram's
+    `Client.get_session(dc_id, is_media=True)` builds one (client.py), with these differences: it is
+    the caller's (not cached in `client.media_sessions`, so no other code shares it), and a key for
+    another DC comes from the storage when the storage provisions keys (`provisioned_auth_key`: the
+    in-memory Telegram's harness, where MTProto's key exchange does not run), else from
+    `Auth(...).create()` as kurigram does. On another DC the bot's authorization is exported from
+    its own DC and imported on the new session (core.telegram.org/api/datacenter)."""
+    home = await client.storage.dc_id()
+    option = await client.get_dc_option(dc_id, is_media=True, ipv6=client.ipv6)
+    test_mode = await client.storage.test_mode()
+    if dc_id == home:
+        key = await client.storage.auth_key()
+    elif (provisioned := getattr(client.storage, "provisioned_auth_key", None)) is not None:
+        key = await provisioned(dc_id)
+    else:
+        key = await Auth(client, dc_id, option.ip_address, option.port, test_mode).create()
+    session = Session(client, dc_id, option.ip_address, option.port, key, test_mode, is_media=True)
+    await session.start()
+    if dc_id == home:
+        return session
+    for _ in range(AUTH_IMPORT_TRIES):
+        exported = await client.invoke(raw.functions.auth.ExportAuthorization(dc_id=dc_id), sleep_threshold=0)
+        try:
+            await media_invoke(session, raw.functions.auth.ImportAuthorization(id=exported.id, bytes=exported.bytes))
+        except errors.AuthBytesInvalid:
+            continue
+        return session
+    await session.stop()
+    raise errors.AuthBytesInvalid
+
+
+async def media_invoke(session: Session, query, *, timeout: float | None = None):
+    """`query`'s answer on `session` (a media session), or kurigram's exception for Telegram's error.
+    What kurigram's `Session.send` does, and `_transmit` for one message, with two differences that a
+    download needs: whatever ends the wait (an answer, `timeout`, a dropped connection, the caller
+    cancelled) takes the request out of `session.results` (Session.send leaves it there, with the
+    answer's bytes when they come, for good when its caller is cancelled); and a connection that
+    drops ends the wait at once. A request refused before processing (bad_server_salt,
+    bad_msg_notification 16/17/32/33/48) is sent again with the new salt; no answer is TimeoutError,
+    not sent NotSent (both OSError: the caller may ask again)."""
+    for _ in range(RESEND_MAX + 1):
+        if not session.is_started.is_set():
+            try:
+                await asyncio.wait_for(session.is_started.wait(), session.WAIT_TIMEOUT)
+            except TimeoutError:
+                raise NotSent(f"the media session did not start within {session.WAIT_TIMEOUT}s") from None
+        message = await session.msg_factory.create(query)
+        slot = _Slot()
+        round_ = _Round(1)
+        slot.event = _Signal(round_, [slot])
+        session.results[message.msg_id] = slot
+        connection = session.connection
+        try:
+            payload = mtproto.pack(message, session.salt, session.session_id, session.auth_key, session.auth_key_id)
+            await connection.send(payload)
+            await _answers_wait(session, round_, connection, timeout)
+        finally:
+            session.results.pop(message.msg_id, None)
+        value = slot.value
+        if value is None:
+            raise TimeoutError("no answer: the connection dropped or Telegram did not answer in time")
+        if isinstance(value, raw.types.BadServerSalt):
+            session.salt = value.new_server_salt
+            continue
+        if isinstance(value, raw.types.BadMsgNotification):
+            if value.error_code in RESEND_CODES:
+                continue
+            raise NotSent(f"bad_msg_notification {value.error_code}")
+        if isinstance(value, raw.types.RpcError):
+            raise rpc_error(value, query)
+        return value
+    raise NotSent(f"Telegram refused the request {RESEND_MAX + 1} times before processing it")

@@ -1,6 +1,6 @@
 """Every decision to ask Telegram again, in one place: what is asked again, how often, after what.
 
-A request can be asked again at five places; each asks this module, none decides alone:
+A request can be asked again at six places; each asks this module, none decides alone:
 
 1. A FloodWait (Telegram: too fast). `CallPolicy.after` pauses the scope Telegram limited in the
    shared limiter (the chat for a send, else the senders of the call's lane and budget: see
@@ -23,6 +23,12 @@ A request can be asked again at five places; each asks this module, none decides
    sends a sweep hands back `pending`: nothing was delivered (a FloodWait or transient error that
    outlasted 1 and 2), or the outcome is unknown and every message carried its row's random_id
    (`repeatable`, set by `repeatable_when` and `keyed` below), so Telegram delivers it once.
+
+6. A read of a stored file (downloads.py: upload.getFile, and the message read again for a fresh
+   file reference): `read_after`. A FloodWait is waited out when it is at most `max_flood_wait`
+   (the cap sends have, TELEGRAM_MAX_FLOOD_WAIT); a transient error (a dropped connection, no
+   answer) after a back-off; up to READ_ATTEMPTS in a row. A read changes nothing, so asking again
+   is always safe.
 
 Not decisions about Telegram's answer, and so not here: kurigram.invoke_many sends again at once
 what MTProto's session protocol refused (bad_server_salt, bad_msg_notification: nothing was
@@ -137,3 +143,22 @@ def keyed(error, item: SendItem):
     if isinstance(error, OutcomeUnknown):
         error.repeatable = bool(item.key)
     return error
+
+
+# A read of a stored file (6): how many refusals in a row one part of it survives. More than a
+# send's MAX_ATTEMPTS: a stream that has sent bytes cannot start again, and a read is safe to repeat.
+READ_ATTEMPTS = 6
+
+
+def read_after(error: TelegramError, *, attempt: int, max_flood_wait: int) -> Retry:
+    """After a read was refused (6): ask again after `wait`, or give up (the stream ends short)."""
+    if attempt >= READ_ATTEMPTS:
+        return Retry(False)
+    if isinstance(error, FloodWait):
+        return Retry(error.seconds <= max_flood_wait, float(error.seconds))
+    if isinstance(error, TransientError):
+        return Retry(True, min(BACKOFF_BASE * 2 ** (attempt - 1), READ_BACKOFF_MAX))
+    return Retry(False)
+
+
+READ_BACKOFF_MAX = 4.0  # seconds: a read's back-off grows no further

@@ -137,6 +137,8 @@ def messages_result(server, found, ids, *, channel: Channel | None = None):
         if msg is None or msg.deleted:
             tl.append(raw.types.MessageEmpty(id=wanted))
             continue
+        if msg.file is not None and server.now() - msg.file.reference_at >= limits.FILE_REFERENCE_LIFETIME:
+            msg.file.reference_renew(server.now())  # read again: a fresh file reference
         tl.append(render.message_tl(msg, bot_id=server.bot.id))
         if msg.chat_id > 0:
             users[msg.chat_id] = server.users[msg.chat_id]
@@ -157,6 +159,8 @@ def delete(server, messages: list[Message]) -> int:
         if msg.chat_id > 0 and now - msg.date > limits.DELETE_WINDOW:
             continue  # the bot's 48 h are over: Telegram leaves the message (the count shows it)
         msg.deleted = True
+        if msg.file is not None:
+            msg.file.reference_renew(now)  # the reference it gave is void (limits.FILE_REFERENCE_LIFETIME)
         done.setdefault(msg.chat_id, []).append(msg.id)
     for chat_id, ids in done.items():
         server.emit(Event("delete", chat_id, ids))

@@ -20,7 +20,7 @@ def get_config(server, query):
         expires=now_ts(server) + 3600,
         test_mode=False,
         this_dc=render.DC_ID,
-        dc_options=[raw.types.DcOption(id=render.DC_ID, ip_address="127.0.0.1", port=443)],
+        dc_options=[raw.types.DcOption(id=dc, ip_address="127.0.0.1", port=443) for dc in limits.DCS],
         dc_txt_domain_name="offline",
         chat_size_max=200,
         megagroup_size_max=200000,

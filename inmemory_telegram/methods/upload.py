@@ -1,9 +1,10 @@
-"""upload.*: files uploaded in parts (core.telegram.org/api/files), and the file an InputFile names
-once all its parts are in."""
+"""upload.*: files uploaded in parts (core.telegram.org/api/files), the file an InputFile names
+once all its parts are in, and files downloaded in parts (upload.getFile), by Telegram's rules."""
 
 from __future__ import annotations
 
 import hashlib
+import math
 
 from pyrogram import raw
 
@@ -66,6 +67,7 @@ def uploaded_file(server, input_file, *, kind: str, mime_type: str) -> File:
         raise RpcFault("PHOTO_SAVE_FILE_INVALID")  # inferred error name for a photo over 10 MB
     file = server.new_file(kind, input_file.name)
     file.size, file.mime_type, file.sha256 = len(data), mime_type, hashlib.sha256(data).hexdigest()
+    file.content = data
     return file
 
 
@@ -78,3 +80,51 @@ def document_kind(attributes) -> str:
     if any(isinstance(a, raw.types.DocumentAttributeAudio) for a in attributes):
         return "audio"
     return "document"
+
+
+def download_part_check(offset: int, limit: int, *, precise: bool) -> None:
+    """Telegram's rules on a download's offset and limit (limits.py, "downloads"): OFFSET_INVALID or
+    LIMIT_INVALID for a part that breaks them."""
+    align = limits.DOWNLOAD_ALIGN_PRECISE if precise else limits.DOWNLOAD_ALIGN
+    if offset < 0 or offset % align:
+        raise RpcFault("OFFSET_INVALID")
+    if limit <= 0 or limit % align or limit > limits.DOWNLOAD_CHUNK:
+        raise RpcFault("LIMIT_INVALID")
+    if not precise and limits.DOWNLOAD_CHUNK % limit:
+        raise RpcFault("LIMIT_INVALID")
+    if offset // limits.DOWNLOAD_CHUNK != (offset + limit - 1) // limits.DOWNLOAD_CHUNK:
+        raise RpcFault("LIMIT_INVALID")  # inferred: the docs name no error for a part across 1 MB
+
+
+def file_located(server, location):
+    """The file a download names, after Telegram's checks: it exists and its access hash matches
+    (FILE_ID_INVALID), its reference is the current one and not past its lifetime
+    (FILE_REFERENCE_EXPIRED), and the connection is to the DC it is kept on (FILE_MIGRATE_X)."""
+    if not isinstance(location, (raw.types.InputDocumentFileLocation, raw.types.InputPhotoFileLocation)):
+        raise RpcFault("LOCATION_INVALID")  # inferred: other locations (thumbnails, chat photos) are not modelled
+    file = server.files.get(location.id)
+    if file is None or file.access_hash != location.access_hash:
+        raise RpcFault("FILE_ID_INVALID")
+    if location.file_reference != file.file_reference or server.now() - file.reference_at >= limits.FILE_REFERENCE_LIFETIME:
+        raise RpcFault("FILE_REFERENCE_EXPIRED")
+    if server.current_endpoint().dc_id != file.dc_id:
+        raise RpcFault(f"FILE_MIGRATE_{file.dc_id}")
+    return file
+
+
+@METHODS.method("upload.GetFile")
+def get_file(server, query):
+    download_part_check(query.offset, query.limit, precise=bool(query.precise))
+    file = file_located(server, query.location)
+    if server.enforce_rates:  # limits.FILE_READ_RATE (inferred)
+        now = server.arrived()
+        wait = server.file_reads.wait(now, 1)
+        if wait > 0:
+            server.flood_waits += 1
+            raise RpcFault(f"FLOOD_WAIT_{max(1, math.ceil(wait))}")
+        server.file_reads.add(now, 1)
+    data = file.read(query.offset, query.limit)
+    server.file_reads_served += 1
+    server.file_bytes_served += len(data)
+    file_type = raw.types.storage.FilePartial() if file.kind != "photo" else raw.types.storage.FileJpeg()
+    return raw.types.upload.File(type=file_type, mtime=0, bytes=data)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from botapp.telegram.client import client_build
+from botapp.telegram.downloads import Downloader
 from botapp.telegram.gateway import ChannelPost
 from botapp.telegram.position import PositionState
 from botapp.telegram.pyrogram_gateway import PyrogramGateway
@@ -51,6 +52,20 @@ def offline_gateway(
     if start:
         gateway.start()
     return gateway
+
+
+def offline_downloader(
+    target: TelegramServer | str, *, name: str = "stream", bot_token: str | None = None, **options
+) -> Downloader:
+    """A Downloader (not started: `await downloader.start()` on the loop that reads) whose client
+    talks to `target` in memory; `options` go to Downloader (in_flight, max_flood_wait, call_timeout)."""
+    if bot_token is None:
+        bot_token = "7000000001:offline-token" if isinstance(target, str | os.PathLike) else target.bot.token
+    client = client_build(
+        name=name, api_id=API_ID, api_hash=API_HASH, bot_token=bot_token, workdir=Path(tempfile.gettempdir()),
+        no_updates=True, offline=target, in_memory=True,
+    )  # fmt: skip
+    return Downloader(client, **options)
 
 
 class MemoryPositions:

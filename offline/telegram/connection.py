@@ -38,6 +38,7 @@ class ProvisionedStorage(SQLiteStorage):
         super().__init__(name, workdir=workdir, in_memory=in_memory)
         self.provision_api_id = api_id
         self.provision_bot_id = int(bot_token.split(":", 1)[0])
+        self.dc_keys: dict[int, bytes] = {}  # keys for other data centres (provisioned_auth_key)
 
     async def open(self):
         await super().open()
@@ -53,6 +54,17 @@ class ProvisionedStorage(SQLiteStorage):
             await self.is_bot(True)
             await self.save()
 
+    async def provisioned_auth_key(self, dc_id: int) -> bytes:
+        """The auth key for a connection to another data centre (botapp/telegram/kurigram.py asks
+        for it where kurigram runs MTProto's key exchange, which does not run offline). Not
+        signed in: the client imports an authorization with it, as against Telegram."""
+        key = self.dc_keys[dc_id] = os.urandom(256)
+        return key
+
+    async def key_for(self, dc_id: int) -> bytes:
+        """The key a connection to `dc_id` carries: the one provisioned for it, else the session's."""
+        return self.dc_keys.get(dc_id) or await self.auth_key()
+
 
 class _Connection:
     """The interface kurigram's Session uses: connect, send, recv, close (and protocol.crypto_executor)."""
@@ -60,6 +72,7 @@ class _Connection:
     def __init__(self, dc_id, server_address, port, test_mode, proxy=None, media=False, protocol_factory=None,
                  crypto_executor_workers=1, loop=None, *, storage: SQLiteStorage):  # fmt: skip
         self.storage = storage
+        self.dc_id = dc_id
         self.loop = loop
         self.protocol = SimpleNamespace(crypto_executor=LoopCrypto())  # as the production transport's
         self.queue: asyncio.Queue | None = None
@@ -80,7 +93,8 @@ class InProcessConnection(_Connection):
 
     async def connect(self) -> None:
         self.queue = asyncio.Queue()
-        self.endpoint = self.server.connect(await self.storage.auth_key(), self._deliver, hangup=lambda: self._deliver(None))
+        key = await self.storage.key_for(self.dc_id)
+        self.endpoint = self.server.connect(key, self._deliver, hangup=lambda: self._deliver(None), dc_id=self.dc_id)
 
     async def send(self, data: bytes) -> None:
         if self.endpoint is None or self.endpoint.closed:
@@ -104,7 +118,8 @@ class SocketConnection(_Connection):
     async def connect(self) -> None:
         self.queue = asyncio.Queue()
         self.reader, self.writer = await asyncio.open_unix_connection(self.path)
-        self.writer.write(frame(HELLO, await self.storage.auth_key()))
+        key = await self.storage.key_for(self.dc_id)
+        self.writer.write(frame(HELLO, key + struct.pack(">H", self.dc_id)))
         await self.writer.drain()
         self.reader_task = asyncio.get_running_loop().create_task(self._read())
 

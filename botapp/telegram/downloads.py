@@ -1,0 +1,391 @@
+"""Stored files read back from Telegram, for the streaming process: any byte range of a file a
+message of the storage channel carries, in order, read ahead with several upload.getFile calls
+in flight.
+
+A `Downloader` is one bot's reader in one process: its own kurigram client (never the session file
+of runbot or a worker), one media session per data centre (kurigram.media_session_open), and the
+files' locations cached by message. `read` yields exactly bytes [start, end) of a file: the range
+is cut into parts Telegram accepts (limits.DOWNLOAD_*; an unaligned start or end is read aligned
+and trimmed), up to `in_flight` of them asked at once, each handed on in order once the consumer
+asks for the next. So at most `in_flight` parts (1 MB each at most) are held per stream, a slow
+consumer slows the reads, and closing or cancelling the iterator cancels what is in flight.
+
+A part Telegram refuses is asked again from its own offset, so no byte is ever skipped, repeated or
+taken from elsewhere: an expired file reference is refreshed by reading the message again
+(channels.getMessages); FILE_MIGRATE_X moves the file's reads to a media session on DC X; a
+FloodWait up to `max_flood_wait` is waited out (the pool skips a bot while it waits); a dropped
+connection or a lost answer is asked again after a back-off (retry.read_after). A message deleted,
+or its media gone, is `FileGone` before the first byte and `StreamBroken` after; so is anything
+else that cannot be recovered: the consumer ends its response short, and a downloader resumes.
+
+A `DownloaderPool` holds one Downloader per bot token and picks the least loaded that is not in a
+FloodWait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+
+from pyrogram import Client, errors, raw
+from pyrogram.file_id import FileUniqueId, FileUniqueType
+
+from botapp.telegram import retry
+from botapp.telegram.gateway import BotUnauthorized, FloodWait
+from botapp.telegram.kurigram import loop_bind, media_invoke, media_session_open, session_tune
+from botapp.telegram.limits import DOWNLOAD_ALIGN, DOWNLOAD_CHUNK
+from botapp.telegram.request import error_to_domain
+
+IN_FLIGHT = 4  # upload.getFile calls one stream keeps in flight (TG-FileStreamBot's choice too)
+# How long one upload.getFile waits for its answer before it is asked again (a lost answer): kurigram's
+# own wait for any request (Session.WAIT_TIMEOUT), unless the process sets its own.
+CALL_TIMEOUT = 15.0
+LOCATIONS_MAX = 10_000  # files whose location (size, DC, reference) a Downloader keeps
+MIGRATIONS_MAX = 2  # FILE_MIGRATE_X answers one part follows before it gives up
+REFRESHES_MAX = 3  # file references one part refreshes in a row before it gives up
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    size: int
+    mime_type: str
+    file_name: str
+    file_unique_id: str  # stable over time and bots, as the Bot API's file_unique_id: for an ETag
+    dc_id: int
+
+
+class FileGone(Exception):  # noqa: N818 - what happened, as the web side names it
+    """The message or its media is gone from the storage channel."""
+
+
+class StreamBroken(Exception):  # noqa: N818
+    """A read that cannot go on: the bytes handed on so far are right; the rest will not come."""
+
+
+@dataclass(frozen=True)
+class Part:
+    """One upload.getFile: `limit` bytes from `offset`, Telegram's rules kept."""
+
+    offset: int
+    limit: int
+
+
+def parts(start: int, end: int) -> Iterator[Part]:
+    """The parts that cover [start, end), in order. The first starts at `start` rounded down to the
+    smallest power-of-two limit whose aligned part reaches the next 1 MB boundary (or `end`): one
+    call, at most that limit read before `start`. Then whole 1 MB chunks, the last one cut to the
+    smallest limit that reaches `end`."""
+    if start >= end:
+        return
+    pos = start - start % DOWNLOAD_ALIGN
+    target = min(end, (pos // DOWNLOAD_CHUNK + 1) * DOWNLOAD_CHUNK)
+    limit = DOWNLOAD_ALIGN
+    while pos - pos % limit + limit < target:
+        limit *= 2
+    pos -= pos % limit
+    yield Part(pos, limit)
+    pos += limit
+    while pos < end:
+        limit = DOWNLOAD_ALIGN
+        while limit < min(end - pos, DOWNLOAD_CHUNK):
+            limit *= 2
+        yield Part(pos, limit)
+        pos += limit
+
+
+@dataclass
+class Location:
+    """Where a stored file is read: its InputFileLocation (with the current file reference) and DC."""
+
+    info: FileInfo
+    input: raw.base.InputFileLocation
+    dc_id: int
+    generation: int = 0  # how many times the reference was refreshed
+    lock: asyncio.Lock | None = None
+
+
+def location_of(message) -> Location | None:
+    """The location of a message's file (None: no message, or no document or photo in it)."""
+    media = getattr(message, "media", None)
+    if isinstance(media, raw.types.MessageMediaDocument) and isinstance(media.document, raw.types.Document):
+        doc = media.document
+        name = next((a.file_name for a in doc.attributes if isinstance(a, raw.types.DocumentAttributeFilename)), "")
+        location = raw.types.InputDocumentFileLocation(
+            id=doc.id, access_hash=doc.access_hash, file_reference=doc.file_reference, thumb_size=""
+        )
+        info = FileInfo(
+            size=doc.size,
+            mime_type=doc.mime_type or "application/octet-stream",
+            file_name=name or f"file_{doc.id}",
+            file_unique_id=FileUniqueId(file_unique_type=FileUniqueType.DOCUMENT, media_id=doc.id).encode(),
+            dc_id=doc.dc_id,
+        )
+        return Location(info, location, doc.dc_id, lock=asyncio.Lock())
+    if isinstance(media, raw.types.MessageMediaPhoto) and isinstance(media.photo, raw.types.Photo):
+        photo = media.photo
+        sizes = [s for s in photo.sizes if isinstance(s, raw.types.PhotoSize)]
+        if not sizes:
+            return None
+        biggest = max(sizes, key=lambda s: s.size)
+        location = raw.types.InputPhotoFileLocation(
+            id=photo.id, access_hash=photo.access_hash, file_reference=photo.file_reference, thumb_size=biggest.type
+        )
+        info = FileInfo(
+            size=biggest.size,
+            mime_type="image/jpeg",
+            file_name=f"photo_{photo.id}.jpg",
+            file_unique_id=FileUniqueId(file_unique_type=FileUniqueType.DOCUMENT, media_id=photo.id).encode(),
+            dc_id=photo.dc_id,
+        )
+        return Location(info, location, photo.dc_id, lock=asyncio.Lock())
+    return None
+
+
+class Downloader:
+    """One bot's reader in the streaming process (module docstring). Runs on the loop that calls
+    `start`; every method is called on it."""
+
+    def __init__(
+        self,
+        client: Client,
+        *,
+        in_flight: int = IN_FLIGHT,
+        max_flood_wait: int = 60,
+        call_timeout: float = CALL_TIMEOUT,
+        name: str = "",
+    ):
+        if in_flight < 1:
+            raise ValueError("in_flight must be at least 1")
+        self.client = client
+        self.in_flight = in_flight
+        self.max_flood_wait = max_flood_wait
+        self.call_timeout = call_timeout
+        self.name = name or client.name
+        self.load = 0  # streams open now
+        self.flood_until = 0.0  # time.monotonic() until which Telegram told this bot to wait
+        self._locations: collections.OrderedDict[tuple[int, int], Location] = collections.OrderedDict()
+        self._sessions: dict[int, object] = {}
+        self._session_locks: dict[int, asyncio.Lock] = collections.defaultdict(asyncio.Lock)
+
+    async def start(self) -> None:
+        loop_bind(self.client, asyncio.get_running_loop())
+        await self.client.start()
+        session_tune(self.client)
+
+    async def stop(self) -> None:
+        sessions, self._sessions = list(self._sessions.values()), {}
+        for session in sessions:
+            await session.stop()
+        if self.client.is_connected:
+            await self.client.stop()
+
+    @property
+    def in_flood(self) -> bool:
+        return time.monotonic() < self.flood_until
+
+    async def info(self, chat_id: int, message_id: int) -> FileInfo:
+        """The file message `message_id` of `chat_id` carries (FileGone: none); its location is
+        kept for the reads that follow."""
+        return (await self._location(chat_id, message_id)).info
+
+    def read(self, chat_id: int, message_id: int, start: int, end: int) -> AsyncIterator[bytes]:
+        """Bytes [start, end) of the file, in pieces, in order (module docstring): counted in
+        `load` from now until it is exhausted, fails or is closed."""
+        return Stream(self, self._bytes(chat_id, message_id, start, end))
+
+    # --- the reads ------------------------------------------------------------------------------
+
+    async def _bytes(self, chat_id: int, message_id: int, start: int, end: int) -> AsyncIterator[bytes]:
+        location = await self._location(chat_id, message_id)
+        size = location.info.size
+        if not 0 <= start <= end <= size:
+            raise ValueError(f"range [{start}, {end}) is not within the file's {size} bytes")
+        plan = parts(start, end)
+        pending: collections.deque[tuple[asyncio.Task, Part]] = collections.deque()
+        sent = False
+        try:
+            while True:
+                while len(pending) < self.in_flight and (part := next(plan, None)) is not None:
+                    pending.append((asyncio.ensure_future(self._part(chat_id, message_id, location, part)), part))
+                if not pending:
+                    return
+                task, part = pending.popleft()
+                try:
+                    data = await task
+                except FileGone as exc:
+                    if sent:
+                        raise StreamBroken(f"the file went away after {sent} bytes: {exc}") from exc
+                    raise
+                expected = max(0, min(part.limit, size - part.offset))
+                if len(data) != expected:
+                    raise StreamBroken(f"Telegram answered {len(data)} bytes at {part.offset}, expected {expected}")
+                cut_from, cut_to = max(start, part.offset) - part.offset, min(end, part.offset + part.limit) - part.offset
+                piece = data if (cut_from, cut_to) == (0, len(data)) else data[cut_from:cut_to]
+                if piece:
+                    sent = True
+                    yield piece
+        finally:
+            for task, _ in pending:
+                task.cancel()
+            await asyncio.gather(*(task for task, _ in pending), return_exceptions=True)
+
+    async def _part(self, chat_id: int, message_id: int, location: Location, part: Part) -> bytes:
+        """One part's bytes, asked again as retry.read_after says (module docstring)."""
+        attempt = migrations = refreshes = 0
+        while True:
+            generation = location.generation
+            query = raw.functions.upload.GetFile(location=location.input, offset=part.offset, limit=part.limit)
+            try:
+                session = await self._session(location.dc_id)
+                answer = await media_invoke(session, query, timeout=self.call_timeout)
+            except errors.FileReferenceExpired:
+                refreshes += 1
+                if refreshes > REFRESHES_MAX:
+                    raise StreamBroken(f"the file reference expired {refreshes} times in a row") from None
+                await self._refresh(chat_id, message_id, location, generation)
+                continue
+            except errors.FileMigrate as exc:
+                migrations += 1
+                if migrations > MIGRATIONS_MAX:
+                    raise StreamBroken(f"FILE_MIGRATE {migrations} times in a row") from exc
+                location.dc_id = int(exc.value)
+                continue
+            except Exception as exc:  # noqa: BLE001 - Telegram's refusals are mapped; anything else is raised
+                await self._after(exc, attempt := attempt + 1)
+                continue
+            if not isinstance(answer, raw.types.upload.File):
+                raise StreamBroken(f"upload.getFile answered {type(answer).__name__}")
+            return answer.bytes
+
+    async def _after(self, exc: Exception, attempt: int) -> None:
+        """Wait before a call is asked again, or raise StreamBroken (retry.read_after); an exception
+        that is not Telegram's is raised as it is."""
+        error = error_to_domain(exc)
+        if error is None:
+            raise exc
+        if isinstance(error, BotUnauthorized):
+            raise StreamBroken(f"Telegram no longer accepts the bot: {error}") from exc
+        if isinstance(error, FloodWait):
+            self.flood_until = max(self.flood_until, time.monotonic() + error.seconds)
+        decision = retry.read_after(error, attempt=attempt, max_flood_wait=self.max_flood_wait)
+        if not decision.again:
+            raise StreamBroken(str(error)) from exc
+        await asyncio.sleep(decision.wait)
+
+    async def _session(self, dc_id: int):
+        session = self._sessions.get(dc_id)
+        if session is not None:
+            return session
+        async with self._session_locks[dc_id]:
+            if dc_id not in self._sessions:
+                self._sessions[dc_id] = await media_session_open(self.client, dc_id)
+            return self._sessions[dc_id]
+
+    # --- the locations ----------------------------------------------------------------------------
+
+    async def _location(self, chat_id: int, message_id: int) -> Location:
+        key = (chat_id, message_id)
+        location = self._locations.get(key)
+        if location is not None:
+            self._locations.move_to_end(key)
+            return location
+        location = location_of(await self._message(chat_id, message_id))
+        if location is None:
+            raise FileGone(f"message {message_id} of {chat_id} is gone or carries no file")
+        self._locations[key] = location
+        while len(self._locations) > LOCATIONS_MAX:
+            self._locations.popitem(last=False)
+        return location
+
+    async def _refresh(self, chat_id: int, message_id: int, location: Location, generation: int) -> None:
+        """A fresh file reference for `location`, from the message read again (once for all the
+        parts that met the expired one). FileGone when the message or its file is gone."""
+        async with location.lock:
+            if location.generation != generation:
+                return  # another part refreshed it meanwhile
+            fresh = location_of(await self._message(chat_id, message_id))
+            if fresh is None or fresh.info.file_unique_id != location.info.file_unique_id:
+                self._locations.pop((chat_id, message_id), None)
+                raise FileGone(f"message {message_id} of {chat_id} is gone or carries another file")
+            location.input = fresh.input
+            location.generation += 1
+
+    async def _message(self, chat_id: int, message_id: int):
+        """The raw message (MessageEmpty when deleted), read on the bot's own session."""
+        attempt = 0
+        while True:
+            try:
+                ids = [raw.types.InputMessageID(id=message_id)]
+                if chat_id < 0:
+                    peer = await self.client.resolve_peer(chat_id)
+                    channel = raw.types.InputChannel(channel_id=peer.channel_id, access_hash=peer.access_hash)
+                    answer = await self.client.invoke(
+                        raw.functions.channels.GetMessages(channel=channel, id=ids), sleep_threshold=0
+                    )
+                else:
+                    answer = await self.client.invoke(raw.functions.messages.GetMessages(id=ids), sleep_threshold=0)
+                return answer.messages[0] if answer.messages else None
+            except (errors.MessageIdInvalid, errors.MsgIdInvalid):
+                return None
+            except Exception as exc:  # noqa: BLE001 - as _part
+                await self._after(exc, attempt := attempt + 1)
+
+
+class Stream:
+    """`Downloader.read`'s iterator: the reads, counted in the downloader's `load` while open."""
+
+    def __init__(self, downloader: Downloader, chunks):
+        self._downloader = downloader
+        self._chunks = chunks
+        self._open = True
+        downloader.load += 1
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self) -> bytes:
+        try:
+            return await self._chunks.__anext__()
+        except BaseException:
+            self._release()
+            raise
+
+    async def aclose(self) -> None:
+        try:
+            await self._chunks.aclose()
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        if self._open:
+            self._open = False
+            self._downloader.load -= 1
+
+
+class DownloaderPool:
+    """One Downloader per bot token: `choose` picks the least loaded that is not waiting out a
+    FloodWait (when all are, the one free soonest)."""
+
+    def __init__(self, downloaders: list[Downloader]):
+        if not downloaders:
+            raise ValueError("a pool needs at least one downloader")
+        self.downloaders = list(downloaders)
+
+    async def start(self) -> None:
+        for downloader in self.downloaders:
+            await downloader.start()
+
+    async def stop(self) -> None:
+        for downloader in self.downloaders:
+            with contextlib.suppress(Exception):  # one bot's failing stop leaves the others to stop
+                await downloader.stop()
+
+    def choose(self) -> Downloader:
+        free = [d for d in self.downloaders if not d.in_flood]
+        if free:
+            return min(free, key=lambda d: d.load)
+        return min(self.downloaders, key=lambda d: d.flood_until)
