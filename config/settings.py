@@ -36,6 +36,9 @@ STREAM_PUBLIC_URL = env("STREAM_PUBLIC_URL", default="")
 STREAM_MAX_PER_USER = env.int("STREAM_MAX_PER_USER", default=3)
 STREAM_MAX_PER_ADDRESS = env.int("STREAM_MAX_PER_ADDRESS", default=6)
 STREAM_MAX_TOTAL = env.int("STREAM_MAX_TOTAL", default=200)
+# More bot tokens for the streaming process to read files with (comma-separated), each bot an admin
+# of the storage channel; each stream goes to the least loaded. BOT_TOKEN's bot always reads too.
+STREAM_BOT_TOKENS = env.list("STREAM_BOT_TOKENS", default=[])
 
 INSTALLED_APPS = [
     # The console's theme (django-unfold): before django.contrib.admin, whose templates it replaces.
