@@ -7,6 +7,7 @@ carry the console's Content-Security-Policy (no script but the page's own file).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import mimetypes
 from pathlib import Path
@@ -189,7 +190,15 @@ async def stream_body(downloader, chat_id: int, message_id: int, start: int, end
             await sync_to_async(stream_file_gone)(stored=check.stored)
     finally:
         STREAMS_OPEN.labels(bot).dec()
+        # Shielded: a client that goes away cancels this task, maybe right here; the reads are
+        # still closed, the slot given back and the bytes counted.
+        await asyncio.shield(stream_end(reads, slots, member, sent))
+
+
+async def stream_end(reads, slots, member: str, sent: int) -> None:
+    try:
         await reads.aclose()
+    finally:
         await slots.give_back(member)
         await slots.count(sent=sent)
 

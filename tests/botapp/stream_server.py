@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 import uvicorn
+from django.conf import settings as django_settings
 from django.db import connections
 
 from botapp import clock
@@ -29,6 +30,8 @@ from tests.conftest import STORAGE
 from tests.processes import free_port, wait_for
 
 STREAM_MIDDLEWARE = ["django.middleware.security.SecurityMiddleware"]  # config/settings_stream.py's
+# The console's, for a test that also asks the console while the stream server runs.
+CONSOLE_SETTINGS = {"ROOT_URLCONF": django_settings.ROOT_URLCONF, "MIDDLEWARE": list(django_settings.MIDDLEWARE)}
 
 
 @dataclass
@@ -59,7 +62,7 @@ def stream_server(telegram, settings, **downloader_options) -> Iterator[Running]
     """uvicorn serving the stream origin's application on a free port until the block ends."""
     settings.ROOT_URLCONF = "botapp.stream.urls"
     settings.MIDDLEWARE = STREAM_MIDDLEWARE
-    settings.ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
+    settings.ALLOWED_HOSTS = ["127.0.0.1", "localhost", "testserver"]
     # As config/settings_stream.py: each request's thread closes its connection.
     database = connections.settings["default"]
     max_age, database["CONN_MAX_AGE"] = database["CONN_MAX_AGE"], 0

@@ -7,9 +7,11 @@ import random
 import socket
 
 import pytest
+from django.test import override_settings
 
 from botapp.services.stream_links import stream_links_revoke
-from tests.botapp.stream_server import link, stream_server, video_file
+from botapp.services.stream_stats import stream_stats_24h
+from tests.botapp.stream_server import CONSOLE_SETTINGS, link, stream_server, video_file
 from tests.processes import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -168,3 +170,15 @@ def test_streams_past_a_users_limit_get_a_429_page(server, telegram, settings):
     sock.close()
     wait_for(lambda: not server.serving.slots.held, timeout=20, what="the slot to be given back")
     assert server.request("GET", f"/f/{token}", {"Range": "bytes=0-9"})[0] == 206
+
+
+def test_the_consoles_dashboard_counts_the_streams_and_bytes_of_the_last_day(server, telegram, admin_client):
+    stored, _ = video_file(telegram, 300_000)
+    token = link(stored)
+    server.request("GET", f"/f/{token}")
+    server.request("GET", f"/f/{token}", {"Range": "bytes=0-99999"})
+    wait_for(lambda: (stream_stats_24h() or {}).get("bytes") == 400_000, timeout=20, what="both streams to be counted")
+    assert stream_stats_24h() == {"streams": 2, "bytes": 400_000, "open": 0}
+    with override_settings(**CONSOLE_SETTINGS):  # the console's own process
+        page = admin_client.get("/").content.decode()
+    assert 'data-count="streams"' in page and "390.6\xa0KB sent, 0 open now" in page
