@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -207,7 +206,7 @@ class Downloader:
             raise ValueError(f"range [{start}, {end}) is not within the file's {size} bytes")
         plan = parts(start, end)
         pending: collections.deque[tuple[asyncio.Task, Part]] = collections.deque()
-        sent = False
+        sent = 0  # bytes handed on
         try:
             while True:
                 while len(pending) < self.in_flight and (part := next(plan, None)) is not None:
@@ -219,7 +218,7 @@ class Downloader:
                     data = await task
                 except FileGone as exc:
                     if sent:
-                        raise StreamBroken(f"the file went away after {sent} bytes: {exc}") from exc
+                        raise StreamBroken(f"the file went away after {sent} bytes were read: {exc}") from exc
                     raise
                 expected = max(0, min(part.limit, size - part.offset))
                 if len(data) != expected:
@@ -227,7 +226,7 @@ class Downloader:
                 cut_from, cut_to = max(start, part.offset) - part.offset, min(end, part.offset + part.limit) - part.offset
                 piece = data if (cut_from, cut_to) == (0, len(data)) else data[cut_from:cut_to]
                 if piece:
-                    sent = True
+                    sent += len(piece)
                     yield piece
         finally:
             for task, _ in pending:
@@ -372,6 +371,12 @@ class Stream:
         finally:
             self._release()
 
+    def __del__(self) -> None:
+        # A stream dropped before it was read to its end or closed (a request that failed before
+        # its first byte) is no longer counted; its generator, never started or already ended by
+        # Python's collection of it, holds no call in flight.
+        self._release()
+
     def _release(self) -> None:
         if self._open:
             self._open = False
@@ -392,9 +397,15 @@ class DownloaderPool:
             await downloader.start()
 
     async def stop(self) -> None:
+        """Stop every downloader; the first failure is raised once all were asked to stop."""
+        failures = []
         for downloader in self.downloaders:
-            with contextlib.suppress(Exception):  # one bot's failing stop leaves the others to stop
+            try:
                 await downloader.stop()
+            except Exception as exc:  # noqa: BLE001 - raised below, after the other bots stopped
+                failures.append(exc)
+        if failures:
+            raise failures[0]
 
     def choose(self) -> Downloader:
         free = [d for d in self.downloaders if not d.in_flood]

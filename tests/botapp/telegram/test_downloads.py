@@ -1,0 +1,329 @@
+"""The streaming process's reader (botapp/telegram/downloads.py) against the in-memory Telegram:
+exactly the bytes asked for, whatever the range and whatever Telegram does meanwhile."""
+
+import asyncio
+import hashlib
+import random
+
+import pytest
+
+from botapp.telegram.downloads import Downloader, DownloaderPool, FileGone, StreamBroken, parts
+from inmemory_telegram import content
+from inmemory_telegram.faults import LOSE_ANSWER
+from inmemory_telegram.methods.upload import download_part_check
+from inmemory_telegram.state import Media
+from offline.telegram.clients import offline_downloader
+from tests.conftest import STORAGE
+
+KIB, MIB = 1024, 1024 * 1024
+
+
+def run(telegram, scenario, *, bots=1, **options):
+    """`scenario(*downloaders)` with started Downloaders on the in-memory Telegram, on a loop of its own."""
+
+    async def main():
+        downloaders = [offline_downloader(telegram, name=f"stream{n}", **options) for n in range(bots)]
+        for downloader in downloaders:
+            await downloader.start()
+        try:
+            return await scenario(*downloaders)
+        finally:
+            for downloader in downloaders:
+                await downloader.stop()
+
+    return asyncio.run(asyncio.wait_for(main(), timeout=120))  # bounds a failure only
+
+
+async def read(downloader: Downloader, message_id: int, start: int, end: int) -> bytes:
+    return b"".join([piece async for piece in downloader.read(STORAGE, message_id, start, end)])
+
+
+def uploaded(telegram, size: int, *, seed: int = 1) -> tuple[int, bytes]:
+    data = random.Random(seed).randbytes(size)
+    return telegram.post(STORAGE, "", media=Media("document", "f.bin"), content=data), data
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_every_part_asked_keeps_telegrams_rules_and_the_parts_cover_the_range_once():
+    rng = random.Random(44)
+    ranges = [(0, 1), (0, MIB), (MIB - 1, MIB + 1), (4095, 4097), (3 * MIB, 3 * MIB + 5)]
+    ranges += [tuple(sorted(rng.randrange(0, 20 * MIB) for _ in range(2))) for _ in range(2000)]
+    for start, end in ranges:
+        plan = list(parts(start, end))
+        for part in plan:
+            download_part_check(part.offset, part.limit, precise=False)  # raises RpcFault on a bad part
+        if start < end:
+            assert plan[0].offset <= start < plan[0].offset + plan[0].limit
+            assert all(a.offset + a.limit == b.offset for a, b in zip(plan, plan[1:], strict=False))
+            assert plan[-1].offset + plan[-1].limit >= end > plan[-1].offset
+        else:
+            assert plan == []
+
+
+@pytest.mark.parametrize("size", [0, 1, 4095, MIB - 1, MIB, MIB + 1, 10 * MIB])
+def test_a_whole_file_comes_back_byte_for_byte(telegram, size):
+    message_id, data = uploaded(telegram, size)
+
+    async def scenario(downloader):
+        info = await downloader.info(STORAGE, message_id)
+        return info, await read(downloader, message_id, 0, info.size)
+
+    info, got = run(telegram, scenario)
+    assert (info.size, info.file_name, info.dc_id) == (size, "f.bin", 2)
+    assert sha(got) == sha(data)
+
+
+@pytest.mark.slow
+def test_a_generated_2_gib_file_reads_right_in_ranges_at_its_start_middle_and_end(telegram):
+    size = 2 * 1024 * MIB
+    message_id = telegram.post(STORAGE, "", media=Media("video", "big.mp4"), file_size=size)
+    file_id = telegram.message(STORAGE, message_id).file.id
+    ranges = [(0, 3 * MIB + 17), (size // 2 - 5, size // 2 + 2 * MIB), (size - 2 * MIB - 3, size), (size - 1, size)]
+
+    async def scenario(downloader):
+        return [await read(downloader, message_id, start, end) for start, end in ranges]
+
+    for (start, end), got in zip(ranges, run(telegram, scenario), strict=True):
+        assert sha(got) == sha(content.generated(file_id, start, end - start)), (start, end)
+
+
+def test_a_thousand_random_ranges_are_exact_across_boundaries_unaligned_and_to_the_last_byte(telegram):
+    size = 5 * MIB + 12_345
+    message_id = telegram.post(STORAGE, "", media=Media("document", "r.bin"), file_size=size)
+    whole = telegram.message(STORAGE, message_id).file.read(0, size)
+    rng = random.Random(20260101)
+    ranges = [(size - 1, size), (0, size), (MIB - 1, MIB + 1), (2 * MIB, 3 * MIB), (4096, 4096)]
+    while len(ranges) < 1000:
+        start = rng.randrange(0, size)
+        span = rng.choice([1, rng.randrange(1, 8 * KIB), rng.randrange(1, 256 * KIB), rng.randrange(1, 3 * MIB)])
+        ranges.append((start, min(size, start + span)))
+
+    async def scenario(downloader):
+        wrong = []
+        for start, end in ranges:
+            if await read(downloader, message_id, start, end) != whole[start:end]:
+                wrong.append((start, end))
+        return wrong
+
+    assert run(telegram, scenario) == []
+
+
+def test_a_reference_that_expires_mid_stream_is_refreshed_and_the_stream_goes_on_from_the_exact_byte(telegram):
+    message_id, data = uploaded(telegram, 6 * MIB + 7)
+
+    async def scenario(downloader):
+        pieces = []
+        stream = downloader.read(STORAGE, message_id, 100, len(data))
+        async for piece in stream:
+            pieces.append(piece)
+            if len(pieces) == 1:
+                reads_before = telegram.count("channels.GetMessages")
+                telegram.file_references_expire()
+        return b"".join(pieces), telegram.count("channels.GetMessages") - reads_before
+
+    got, rereads = run(telegram, scenario, in_flight=2)
+    assert got == data[100:]
+    assert rereads == 1  # once for every part that met the expired reference
+
+
+def test_a_flood_wait_mid_stream_is_waited_out_and_the_stream_goes_on_from_the_exact_byte(telegram):
+    message_id, data = uploaded(telegram, 5 * MIB)
+
+    async def scenario(downloader):
+        pieces = []
+        async for piece in downloader.read(STORAGE, message_id, 3, len(data)):
+            pieces.append(piece)
+            if len(pieces) == 1:
+                telegram.fail_next("FLOOD_WAIT_1", methods=["upload.GetFile"])
+                waited = telegram.flood_waits
+        return b"".join(pieces), telegram.flood_waits - waited
+
+    got, floods = run(telegram, scenario, in_flight=1)
+    assert got == data[3:] and floods == 1
+
+
+def test_a_flood_wait_over_the_cap_ends_the_stream_short_with_right_bytes_before(telegram):
+    message_id, data = uploaded(telegram, 4 * MIB)
+
+    async def scenario(downloader):
+        pieces = []
+        with pytest.raises(StreamBroken, match="FloodWait"):
+            async for piece in downloader.read(STORAGE, message_id, 0, len(data)):
+                pieces.append(piece)
+                telegram.fail_next("FLOOD_WAIT_30", methods=["upload.GetFile"], times=10)
+        return b"".join(pieces), downloader.in_flood
+
+    got, in_flood = run(telegram, scenario, in_flight=1, max_flood_wait=10)
+    assert 0 < len(got) < len(data) and got == data[: len(got)]
+    assert in_flood  # the pool skips this bot until the wait is over
+
+
+def test_a_dropped_connection_or_a_lost_answer_mid_stream_is_asked_again_from_the_exact_byte(telegram):
+    message_id, data = uploaded(telegram, 6 * MIB)
+
+    async def scenario(downloader):
+        pieces = []
+        async for piece in downloader.read(STORAGE, message_id, 4097, len(data) - 1):
+            pieces.append(piece)
+            if len(pieces) == 1:
+                telegram.fail_next(LOSE_ANSWER, methods=["upload.GetFile"])
+            if len(pieces) == 3:
+                assert telegram.connections_drop() >= 2  # the bot's session and its media session
+        return b"".join(pieces)
+
+    assert run(telegram, scenario, in_flight=2, call_timeout=1.0) == data[4097:-1]
+
+
+def test_a_file_moved_to_another_dc_is_read_there_with_one_exported_authorization(telegram):
+    message_id, data = uploaded(telegram, 3 * MIB)
+
+    async def scenario(downloader):
+        await downloader.info(STORAGE, message_id)  # the location is cached: DC 2
+        telegram.message(STORAGE, message_id).file.dc_id = 4
+        first = await read(downloader, message_id, 0, len(data))
+        second = await read(downloader, message_id, MIB, 2 * MIB)
+        return first, second
+
+    first, second = run(telegram, scenario)
+    assert first == data and second == data[MIB : 2 * MIB]
+    assert telegram.count("auth.ExportAuthorization") == 1 and telegram.count("auth.ImportAuthorization") == 1
+
+
+def test_a_deleted_message_is_gone_before_the_first_byte_and_breaks_a_stream_after_it(telegram):
+    gone_id, _ = uploaded(telegram, MIB)
+    telegram.delete_post(STORAGE, gone_id)
+    text_id = telegram.post(STORAGE, "no file here")
+    message_id, data = uploaded(telegram, 4 * MIB)
+
+    async def scenario(downloader):
+        outcomes = []
+        for missing in (gone_id, text_id, 999):
+            with pytest.raises(FileGone):
+                await downloader.info(STORAGE, missing)
+            with pytest.raises(FileGone):
+                await read(downloader, missing, 0, 1)
+        pieces = []
+        with pytest.raises(StreamBroken):
+            async for piece in downloader.read(STORAGE, message_id, 0, len(data)):
+                pieces.append(piece)
+                telegram.delete_post(STORAGE, message_id)
+        outcomes.append(b"".join(pieces))
+        return outcomes
+
+    (got,) = run(telegram, scenario, in_flight=1)
+    assert 0 < len(got) < len(data) and got == data[: len(got)]
+
+
+def test_the_reader_asks_ahead_only_as_the_consumer_takes(telegram):
+    message_id, data = uploaded(telegram, 12 * MIB)
+
+    async def scenario(downloader):
+        before = telegram.count("upload.GetFile")
+        asked = []
+        taken = 0
+        async for _ in downloader.read(STORAGE, message_id, 0, len(data)):
+            taken += 1
+            await asyncio.sleep(0)  # let whatever was ready run
+            asked.append((taken, telegram.count("upload.GetFile") - before))
+        return asked
+
+    assert all(calls <= taken + 3 for taken, calls in run(telegram, scenario, in_flight=3))
+
+
+def test_cancelling_a_read_cancels_its_calls_and_leaves_no_task_or_answer_behind(telegram):
+    message_id, data = uploaded(telegram, 8 * MIB)
+
+    async def scenario(downloader):
+        first = asyncio.Event()
+
+        async def consume():
+            async for _ in downloader.read(STORAGE, message_id, 0, len(data)):
+                telegram.fail_next(LOSE_ANSWER, methods=["upload.GetFile"], times=100)  # the rest stay in flight
+                first.set()
+
+        consumer = asyncio.create_task(consume())
+        await first.wait()
+        assert downloader.load == 1
+        consumer.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            # at once: the calls in flight (which would wait call_timeout for answers) are cancelled
+            await asyncio.wait_for(consumer, timeout=5)
+        ours = [t for t in asyncio.all_tasks() if "_part" in repr(t.get_coro())]
+        results = sum(len(session.results) for session in downloader._sessions.values())
+        return ours, results, downloader.load
+
+    assert run(telegram, scenario, call_timeout=60) == ([], 0, 0)
+
+
+def test_the_pool_picks_the_least_loaded_bot_and_skips_one_in_a_flood_wait(telegram):
+    message_id, data = uploaded(telegram, 2 * MIB)
+
+    async def scenario(one, two):
+        pool = DownloaderPool([one, two])
+        picks = [pool.choose()]
+        stream = one.read(STORAGE, message_id, 0, len(data))
+        picks.append(pool.choose())  # one has a stream open
+        await stream.aclose()
+        telegram.fail_next("FLOOD_WAIT_5", methods=["upload.GetFile"])
+        with pytest.raises(StreamBroken):
+            await read(one, message_id, 0, 1)  # over this test's cap: one is in a FloodWait now
+        second = two.read(STORAGE, message_id, 0, len(data))
+        picks.append(pool.choose())  # two is busier, but one must wait
+        await second.aclose()
+        dropped = two.read(STORAGE, message_id, 0, len(data))
+        assert two.load == 1
+        del dropped  # never read nor closed: no longer counted
+        return [p is one for p in picks], one.load, two.load
+
+    assert run(telegram, scenario, bots=2, max_flood_wait=1) == ([True, False, False], 0, 0)
+
+
+def test_the_bytes_served_are_the_uploaded_bytes_also_through_telegram_as_its_own_process(tmp_path):
+    from offline.telegram.remote import RemoteTelegram, server_process
+
+    path = tmp_path / "telegram.sock"
+    with server_process(path):
+        remote = RemoteTelegram(path)
+        remote.create_channel(STORAGE)
+        message_id = remote.post(STORAGE, "", media=Media("video", "v.mp4"), file_size=3 * MIB + 5, dc_id=4)
+        info = remote.file_info(STORAGE, message_id)
+
+        async def main():
+            downloader = offline_downloader(str(path))
+            await downloader.start()
+            try:
+                return await read(downloader, message_id, 5, info["size"])
+            finally:
+                await downloader.stop()
+
+        got = asyncio.run(asyncio.wait_for(main(), timeout=60))
+        remote.close()
+    assert got == content.generated(info["id"], 5, info["size"] - 5)
+
+
+def test_an_unexpected_exception_is_raised_as_it_is(telegram, monkeypatch):
+    message_id, _ = uploaded(telegram, 10)
+
+    async def broken(*args, **kwargs):
+        raise KeyError("a bug of ours")
+
+    async def scenario(downloader):
+        await downloader.info(STORAGE, message_id)
+        monkeypatch.setattr("botapp.telegram.downloads.media_invoke", broken)
+        with pytest.raises(KeyError):
+            await read(downloader, message_id, 0, 10)
+
+    run(telegram, scenario)
+
+
+def test_a_range_outside_the_file_is_refused(telegram):
+    message_id, _ = uploaded(telegram, 10)
+
+    async def scenario(downloader):
+        with pytest.raises(ValueError):
+            await read(downloader, message_id, 5, 11)
+
+    run(telegram, scenario)
