@@ -8,6 +8,7 @@ import socket
 
 import pytest
 from django.test import override_settings
+from prometheus_client import REGISTRY
 
 from botapp.services.stream_links import stream_links_revoke
 from botapp.services.stream_stats import stream_stats_24h
@@ -182,3 +183,20 @@ def test_the_consoles_dashboard_counts_the_streams_and_bytes_of_the_last_day(ser
     with override_settings(**CONSOLE_SETTINGS):  # the console's own process
         page = admin_client.get("/").content.decode()
     assert 'data-count="streams"' in page and "390.6\xa0KB sent, 0 open now" in page
+
+
+def test_metrics_count_the_bytes_served_and_the_answers(server, telegram):
+    stored, _ = video_file(telegram, 50_000)
+    token = link(stored)
+    bot = server.serving.pool.downloaders[0].name
+
+    def value(name, **labels):
+        return REGISTRY.get_sample_value(name, labels) or 0
+
+    before = value("courier_stream_bytes_total", bot=bot), value("courier_stream_answers_total", status="206", method="GET")
+    calls = value("courier_getfile_seconds_count", bot=bot)
+    server.request("GET", f"/f/{token}", {"Range": "bytes=0-9999"})
+    wait_for(lambda: value("courier_streams_open", bot=bot) == 0, timeout=20, what="the stream to end")
+    assert value("courier_stream_bytes_total", bot=bot) - before[0] == 10_000
+    assert value("courier_stream_answers_total", status="206", method="GET") - before[1] == 1
+    assert value("courier_getfile_seconds_count", bot=bot) > calls
