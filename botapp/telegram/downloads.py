@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pyrogram import Client, errors, raw
 from pyrogram.file_id import FileUniqueId, FileUniqueType
 
+from botapp.metrics import GETFILE_ERRORS, GETFILE_SECONDS
 from botapp.telegram import retry
 from botapp.telegram.gateway import BotUnauthorized, FloodWait
 from botapp.telegram.kurigram import loop_bind, media_invoke, media_session_open, session_tune
@@ -240,7 +241,7 @@ class Downloader:
             query = raw.functions.upload.GetFile(location=location.input, offset=part.offset, limit=part.limit)
             try:
                 session = await self._session(location.dc_id)
-                answer = await media_invoke(session, query, timeout=self.call_timeout)
+                answer = await self._get(session, query)
             except errors.FileReferenceExpired:
                 refreshes += 1
                 if refreshes > REFRESHES_MAX:
@@ -259,6 +260,17 @@ class Downloader:
             if not isinstance(answer, raw.types.upload.File):
                 raise StreamBroken(f"upload.getFile answered {type(answer).__name__}")
             return answer.bytes
+
+    async def _get(self, session, query):
+        """One upload.getFile, timed and counted per bot (botapp/metrics.py)."""
+        started = time.monotonic()
+        try:
+            answer = await media_invoke(session, query, timeout=self.call_timeout)
+        except Exception as exc:
+            GETFILE_ERRORS.labels(self.name, getattr(exc, "ID", None) or type(exc).__name__).inc()
+            raise
+        GETFILE_SECONDS.labels(self.name).observe(time.monotonic() - started)
+        return answer
 
     async def _after(self, exc: Exception, attempt: int) -> None:
         """Wait before a call is asked again, or raise StreamBroken (retry.read_after); an exception
