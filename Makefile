@@ -32,12 +32,13 @@ $(STAMP): requirements/base.txt requirements/dev.txt requirements/constraints.tx
 
 # Offline: in-memory Telegram, a fresh PostgreSQL database of its own, background jobs in-process,
 # the cache in the process (no Redis). Extra flags: make sandbox ARGS=--json. The demo data:
-# DEMO=files (a file link) or DEMO=campaign (a drip bot's campaign, docs/onboarding.md).
+# DEMO=files (a file link), DEMO=campaign (a drip bot's campaign, docs/onboarding.md) or DEMO=stream
+# (the demo video on the streaming process, docs/sandbox.md; it counts open streams in Redis).
 SANDBOX_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/courier_sandbox
 DEMO ?= files
 
 sandbox: $(STAMP)
-	@scripts/services-up postgres
+	@scripts/services-up postgres $(if $(filter stream,$(DEMO)),redis)
 	@DEBUG=1 DATABASE_URL=$(SANDBOX_DATABASE_URL) CACHE_URL=locmemcache:// $(BIN)/python manage.py sandbox --fresh --demo $(DEMO) $(ARGS)
 
 test: $(STAMP) $(CHROMIUM)

@@ -14,7 +14,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from botapp import clock
-from botapp.models import Broadcast, BroadcastAttachment, BroadcastDelivery, StoredFile, TelegramUser
+from botapp.models import BotSettings, Broadcast, BroadcastAttachment, BroadcastDelivery, StoredFile, TelegramUser
 from botapp.models.buttons import button_text_problem
 from botapp.models.files import MAX_BATCH, message_ids_problem
 from botapp.models.sequences import START_PAYLOAD_RE
@@ -22,6 +22,7 @@ from botapp.services.broadcasts import PREPARED_IN
 from botapp.services.composed import ComposedMessageForm
 from botapp.services.files import bot_username_cached, deep_link
 from botapp.services.messages import MAX_RECIPIENTS, AttachmentSpec, attachment_name_notes, message_results
+from botapp.services.stream_links import stream_links_for
 from botapp.telegram.limits import (
     BUTTON_TEXT_LENGTH,
     CHANNEL_ID_MAX,
@@ -397,8 +398,17 @@ class TelegramUserSerializer(serializers.ModelSerializer):
 # --- files ---------------------------------------------------------------------------------------------
 
 
+class StreamUrlsSerializer(serializers.Serializer):
+    watch = serializers.URLField(help_text="The player page (a download page for a file that does not play).")
+    download = serializers.URLField(help_text="The bytes, as an attachment (resumable: Range requests).")
+
+
 class StoredFileSerializer(serializers.ModelSerializer):
     link = serializers.SerializerMethodField()
+    stream_urls = serializers.SerializerMethodField(
+        help_text="Per message, in order: signed stream and download links on STREAM_PUBLIC_URL, lasting the file's "
+        "stream lifetime from now (empty: no STREAM_PUBLIC_URL)."
+    )
     # Checked as the console checks them (message_ids_problem), for the same messages.
     message_ids = serializers.ListField(
         child=serializers.IntegerField(),
@@ -423,18 +433,30 @@ class StoredFileSerializer(serializers.ModelSerializer):
             "auto_delete_minutes",
             "skip_verification",
             "expires_at",
+            "stream_urls",
+            "stream_gone_at",
             "delivery_count",
             "last_delivered_at",
             "created_at",
         )
-        read_only_fields = ("share_id", "delivery_count", "last_delivered_at", "created_at")
+        read_only_fields = ("share_id", "stream_gone_at", "delivery_count", "last_delivered_at", "created_at")
         extra_kwargs = {
             "protect_content": {"help_text": "null: as Bot settings."},
             "auto_delete_minutes": {
                 "help_text": "Delete delivered messages after this many minutes (0: never; null: as Bot settings)."
             },
             "expires_at": {"help_text": "From then on the link answers that it has expired (null: never)."},
+            "stream_gone_at": {
+                "help_text": "When the streaming process found the file's message deleted (null: not found gone)."
+            },
         }
+
+    @extend_schema_field(StreamUrlsSerializer(many=True))
+    def get_stream_urls(self, obj) -> list[dict]:
+        if not settings.STREAM_PUBLIC_URL:
+            return []
+        links = stream_links_for(stored=obj, conf=BotSettings.load(), user_id=None)
+        return [{"watch": u.watch, "download": u.download} for u in links]
 
     def get_link(self, obj) -> str:
         """The deep link that delivers the file (t.me/<bot>?start=<share id>)."""

@@ -31,6 +31,7 @@ from botapp.models import Broadcast, StoredFile, TelegramUser
 from botapp.services.broadcasts import broadcast_cancel, broadcast_start
 from botapp.services.files import bot_username_cached, file_store
 from botapp.services.messages import message_schedule, message_update
+from botapp.services.stream_links import stream_links_revoke
 from scheduler.stats import scheduler_stats
 
 Error = inline_serializer("Error", {"detail": serializers.CharField()})
@@ -245,6 +246,17 @@ class FileViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
 
     def get_serializer_context(self):
         return {**super().get_serializer_context(), "bot_username": bot_username_cached()}
+
+    @extend_schema(
+        summary="Revoke the file's stream links: every one given so far stops working, other files' keep working",
+        request=None,
+        responses={200: StoredFileSerializer, 404: Error, **WRITE_ERRORS},
+    )
+    @action(detail=True, methods=["post"], url_path="revoke-stream-links")
+    def revoke_stream_links(self, request, share_id=None):
+        stored = self.get_object()
+        stream_links_revoke(stored=stored)
+        return Response(self.get_serializer(stored).data)
 
     def perform_create(self, serializer):
         data = serializer.validated_data

@@ -39,7 +39,7 @@ ENV_ELSEWHERE = {
     "CLEANUP_DELAY_MINUTES": "the farewell step's delay, 3 min + this (import_campaign)",
     "BROADCAST_BATCH_SIZE": "nothing: Courier paces every send by Telegram's limits (docs/design.md)",
     "RESULTS_CACHE_HOURS": "a posts command's answer kept (minutes: hours x 60), on the console's Posts commands page",
-    "TELEGRAM_PHONE": "nothing yet: reading a public channel the bot is not in (a user session) is not built",
+    "TELEGRAM_PHONE": "the phone `manage.py login_user_session` asks for, once (a posts command's public channel)",
     "TOKEN_EXPIRY_DAYS": "Bot settings' verification hours (days x 24)",
     "TOKEN_CLEANUP_HOUR": "the cleanup_tokens job's schedule (the console's Jobs page)",
     "API_BASE_URL": "nothing: the old bot's address of its own API",

@@ -18,7 +18,7 @@ from __future__ import annotations
 import collections
 from collections.abc import Iterable
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 # Seconds: replies are expected within a second, a limiter wait of a bulk send up to a minute.
 FAST = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
@@ -54,7 +54,39 @@ UPDATE_SECONDS = Histogram(
     ["kind"],
     buckets=FAST,
 )
-ALL = (SENDS, FLOOD_WAITS, FLOOD_WAIT_SECONDS, ADMISSIONS_LAPSED, LIMITER_WAIT, JOB_RUNS, JOB_RUN_SECONDS, UPDATE_SECONDS)
+# The streaming process (botapp/stream/), per bot token that read the file (its Downloader's name).
+STREAM_BYTES = Counter("courier_stream_bytes_total", "Bytes of stored files sent to browsers and downloaders, by bot", ["bot"])
+STREAMS_OPEN = Gauge(
+    "courier_streams_open", "Streams being sent now, by bot (all processes added up)", ["bot"], multiprocess_mode="livesum"
+)
+STREAM_ANSWERS = Counter(
+    "courier_stream_answers_total",
+    "Answers of the streaming process, by status (200, 206, 403, 404, 416, 429, ...) and method",
+    ["status", "method"],
+)
+STREAMS_CUT = Counter(
+    "courier_streams_cut_total", "Streams ended short of their length (Telegram could not go on), by bot", ["bot"]
+)
+GETFILE_SECONDS = Histogram("courier_getfile_seconds", "Time of one upload.getFile call, answered, by bot", ["bot"], buckets=FAST)
+GETFILE_ERRORS = Counter(
+    "courier_getfile_errors_total", "upload.getFile calls that failed, by bot and error (Telegram's name)", ["bot", "error"]
+)
+ALL = (
+    SENDS,
+    FLOOD_WAITS,
+    FLOOD_WAIT_SECONDS,
+    ADMISSIONS_LAPSED,
+    LIMITER_WAIT,
+    JOB_RUNS,
+    JOB_RUN_SECONDS,
+    UPDATE_SECONDS,
+    STREAM_BYTES,
+    STREAMS_OPEN,
+    STREAM_ANSWERS,
+    STREAMS_CUT,
+    GETFILE_SECONDS,
+    GETFILE_ERRORS,
+)
 
 
 def sends_count(kind: str, results: Iterable[str]) -> None:

@@ -27,6 +27,18 @@ PUBLIC_URL = env("PUBLIC_URL", default="") or env("BASE_URL", default="")
 # A tracked button's redirect works this many days after its message was sent; later it shows a
 # page saying so and records nothing.
 CLICK_LINK_DAYS = env.int("CLICK_LINK_DAYS", default=30)
+# --- Stream and download links (botapp/stream/, `manage.py stream`; docs/operating.md). The public
+# address of the streaming process, an origin of its own (e.g. https://files.example.com): never the
+# console's, so a stored file can never run as a page of the console. Empty: no stream links.
+STREAM_PUBLIC_URL = env("STREAM_PUBLIC_URL", default="")
+# Streams open at once (GET of the bytes; the player page and HEAD take none): per user a link was
+# given to, per client address, and in all (every streaming process together, counted in Redis).
+STREAM_MAX_PER_USER = env.int("STREAM_MAX_PER_USER", default=3)
+STREAM_MAX_PER_ADDRESS = env.int("STREAM_MAX_PER_ADDRESS", default=6)
+STREAM_MAX_TOTAL = env.int("STREAM_MAX_TOTAL", default=200)
+# More bot tokens for the streaming process to read files with (comma-separated), each bot an admin
+# of the storage channel; each stream goes to the least loaded. BOT_TOKEN's bot always reads too.
+STREAM_BOT_TOKENS = env.list("STREAM_BOT_TOKENS", default=[])
 
 INSTALLED_APPS = [
     # The console's theme (django-unfold): before django.contrib.admin, whose templates it replaces.

@@ -1,7 +1,10 @@
-"""Several bots on one in-memory Telegram: the main bot (runbot's) and extra ones an operator adds
-(stream bots), each its own token, account, signed-in keys and budget of file reads; which bot a
+"""Several accounts on one in-memory Telegram: the main bot (runbot's), extra bots an operator adds
+(stream bots), each its own token, account, signed-in keys and budget of file reads, and people's
+own accounts (user sessions: core.ServerCore.signed_in, methods/auth.py). A key is signed in to one
+bot or one person (core.ServerCore._caller_set checks what each may call); here: which bot a
 request comes from, whether it administers a channel, and the access hashes and file references
-that are its own. A mixin of core.ServerCore (its `bot`, `bots`, `authorized`, `channels`, `lock`).
+that are an account's own. A mixin of core.ServerCore (its `bot`, `bots`, `authorized`,
+`signed_in`, `channels`, `lock`).
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ EXTRA_BOT_METHODS = frozenset({
 # MTProto's docs call a document's access_hash a "check sum, dependent on document ID" and say
 # nothing of accounts for file references. Inferred, the stricter reading: each bot gets its own
 # access hash and its own file reference for a file (and its own access hash for a channel), so a
-# location one bot read is FILE_ID_INVALID for another, and a reference of another's expired.
+# location one bot read is FILE_ID_INVALID for another, and a reference of another's expired. A
+# person's account (a user session) likewise gets its own, the main bot's serving it nothing.
 ACCOUNT_BOUND_FILES = True
 
 
@@ -48,34 +52,44 @@ class Accounts:
         bot = None if endpoint is None else self.bot_of(endpoint)
         return self.bot if bot is None else bot
 
+    def acting_account(self) -> int:
+        """The id of the account whose request this thread answers: a person's (a user session's
+        key signed in to it) or the acting bot's."""
+        endpoint = getattr(self._answering, "endpoint", None)
+        person = None if endpoint is None else self.signed_in.get(wire.key_id(endpoint.auth_key))
+        return self.acting_bot().id if person is None else person
+
     def is_admin(self, channel: Channel, bot: Bot | None = None) -> bool:
         """Whether `bot` (default: the acting bot) administers `channel`."""
         bot = bot or self.acting_bot()
         return channel.bot_is_admin if bot is self.bot else bot.id in channel.bot_admins
 
-    def bound_hash(self, value: int, bot: Bot | None = None) -> int:
-        """The access hash `bot` (default: the acting bot) knows for an object whose main bot's hash
-        is `value` (ACCOUNT_BOUND_FILES): its own, fixed, and no other bot's."""
-        bot = bot or self.acting_bot()
-        if bot is self.bot or not ACCOUNT_BOUND_FILES:
+    def bound_hash(self, value: int, account: int | None = None) -> int:
+        """The access hash account `account` (an id; default: the acting account) knows for an
+        object whose main bot's hash is `value` (ACCOUNT_BOUND_FILES): its own, fixed, and no
+        other account's."""
+        account = self.acting_account() if account is None else account
+        if account == self.bot.id or not ACCOUNT_BOUND_FILES:
             return value
-        digest = hashlib.blake2b(value.to_bytes(8, "big", signed=True), key=bot.id.to_bytes(8, "big"), digest_size=8)
+        digest = hashlib.blake2b(value.to_bytes(8, "big", signed=True), key=account.to_bytes(8, "big"), digest_size=8)
         return (int.from_bytes(digest.digest(), "big") >> 1) or 1
 
-    def bound_reference(self, reference: bytes, bot: Bot | None = None) -> bytes:
-        """The file reference `bot` gets for a file whose current reference (the main bot's) is
-        `reference`: renewed with it, and no other bot's (ACCOUNT_BOUND_FILES)."""
-        bot = bot or self.acting_bot()
-        if bot is self.bot or not ACCOUNT_BOUND_FILES:
+    def bound_reference(self, reference: bytes, account: int | None = None) -> bytes:
+        """The file reference `account` (default: the acting account) gets for a file whose
+        current reference (the main bot's) is `reference`: renewed with it, and no other
+        account's (ACCOUNT_BOUND_FILES)."""
+        account = self.acting_account() if account is None else account
+        if account == self.bot.id or not ACCOUNT_BOUND_FILES:
             return reference
-        return hashlib.blake2b(reference, key=bot.id.to_bytes(8, "big"), digest_size=len(reference) or 8).digest()
+        return hashlib.blake2b(reference, key=account.to_bytes(8, "big"), digest_size=len(reference) or 8).digest()
 
-    def file_view(self, bot: Bot | None = None) -> render.FileView | None:
-        """How files look to `bot` (default: the acting bot) in what it is sent (None: as stored)."""
-        bot = bot or self.acting_bot()
-        if bot is self.bot:
+    def file_view(self, account: int | None = None) -> render.FileView | None:
+        """How files look to `account` (default: the acting account) in what it is sent (None: as
+        stored)."""
+        account = self.acting_account() if account is None else account
+        if account == self.bot.id:
             return None
-        return lambda file: (self.bound_hash(file.access_hash, bot), self.bound_reference(file.file_reference, bot))
+        return lambda file: (self.bound_hash(file.access_hash, account), self.bound_reference(file.file_reference, account))
 
     def file_reads_of(self, bot: Bot) -> Window:
         """`bot`'s budget of file reads (limits.FILE_READ_RATE, per account: inferred)."""

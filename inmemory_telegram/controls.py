@@ -16,7 +16,7 @@ from pyrogram.file_id import FileId, FileType, ThumbnailSource
 from inmemory_telegram import limits, render
 from inmemory_telegram.faults import Fault, Hostile
 from inmemory_telegram.rates import Rates
-from inmemory_telegram.state import Channel, Invite, Media, Profile, channel_raw_id
+from inmemory_telegram.state import Account, Channel, Invite, Media, Profile, channel_raw_id
 
 
 class Actions:
@@ -25,8 +25,10 @@ class Actions:
     object with their fields."""
 
     def create_channel(
-        self, chat_id: int, *, title: str = "", members: Iterable[int] = (), noforwards: bool = False, bot_is_admin: bool = True
-    ) -> None:
+        self, chat_id: int, *, title: str = "", members: Iterable[int] = (), noforwards: bool = False, bot_is_admin: bool = True,
+        username: str = "",
+    ) -> None:  # fmt: skip
+        """A channel; with `username`, a public one (t.me/<username>), whose history any account reads."""
         if chat_id > -1_000_000_000_000:
             raise ValueError("channel ids look like -100…")
         with self.lock:
@@ -36,6 +38,21 @@ class Actions:
             channel.members.update(members)
             channel.noforwards = noforwards
             channel.bot_is_admin = bot_is_admin
+            channel.username = username
+
+    def account_add(self, phone: str, user_id: int, *, first_name: str = "", password: str = "") -> None:
+        """A person's own Telegram account, which signs in with its phone number (a user session);
+        `password`: its two-step verification password."""
+        with self.lock:
+            user = self.user_record(user_id)
+            user.first_name = first_name or user.first_name or f"User{user_id}"
+            number = "".join(ch for ch in phone if ch.isdigit())
+            self.accounts[number] = Account(user_id=user_id, phone=number, password=password)
+
+    def login_code(self, phone: str) -> str:
+        """The login code Telegram last sent to the account's apps ("" when none is waiting)."""
+        with self.lock:
+            return self.accounts["".join(ch for ch in phone if ch.isdigit())].code
 
     def join(self, chat_id: int, user_id: int) -> None:
         with self.lock:

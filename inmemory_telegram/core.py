@@ -24,7 +24,7 @@ from inmemory_telegram.accounts import EXTRA_BOT_METHODS, Accounts
 from inmemory_telegram.faults import HOSTILE_FLOODS, INTERNAL_ERRORS, LOSE_ANSWER, SEND_METHODS, Fault, Hostile, RpcFault
 from inmemory_telegram.rates import CALL_LIMITED, Network, Rates, Window
 from inmemory_telegram.session import Endpoint
-from inmemory_telegram.state import Bot, Call, Channel, Event, File, Message, Profile, Upload, User, channel_raw_id
+from inmemory_telegram.state import Account, Bot, Call, Channel, Event, File, Message, Profile, Upload, User, channel_raw_id
 
 log = logging.getLogger(__name__)
 
@@ -37,10 +37,25 @@ RANDOM_ID_MEMORY = 600.0
 # a client learns the new one from bad_server_salt or get_future_salts, not for how long the old one
 # is honoured: inferred, and stricter than Telegram is likely to be, not at all.
 OLD_SALT_GRACE = 0.0
+# A person's own account signing in (a user session): the calls it makes before it is signed in.
+LOGIN_METHODS = frozenset({"auth.SendCode", "auth.SignIn", "auth.CheckPassword", "account.GetPassword"})
+# What a signed-in account may call here: what a user session of Courier's calls. Telegram lets an
+# account call far more; this model answers only these, and anything else as not implemented.
+ACCOUNT_METHODS = frozenset(
+    {"help.GetConfig", "updates.GetState", "users.GetFullUser", "users.GetUsers", "contacts.ResolveUsername",
+     "messages.GetHistory"}
+)  # fmt: skip
+# Methods a bot may not call (BOT_METHOD_INVALID: "This method can't be used by a bot", as
+# core.telegram.org lists for messages.getHistory; the Bot API gives bots no history). A key signed
+# in to a bot may not call LOGIN_METHODS either: core.telegram.org's auth.sendCode says "Only users
+# can use this method".
+USER_ONLY = frozenset({"messages.GetHistory"})
 
 
-# What a key not signed in (a new key on another DC) may call: the configuration, and the import of
-# an authorization exported on the bot's DC (core.telegram.org/api/datacenter#authorization transfer).
+# What a key not signed in (a new key on another DC, a person's before they sign in) may call: the
+# configuration, and the import of an authorization exported on the bot's DC
+# (core.telegram.org/api/datacenter#authorization transfer); and a person's LOGIN_METHODS ("This
+# method can be invoked over an unauthenticated connection", core.telegram.org's auth.sendCode).
 UNAUTHORIZED_METHODS = frozenset({"help.GetConfig", "auth.ImportAuthorization"})
 
 
@@ -130,6 +145,13 @@ class ServerCore(Accounts):
         self.requests: list[bytes] = []
         self.events: list[Event] = []
         self.listeners: list[Callable[[Event], None]] = []
+        # People's own accounts (user sessions): by phone (digits), and the keys signed in to them.
+        self.accounts: dict[str, Account] = {}
+        self.signed_in: dict[bytes, int] = {}  # auth key id -> the account's user id
+        self.logging_in: dict[bytes, str] = {}  # auth key id -> the phone a code was sent to
+        self.password_pending: dict[bytes, object] = {}  # auth key id -> its SRP check (methods/auth.py)
+        self.caller: User | None = None  # the account the request being answered comes from (None: the bot)
+        self.caller_key = b""  # that request's auth key id
 
     # --- sessions -------------------------------------------------------------------------------
 
@@ -140,18 +162,19 @@ class ServerCore(Accounts):
         hangup: Callable[[], None] | None = None,
         *,
         dc_id: int = limits.HOME_DC,
-        bot_token: str | None = None,
+        bot_token: str | None,
     ) -> Endpoint:
         """A client connects to data centre `dc_id` with a key it was provisioned with (see
         offline/telegram/connection.py); `hangup` drops its connection. A key is signed in on the
-        bots' own DC (as a provisioned session is) to the bot whose token the client holds (None:
-        the main bot; a token no bot has: to none, every call AUTH_KEY_UNREGISTERED); on another
-        DC only once auth.importAuthorization was called with it (methods/auth.py)."""
+        bots' own DC (as a provisioned session is) to the bot whose token the client holds (a
+        token no bot has: to none, every call AUTH_KEY_UNREGISTERED; None: a person's user session,
+        whose key is signed in to nothing until the account signs in, methods/auth.py); on another
+        DC only once auth.importAuthorization was called with it."""
         if dc_id not in limits.DCS:
             raise ValueError(f"no data centre {dc_id}")
         with self.lock:
             self.keys[wire.key_id(auth_key)] = auth_key
-            bot = self.bot if bot_token is None else next((b for b in self.bots.values() if b.token == bot_token), None)
+            bot = next((b for b in self.bots.values() if b.token == bot_token), None) if bot_token else None
             if dc_id == limits.HOME_DC and bot is not None:
                 self.authorized.setdefault((dc_id, wire.key_id(auth_key)), bot.id)
             endpoint = Endpoint(self, auth_key, push, hangup, dc_id=dc_id)
@@ -265,18 +288,8 @@ class ServerCore(Accounts):
 
     def _invoke(self, endpoint: Endpoint, name: str, query, *, subscribe: bool):
         chat_id = self._chat_of(query)
-        self.calls.append(Call(name, chat_id, self._arrived_monotonic()))
-        bot = self.bot_of(endpoint)
-        if name not in UNAUTHORIZED_METHODS and bot is None:
-            raise RpcFault("AUTH_KEY_UNREGISTERED")  # a key on another DC before importAuthorization
-        if name not in ("help.GetConfig",) and bot is not None:
-            if bot.revoked:
-                raise RpcFault("AUTH_KEY_UNREGISTERED")
-            if bot.deactivated:
-                raise RpcFault("USER_DEACTIVATED")
-        if bot is not None and bot is not self.bot and name not in EXTRA_BOT_METHODS:
-            log.error("telegram server: %s is not modelled for an extra bot", name)
-            raise RpcFault("INPUT_METHOD_INVALID")
+        self.calls.append(Call(name, chat_id, self._arrived_monotonic(), self._user_hash_of(query)))
+        self._caller_set(endpoint, name)
         self._raise_fault(name, chat_id)
         self._hostile_flood(name)
         if name in CALL_LIMITED:  # reads and deletes: one call each in the free budget (inferred)
@@ -292,6 +305,37 @@ class ServerCore(Accounts):
             endpoint.receives_updates = True
         return handler(self, query)
 
+    def _caller_set(self, endpoint: Endpoint, name: str) -> None:
+        """Who the request comes from, and whether they may make it. A key is signed in to one bot
+        (`authorized`, on its DC: accounts.Accounts.bot_of) or to one person's account
+        (`signed_in`: a user session), never both, or to nothing yet: then it may make only the
+        calls of an unauthenticated connection (UNAUTHORIZED_METHODS, LOGIN_METHODS), anything else
+        AUTH_KEY_UNREGISTERED (401). A person's account may call ACCOUNT_METHODS; a bot may not call
+        USER_ONLY nor LOGIN_METHODS (BOT_METHOD_INVALID), and an extra bot only EXTRA_BOT_METHODS."""
+        self.caller_key = wire.key_id(endpoint.auth_key)
+        account_id = self.signed_in.get(self.caller_key)
+        self.caller = self.users[account_id] if account_id is not None else None
+        if self.caller is not None:
+            if name not in ACCOUNT_METHODS:
+                log.error("telegram server: %s is not implemented for a user account", name)
+                raise RpcFault("INPUT_METHOD_INVALID")
+            return
+        bot = self.bot_of(endpoint)
+        if bot is None:  # a key on another DC before importAuthorization, or a person's not signed in yet
+            if name not in UNAUTHORIZED_METHODS and name not in LOGIN_METHODS:
+                raise RpcFault("AUTH_KEY_UNREGISTERED", 401)
+            return
+        if name != "help.GetConfig":
+            if bot.revoked:
+                raise RpcFault("AUTH_KEY_UNREGISTERED")
+            if bot.deactivated:
+                raise RpcFault("USER_DEACTIVATED")
+        if name in USER_ONLY or name in LOGIN_METHODS:
+            raise RpcFault("BOT_METHOD_INVALID")
+        if bot is not self.bot and name not in EXTRA_BOT_METHODS:
+            log.error("telegram server: %s is not modelled for an extra bot", name)
+            raise RpcFault("INPUT_METHOD_INVALID")
+
     def _chat_of(self, query) -> int | None:
         for attr in ("peer", "to_peer", "channel"):
             peer = getattr(query, attr, None)
@@ -299,6 +343,16 @@ class ServerCore(Accounts):
                 return peer.user_id
             if isinstance(peer, (raw.types.InputPeerChannel, raw.types.InputChannel)):
                 return -1_000_000_000_000 - peer.channel_id
+        return None
+
+    def _user_hash_of(self, query) -> int | None:
+        """The access hash the request names its user with, as `_chat_of` finds the user."""
+        for attr in ("peer", "to_peer", "channel"):
+            peer = getattr(query, attr, None)
+            if isinstance(peer, (raw.types.InputPeerUser, raw.types.InputUser)):
+                return peer.access_hash
+            if isinstance(peer, (raw.types.InputPeerChannel, raw.types.InputChannel)):
+                return None
         return None
 
     def _answer_lost(self, name: str, query) -> bool:

@@ -45,6 +45,12 @@ class Inspection:
                 if (method is None or call.method == method) and (chat_id is None or call.chat_id == chat_id)
             )
 
+    def hashes_named(self, user_id: int, *, since: int = 0) -> list[int]:
+        """The access hash each call naming the user carried, in the order they came (0: by id
+        alone), from call number `since` on."""
+        with self.lock:
+            return [call.access_hash for call in self.calls[since:] if call.chat_id == user_id and call.access_hash is not None]
+
     def call_times(self, since: int = 0) -> list[tuple[str, int | None, float]]:
         """(method, chat id, time.monotonic() when it arrived) of every call from number `since` on:
         on Linux that clock is the machine's, so another process's monotonic times compare."""

@@ -43,6 +43,9 @@ PRIVATE_CHAT_INTERVAL = 1.0  # "avoid sending more than one message per second" 
 PRIVATE_CHAT_BURST = 3  # inferred: Telegram tolerates a short burst in one chat before FLOOD_WAIT
 GROUP_PER_MINUTE = 20  # "bots are not able to send more than 20 messages per minute to the same group"
 GROUP_CHAT_INTERVAL = 60.0 / GROUP_PER_MINUTE
+# messages.getHistory answers at most this many messages a call (core.telegram.org/api/offsets:
+# "up to 100"), and this many when the limit asked is 0; inferred: a larger limit is cut to it.
+HISTORY_LIMIT = 100
 
 
 def utf16_length(text: str) -> int:

@@ -71,7 +71,7 @@ async def serve(server: TelegramServer, path: Path, *, ready: Callable[[], objec
                 kind, payload = await read_frame(reader)
                 if kind == HELLO:
                     # the auth key (256 bytes), then the data centre (2 bytes; none: the bot's), then
-                    # the token of the bot the key was signed in to (none: the main bot)
+                    # the token of the bot the key was signed in to (none: a person's user session)
                     dc_id = struct.unpack(">H", payload[256:258])[0] if len(payload) >= 258 else HOME_DC
                     token = payload[258:].decode() or None
                     endpoint = server.connect(

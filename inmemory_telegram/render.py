@@ -28,6 +28,13 @@ def bot_tl(bot: Bot) -> raw.types.User:
     )
 
 
+def self_tl(user: User) -> raw.types.User:
+    """A signed-in account's own user, as its session sees it."""
+    tl = user_tl(user)
+    tl.is_self = True
+    return tl
+
+
 def user_tl(user: User) -> raw.types.User:
     return raw.types.User(
         id=user.id,
@@ -41,7 +48,7 @@ def user_tl(user: User) -> raw.types.User:
 
 
 def channel_tl(channel: Channel, *, access_hash: int | None = None) -> raw.types.Channel:
-    """`access_hash`: the one the bot it goes to knows (None: the main bot's)."""
+    """`access_hash`: the one the account it goes to knows (None: the main bot's)."""
     return raw.types.Channel(
         id=channel.raw_id,
         title=channel.title,
@@ -51,6 +58,7 @@ def channel_tl(channel: Channel, *, access_hash: int | None = None) -> raw.types
         broadcast=True,
         noforwards=channel.noforwards or None,
         restriction_reason=[],
+        username=channel.username or None,
         usernames=[],
     )
 
@@ -61,8 +69,8 @@ def peer_tl(chat_id: int):
     return raw.types.PeerChannel(channel_id=channel_raw_id(chat_id))
 
 
-# What a bot it goes to knows of a file: its access hash and its file reference (None: the main bot's
-# own, the file's). accounts.Accounts.bound_hash / bound_reference give an extra bot's.
+# What the account it goes to knows of a file: its access hash and its file reference (None: the main
+# bot's own, the file's). accounts.Accounts.bound_hash / bound_reference give another account's.
 FileView = Callable[[File], tuple[int, bytes]]
 
 

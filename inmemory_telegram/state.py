@@ -65,6 +65,18 @@ class Button:
 
 
 @dataclass
+class Account:
+    """A person's own Telegram account, signed in by phone number (a user session, not the bot):
+    the login code Telegram last sent to their apps, and their two-step verification password."""
+
+    user_id: int
+    phone: str  # digits only, as clients send it
+    password: str = ""  # two-step verification ("": none)
+    code: str = ""  # the login code last sent (auth.sendCode), "" once used
+    code_hash: str = ""  # the phone_code_hash that goes with it
+
+
+@dataclass
 class Bot:
     id: int
     username: str
@@ -96,6 +108,7 @@ class Channel:
     raw_id: int
     title: str
     access_hash: int = field(default_factory=new_hash)
+    username: str = ""  # a public channel's (t.me/<username>): anyone may read its history
     bot_is_admin: bool = True  # the main bot (runbot's) administers it
     bot_admins: set[int] = field(default_factory=set)  # extra bots (ServerCore.bot_add) that administer it
     members: set[int] = field(default_factory=set)
@@ -228,6 +241,7 @@ class Call:
     method: str  # "messages.SendMessage"
     chat_id: int | None
     at: float  # time.monotonic()
+    access_hash: int | None = None  # the hash the call named its user with (0: by id alone); None: no user
 
 
 def buttons_of(markup) -> tuple[tuple[Button, ...], ...]:

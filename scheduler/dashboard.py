@@ -24,6 +24,7 @@ from botapp.models import Broadcast, DailyStat, TelegramUser
 from botapp.services.autodelete import deletions_expired_count
 from botapp.services.health import broker_problem, database_problem, processes_state, redis_problem
 from botapp.services.stats import counters_flush
+from botapp.services.stream_stats import stream_stats_24h
 from botapp.services.users import user_counts
 from scheduler.jobs.registry import JOBS, Job
 from scheduler.models import JobRun
@@ -279,6 +280,7 @@ def dashboard_callback(request, context: dict) -> dict:
             "jobs_count": len(rows),
             "health": dashboard_health(),
             "expired": deletions_expired_count(),
+            "streams": stream_stats_24h(),
         }
     )
     return context

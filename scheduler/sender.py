@@ -15,7 +15,7 @@ import threading
 from django.conf import settings
 
 from botapp.config import bot_config_load
-from botapp.services.users import user_access_hash
+from botapp.services.users import user_access_hash, user_access_hashes_fill
 from botapp.telegram.gateway import Gateway
 from botapp.telegram.limiter import BULK, RedisLimiter
 
@@ -71,6 +71,7 @@ def _build() -> Gateway:
         limiter=RedisLimiter.from_settings(lane=BULK),  # a worker's traffic never queues in front of replies
         max_flood_wait=settings.TELEGRAM_MAX_FLOOD_WAIT,
         peers=user_access_hash,  # stored by runbot: a send costs no resolution call
+        peers_learnt=user_access_hashes_fill,  # named by Telegram for a user addressed by id alone
         paid=settings.TELEGRAM_PAID_BROADCASTS,  # bulk sends carry the paid flag, or 1000/s is a FloodWait storm
     )
     atexit.register(gateway.stop)

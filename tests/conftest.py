@@ -94,9 +94,9 @@ def rate_clock(telegram):
 @pytest.fixture
 def gateway(telegram):
     """A worker's PyrogramGateway on the in-memory Telegram (its own session, no updates)."""
-    from botapp.services.users import user_access_hash
+    from botapp.services.users import user_access_hash, user_access_hashes_fill
 
-    gw = offline_gateway(telegram, peers=user_access_hash)
+    gw = offline_gateway(telegram, peers=user_access_hash, peers_learnt=user_access_hashes_fill)
     yield gw
     gw.stop()
 
@@ -126,12 +126,13 @@ def shortener():
 def bot(telegram, db, shortener):
     """runbot on the in-memory Telegram: kurigram's client with updates, the pump and the router
     (admins, a storage channel, a shortener)."""
-    from botapp.services.users import user_access_hash
+    from botapp.services.users import user_access_hash, user_access_hashes_fill
 
     offline = OfflineBot(
         telegram,
         lambda gw: Router(gw, admin_ids=frozenset({ADMIN}), storage_channel_id=STORAGE, shortener=shortener),
         peers=user_access_hash,
+        peers_learnt=user_access_hashes_fill,
     )
     yield offline
     offline.stop()

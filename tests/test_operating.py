@@ -92,7 +92,7 @@ def unit_command(unit: Path) -> list[str]:
     return shlex.split(line)
 
 
-DRY_RUN = {"gunicorn": ["--check-config"], "celery": ["--help"], "runbot": ["--help"]}
+DRY_RUN = {"gunicorn": ["--check-config"], "celery": ["--help"], "runbot": ["--help"], "stream": ["--help"]}
 
 
 @pytest.mark.slow
@@ -118,7 +118,7 @@ def test_the_target_starts_every_unit_and_one_worker():
 @pytest.mark.slow
 def test_the_procfiles_release_phase_migrates(db):
     procfile = dict(line.split(": ", 1) for line in (ROOT / "Procfile").read_text().splitlines() if line.strip())
-    assert set(procfile) == {"release", "web", "bot", "worker", "beat"}
+    assert set(procfile) == {"release", "web", "bot", "worker", "beat", "stream"}
 
     result = subprocess.run(
         shlex.split(procfile["release"]),

@@ -12,6 +12,7 @@ SERVICES = Path(__file__).resolve().parents[1] / "botapp" / "services"
 # Functions handed to other code that calls them positionally: their signature is that code's.
 CALLBACKS = {
     "user_access_hash": "the gateways' `peers` lookup (PyrogramGateway calls peers(chat_id))",
+    "user_access_hashes_fill": "the gateways' `peers_learnt` (PyrogramGateway calls peers_learnt(hashes))",
 }
 
 

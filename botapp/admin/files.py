@@ -1,10 +1,14 @@
 """Stored files (with their deep links), pending deletions, admins' /batch in progress."""
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.http import HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
+from unfold.decorators import action
 
 from botapp import clock
 from botapp.admin.access import FlushCountersFirst
@@ -13,6 +17,7 @@ from botapp.admin.base import InternalAdmin, ModelAdmin
 from botapp.config import storage_channel_load
 from botapp.models import (
     AlbumClaim,
+    BotSettings,
     PendingBatch,
     PendingDeletion,
     RemovedFile,
@@ -20,6 +25,7 @@ from botapp.models import (
 )
 from botapp.models.files import message_ids_problem
 from botapp.services.files import MAX_BATCH, bot_username_cached, deep_link, files_remove
+from botapp.services.stream_links import stream_links_for, stream_links_revoke
 
 
 class MessageIdsField(forms.CharField):
@@ -57,7 +63,14 @@ class MessageIdsField(forms.CharField):
 
 
 # Per-link settings, over Bot settings for this link (the model says how each one falls back).
-LINK_SETTINGS = ("protect_content", "auto_delete_minutes", "skip_verification", "expires_at")
+LINK_SETTINGS = (
+    "protect_content",
+    "auto_delete_minutes",
+    "skip_verification",
+    "expires_at",
+    "stream_links",
+    "stream_lifetime_hours",
+)
 
 
 class StoredFileForm(forms.ModelForm):
@@ -85,6 +98,7 @@ class StoredFileAdmin(BackupAdminMixin, FlushCountersFirst, ModelAdmin):
         files_remove(files=queryset)
 
     actions = ("back_up_now",)
+    actions_detail = ("revoke_stream_links",)
     list_display = (
         "link",
         "title",
@@ -107,6 +121,7 @@ class StoredFileAdmin(BackupAdminMixin, FlushCountersFirst, ModelAdmin):
         "link",
         "backup_chat_id",
         "backup_message_ids",
+        "stream_links_shown",
     )
 
     def get_fields(self, request, obj=None):
@@ -116,6 +131,7 @@ class StoredFileAdmin(BackupAdminMixin, FlushCountersFirst, ModelAdmin):
         # A saved file leads with its link: what the operator came for.
         return (
             "link",
+            "stream_links_shown",
             *editable,
             "share_id",
             "delivery_count",
@@ -138,6 +154,49 @@ class StoredFileAdmin(BackupAdminMixin, FlushCountersFirst, ModelAdmin):
     @admin.display(description="messages")
     def message_count(self, obj):
         return len(obj.message_ids or [])
+
+    @admin.display(description="stream links")
+    def stream_links_shown(self, obj):
+        """Each message's player page and download, valid for the file's stream lifetime from now."""
+        if not obj.pk:
+            return "—"
+        if not settings.STREAM_PUBLIC_URL:
+            return "Set STREAM_PUBLIC_URL and run the streaming process to get stream links (docs/operating.md)."
+        gone = (
+            format_html(
+                '<p style="color: #b91c1c;">Gone: the streaming process found this file\'s message deleted on {}.</p>',
+                obj.stream_gone_at,
+            )
+            if obj.stream_gone_at
+            else ""
+        )
+        rows = format_html_join(
+            "",
+            '<li>Message {}: <a href="{}" target="_blank" rel="noopener">play</a> · '
+            '<a href="{}" target="_blank" rel="noopener">download</a></li>',
+            (
+                (n, u.watch, u.download)
+                for n, u in enumerate(stream_links_for(stored=obj, conf=BotSettings.load(), user_id=None), 1)
+            ),
+        )
+        hours = obj.stream_lifetime_hours_for(BotSettings.load())
+        return format_html(
+            '{}<ul class="stream-links">{}</ul><p>These links work for {} hour(s) from now. "Revoke stream links" (above) ends '
+            "every link of this file given so far.</p>",
+            gone,
+            rows,
+            hours,
+        )
+
+    @action(description="Revoke stream links", url_path="revoke-stream-links", icon="link_off", permissions=["change"])
+    def revoke_stream_links(self, request, object_id):
+        stored = get_object_or_404(StoredFile, pk=object_id)
+        if request.method != "POST":
+            context = {**self.admin_site.each_context(request), "opts": self.model._meta, "stored": stored}
+            return TemplateResponse(request, "admin/botapp/stream_revoke_confirm.html", context)
+        stream_links_revoke(stored=stored)
+        self.message_user(request, f"Every stream link of “{stored}” given so far no longer works.", messages.SUCCESS)
+        return HttpResponseRedirect(reverse("admin:botapp_storedfile_change", args=[stored.pk]))
 
     @admin.display(description="deep link")
     def link(self, obj):

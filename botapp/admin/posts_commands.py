@@ -9,9 +9,9 @@ from botapp.models import KeptChannelPost, PostsCommand
 
 @admin.register(PostsCommand)
 class PostsCommandAdmin(ModelAdmin):
-    list_display = ("__str__", "channel_id", "word", "count", "cache_minutes", "enabled")
+    list_display = ("__str__", "channel_id", "channel_username", "word", "count", "cache_minutes", "enabled")
     list_filter = ("enabled",)
-    search_fields = ("name", "word", "=channel_id")
+    search_fields = ("name", "word", "=channel_id", "channel_username")
 
 
 @admin.register(KeptChannelPost)

@@ -61,6 +61,7 @@ class BotSettingsAdmin(ModelAdmin):
             },
         ),
         ("Links", {"fields": ("channel_post_links", "legacy_channel_id")}),
+        ("Stream and download links", {"fields": ("stream_links", "stream_lifetime_hours")}),
         ("Prepared posts", {"fields": ("posts_channel_id",)}),
         (
             "Premium users",

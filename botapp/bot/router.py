@@ -86,8 +86,12 @@ class Router:
         shortener=None,
         broadcast_channel_id: int | None = None,
         posts_channels: frozenset[int] | None = None,
+        user_history=None,
     ):
         self.gateway = gateway
+        # The operator's user session (botapp/telegram/user_session.py: UserHistory), which reads
+        # the public channels of posts commands; None: such a command says it cannot be read.
+        self.user_history = user_history
         self.admin_ids = admin_ids
         self.storage_channel_id = storage_channel_id
         self.broadcast_channel_id = broadcast_channel_id  # marked posts there are broadcast
@@ -269,7 +273,8 @@ class Router:
             return
         # A command the operator defined (a channel's latest posts), or one their previous bot had
         # (Bot settings: its note), not "I did not understand".
-        answer = posts_command_answer(name=command) or BotSettings.load().retired_command_note(command)
+        history = self.user_history.channel_history if self.user_history is not None else None
+        answer = posts_command_answer(name=command, history=history) or BotSettings.load().retired_command_note(command)
         self.gateway.send_text(msg.chat_id, answer or UNKNOWN)
 
     # --- commands -------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 import secrets
 
 from django.core.exceptions import ValidationError
-from django.core.validators import MaxValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
@@ -14,6 +14,7 @@ from botapp.telegram.limits import DELETE_WINDOW_MINUTES, MESSAGE_ID_MAX
 # Telegram lets a bot delete its messages for 48 hours; any lifetime we schedule must fit in it.
 TELEGRAM_DELETE_WINDOW_MINUTES = DELETE_WINDOW_MINUTES  # Telegram: bots delete only for 48 h
 MAX_BATCH = 200  # messages behind one link; a user receives them in one go
+STREAM_LIFETIME_HOURS_MAX = 24 * 365  # a stream link lasts at most a year: a link that must outlive it is re-made
 
 
 def message_ids_problem(ids) -> str:
@@ -93,6 +94,34 @@ class StoredFile(models.Model):
     expires_at = models.DateTimeField(
         "link expires at", null=True, blank=True, help_text="From then on the link answers that it has expired. Empty: never."
     )
+
+    class StreamLinks(models.TextChoices):
+        SETTINGS = "", "As Bot settings"
+        ON = "on", "On: everyone who gets the files"
+        PREMIUM = "premium", "Premium users only"
+        OFF = "off", "Off"
+
+    stream_links = models.CharField(
+        "stream and download links",
+        max_length=8,
+        choices=StreamLinks.choices,
+        default=StreamLinks.SETTINGS,
+        blank=True,
+        help_text="For this link: a ▶️ Stream / ⬇️ Download button under the delivered files. Empty: as Bot settings.",
+    )
+    stream_lifetime_hours = models.PositiveIntegerField(
+        "stream links last (hours)",
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1), MaxValueValidator(STREAM_LIFETIME_HOURS_MAX)],
+        help_text="For this link: how long a stream or download link works once given. Empty: as Bot settings.",
+    )
+    # Every stream link carries the generation it was made in; "Revoke stream links" moves it on,
+    # so this file's links made before stop working and no other file's do.
+    stream_generation = models.PositiveIntegerField(default=0)
+    # When the streaming process last found the file's message gone (deleted from the storage
+    # channel, no backup copy): the console shows its links as gone.
+    stream_gone_at = models.DateTimeField(null=True, blank=True)
     delivery_count = models.PositiveIntegerField(default=0)
     last_delivered_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=clock.now)
@@ -121,6 +150,13 @@ class StoredFile(models.Model):
 
     def verification_for(self, conf) -> bool:
         return conf.verification_enabled and not self.skip_verification
+
+    def stream_mode_for(self, conf) -> str:
+        """on, premium or off: this link's own choice, else Bot settings'."""
+        return self.stream_links or conf.stream_links
+
+    def stream_lifetime_hours_for(self, conf) -> int:
+        return conf.stream_lifetime_hours if self.stream_lifetime_hours is None else self.stream_lifetime_hours
 
 
 class PendingBatch(models.Model):

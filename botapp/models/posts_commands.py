@@ -1,6 +1,7 @@
 """Commands the operator defines that answer with a channel's latest posts mentioning a word (the
 drip bot's /results, shared/seeds/002), and the posts runbot keeps of those channels to answer them."""
 
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 
@@ -12,8 +13,10 @@ CACHE_MINUTES_MAX = 7 * 24 * 60
 
 
 class PostsCommand(models.Model):
-    """`/<name>`: the latest `count` posts of a channel the bot administers whose text contains
-    `word`, newest first, each with its link; the answer is kept `cache_minutes`."""
+    """`/<name>`: the latest `count` posts of a channel whose text contains `word`, newest first,
+    each with its link; the answer is kept `cache_minutes`. The channel is one the bot administers
+    (`channel_id`: runbot keeps the posts it receives) or a public one it is not in
+    (`channel_username`: read through the operator's user session, botapp/telegram/user_session.py)."""
 
     name = models.CharField(
         max_length=32,
@@ -24,10 +27,24 @@ class PostsCommand(models.Model):
     )
     channel_id = models.BigIntegerField(
         "channel id",
+        null=True,
+        blank=True,
         validators=[channel_id_validate],
-        help_text="The channel (-100…) whose posts it lists. The bot must be an admin there: it keeps the posts it "
+        help_text="The channel (-100…) whose posts it lists, when the bot is an admin there: it keeps the posts it "
         "receives from then on (Telegram gives a bot no channel history). runbot reads the channels when it starts: "
         "restart it after adding one.",
+    )
+    channel_username = models.CharField(
+        "public channel",
+        max_length=32,
+        blank=True,
+        validators=[
+            RegexValidator(
+                r"^[A-Za-z][A-Za-z0-9_]{3,30}[A-Za-z0-9]\Z", "A channel's username: 5 to 32 of a-z, 0-9 and _, no @ or link."
+            )
+        ],
+        help_text="Or a public channel the bot is not in, by its username (wazirforexalerts for t.me/wazirforexalerts): "
+        "read through a user session, which `manage.py login_user_session` logs in once.",
     )
     word = models.CharField(
         max_length=64, blank=True, help_text="Only posts whose text contains this (any case), e.g. position. Empty: every post."
@@ -52,6 +69,10 @@ class PostsCommand(models.Model):
 
     def __str__(self) -> str:
         return f"/{self.name}"
+
+    def clean(self) -> None:
+        if (self.channel_id is None) == (not self.channel_username):
+            raise ValidationError("Give the channel's id (the bot is an admin there) or a public channel's username, not both.")
 
 
 class KeptChannelPost(models.Model):

@@ -10,7 +10,7 @@ from django.db import models, transaction
 
 from botapp.cache import HotValue
 from botapp.models.buttons import button_text_problem, button_url_ok, buttons_parse
-from botapp.models.files import TELEGRAM_DELETE_WINDOW_MINUTES
+from botapp.models.files import STREAM_LIFETIME_HOURS_MAX, TELEGRAM_DELETE_WINDOW_MINUTES
 from botapp.models.ranges import (
     BYPASS_SECONDS_MAX,
     DAILY_TOKEN_LIMIT_MAX,
@@ -287,6 +287,26 @@ class BotSettings(models.Model):
         help_text="A button under every broadcast and sequence step: tapping it and confirming does what /stop does.",
     )
     optout_label = button_label_field("opt-out button text", default="Unsubscribe")
+
+    class StreamLinks(models.TextChoices):
+        OFF = "off", "Off"
+        ON = "on", "On: everyone who gets the files"
+        PREMIUM = "premium", "Premium users only"
+
+    stream_links = models.CharField(
+        "stream and download links",
+        max_length=8,
+        choices=StreamLinks.choices,
+        default=StreamLinks.OFF,
+        help_text="A ▶️ Stream / ⬇️ Download button under delivered files, opening them in a browser (needs the "
+        "streaming process and STREAM_PUBLIC_URL: docs/operating.md). Each stored link may say otherwise.",
+    )
+    stream_lifetime_hours = models.PositiveIntegerField(
+        "stream links last (hours)",
+        default=24,
+        validators=[MinValueValidator(1), MaxValueValidator(STREAM_LIFETIME_HOURS_MAX)],
+        help_text="How long a stream or download link works once given; the user gets a new one by opening the file link again.",
+    )
 
     class Meta:
         verbose_name = "bot settings"

@@ -38,6 +38,7 @@ from botapp.services.outgoing import send_key
 from botapp.services.premium import premium_offer, user_is_premium
 from botapp.services.shortener import shortlink_create
 from botapp.services.stats import delivery_count
+from botapp.services.stream_links import stream_links_for, stream_links_offered
 from botapp.services.texts import human_span
 from botapp.services.verification import (
     TOKEN_PREFIX,
@@ -64,7 +65,7 @@ from botapp.telegram.gateway import (
     TgUser,
     chunked,
 )
-from botapp.telegram.limits import IDS_PER_CALL, START_PAYLOAD_LENGTH
+from botapp.telegram.limits import IDS_PER_CALL, KEYBOARD_BUTTONS, START_PAYLOAD_LENGTH
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +84,8 @@ NO_FILE = "This link does not exist or its files were removed."
 LINK_EXPIRED = "This link has expired. Ask whoever shared it for a new one."
 FILE_GONE = "Sorry, these files are no longer available."
 FILE_RESTRICTED = "Sorry, these files cannot be sent right now. The admins have been told; please try again later."
+STREAM_BUTTONS = "▶️ Stream or ⬇️ download in a browser (links work for {hours}):"
+STREAM_LABEL, DOWNLOAD_LABEL = "▶️ Stream", "⬇️ Download"
 FILE_INCOMPLETE = "Only {sent} of these files could be sent just now. Open the link again in a minute to get all of them."
 JOIN_FIRST = "Please join our channel first, then tap <b>Try again</b>."
 JOIN_FIRST_MANY = "Please join our channels first, then tap <b>Try again</b>."
@@ -345,6 +348,10 @@ def file_deliver(
         key = send_key(kind="d", row_id=intent.pk, made_at=intent.created_at)
     incomplete = repeated = None
     sources = file_sources(stored=stored)
+    # Stream links, after the same gates as the files (this runs only once they are passed): under
+    # a single message, or in a message of their own after a batch (a batch's copies carry no buttons).
+    streams = stream_buttons(stored=stored, conf=conf, user=user)
+    under = streams if streams and len(stored.message_ids) == 1 else None
     try:
         for n, (source_chat_id, message_ids) in enumerate(sources, start=1):
             try:
@@ -354,6 +361,7 @@ def file_deliver(
                     message_ids,
                     caption=caption_for(template=conf.file_caption, user=user),
                     protect=stored.protect_for(conf),
+                    buttons=under,
                     key=f"{key}.{n}" if key else "",
                 )
                 break
@@ -392,6 +400,15 @@ def file_deliver(
     if minutes:
         notice = " ".join(filter(None, [notice, deletion_warning(minutes=minutes)]))
     ids = [s.message_id for s in sent]
+    if streams and under is None and sent:
+        hours = human_span(delta=timedelta(hours=stored.stream_lifetime_hours_for(conf)))
+        try:
+            text = STREAM_BUTTONS.format(hours=hours)
+            ids.append(gateway.send_text(chat_id, text, buttons=streams, key=f"{key}.stream" if key else "").message_id)
+        except AlreadySent:  # the earlier attempt's links arrived: found with the notice, or left to the user
+            pass
+        except TelegramError as exc:  # the files arrived: the links are a convenience
+            log.warning("stream links not sent share=%s chat=%s: %s", stored.share_id, chat_id, exc)
     notice_repeated = False
     if notice:
         try:
@@ -503,6 +520,21 @@ def deliveries_cut_off_settle(*, gateway: Gateway, limit: int = 50) -> tuple[int
             PendingDeletion.objects.filter(pk=row.pk, status=ClaimStatus.DELIVERING).delete()
             removed += 1
     return found, removed
+
+
+def stream_buttons(*, stored: StoredFile, conf: BotSettings, user: TelegramUser | None) -> list[list[Button]]:
+    """The ▶️ Stream / ⬇️ Download buttons a user who passed the file's gates gets with it (one row
+    per message, numbered for a batch, up to KEYBOARD_BUTTONS buttons), signed for that user; none
+    when stream links are off for the file or the user (services/stream_links.py)."""
+    if user is None or not stream_links_offered(stored=stored, conf=conf, user=user):
+        return []
+    links = stream_links_for(stored=stored, conf=conf, user_id=user.telegram_id)[: KEYBOARD_BUTTONS // 2]
+    if len(links) == 1:
+        return [[Button(STREAM_LABEL, url=links[0].watch), Button(DOWNLOAD_LABEL, url=links[0].download)]]
+    return [
+        [Button(f"{STREAM_LABEL} {n}", url=u.watch), Button(f"{DOWNLOAD_LABEL} {n}", url=u.download)]
+        for n, u in enumerate(links, start=1)
+    ]
 
 
 def _intent_drop(intent: PendingDeletion | None) -> None:

@@ -28,10 +28,11 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 from botapp.config import ConfigError, admin_ids_load, bot_config_load, env_aliases_found
-from botapp.models import BotSettings, ForceSubChannel
+from botapp.models import BotSettings, ForceSubChannel, PostsCommand
 from botapp.services.health import database_problem, processes_state
 from botapp.services.shortener import DirectLinks, ShortenerError, shortener_for
 from botapp.telegram.gateway import BotUnauthorized, ChatRights, Gateway, TelegramError
+from botapp.telegram.user_session import user_session_account
 
 log = logging.getLogger(__name__)
 
@@ -350,12 +351,29 @@ def doctor_telegram(*, gateway_open: Callable[[], Gateway]) -> list[Finding]:
             found.append(_channel(gateway, f"force-subscribe “{channel.title}”", channel.chat_id, needs))
     finally:
         gateway.stop()
+    found += _user_session(config.session_dir)
     admins = admin_ids_load()
     if admins:
         found.append(_ok(a, "ADMIN_IDS", f"{len(admins)} admin(s): {', '.join(map(str, sorted(admins)))}"))
     else:
         found.append(_fail(a, "ADMIN_IDS", "empty: nobody can use the admin commands; set your Telegram user id"))
     return found
+
+
+def _user_session(session_dir: Path) -> list[Finding]:
+    """Whether the user session is logged in, when an enabled posts command reads a public channel
+    through it (nothing is said when none does)."""
+    needing = sorted(
+        PostsCommand.objects.filter(enabled=True).exclude(channel_username="").values_list("name", "channel_username")
+    )
+    if not needing:
+        return []
+    commands = ", ".join(f"/{name} (@{username})" for name, username in needing)
+    account = user_session_account(session_dir)
+    if account is None:
+        return [_fail("telegram", "user session", f"not logged in, and {commands} reads through it: run "
+                      "`python manage.py login_user_session`")]  # fmt: skip
+    return [_ok("telegram", "user session", f"logged in as user {account}, for {commands}")]
 
 
 def _channel(gateway: Gateway, label: str, chat_id: int, needs: tuple[str, ...]) -> Finding:
@@ -391,18 +409,15 @@ def _short(exc: BaseException) -> str:
 
 
 def stream_tokens() -> list[str]:
-    """The extra bots' tokens the streaming process reads with besides BOT_TOKEN (STREAM_BOT_TOKENS:
-    comma-separated in the environment; a list once the settings have read it)."""
-    tokens = getattr(settings, "STREAM_BOT_TOKENS", ())
-    if isinstance(tokens, str):
-        tokens = tokens.split(",")
-    return [t.strip() for t in tokens if t.strip()]
+    """The extra bots' tokens the streaming process reads with besides BOT_TOKEN (STREAM_BOT_TOKENS,
+    a list: config/settings.py reads it comma-separated), blanks left out as the process does."""
+    return [t.strip() for t in settings.STREAM_BOT_TOKENS if t.strip()]
 
 
 def doctor_stream(*, stream_admins: Callable[[list[str], int], list]) -> list[Finding]:
     """Each extra stream bot (STREAM_BOT_TOKENS) signs in and is an admin of the storage channel,
     which it must be to read the stored files. `stream_admins(tokens, chat_id)` asks Telegram
-    (botapp.telegram.downloads.bots_admin: one BotAdmin per token)."""
+    (botapp.telegram.download_pool.bots_admin: one BotAdmin per token)."""
     a = "stream"
     tokens = stream_tokens()
     if not tokens:

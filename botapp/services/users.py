@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from datetime import timedelta
 
 from django.db import connection
-from django.db.models import Count
+from django.db.models import BigIntegerField, Case, Count, Value, When
 
 from botapp import clock
 from botapp.db import row_by
@@ -94,6 +94,18 @@ def user_access_hash(telegram_id: int) -> int | None:
     send without asking Telegram who the user is. The gateways' `peers` lookup: called as
     peers(chat_id), so its one argument stays positional."""
     return TelegramUser.objects.filter(telegram_id=telegram_id).values_list("access_hash", flat=True).first()
+
+
+def user_access_hashes_fill(learnt: Mapping[int, int]) -> int:
+    """Store the access hashes Telegram's answers named for users the gateway addressed by id
+    alone (`learnt`: telegram id -> hash; a user imported from another bot), on the rows that have
+    none: one UPDATE for a whole batch, none when nothing was learnt. A hash runbot stored from
+    the user's own update is never replaced. The gateways' `peers_learnt`: called as
+    peers_learnt(learnt), so its one argument stays positional. Returns the rows filled."""
+    if not learnt:
+        return 0
+    by_id = Case(*(When(telegram_id=uid, then=Value(h)) for uid, h in learnt.items()), output_field=BigIntegerField())
+    return TelegramUser.objects.filter(telegram_id__in=list(learnt), access_hash__isnull=True).update(access_hash=by_id)
 
 
 def user_resume(*, user: TelegramUser) -> bool:

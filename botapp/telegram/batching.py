@@ -152,6 +152,8 @@ class BatchSending(MessageMethods):
             batch.todo = settled.again + batch.todo
         for n in batch.todo:
             batch.outcomes[n] = batch.stop
+        if self._learnt:  # users of this batch addressed by id alone, whose hash Telegram named: once per batch
+            self._learnt_hand_on()
         return batch.outcomes  # type: ignore[return-value]
 
     def _batch_prepare(self, items: Sequence[SendItem]) -> _Batch:

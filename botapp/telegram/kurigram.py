@@ -43,12 +43,16 @@ from __future__ import annotations
 import asyncio
 import bisect
 import concurrent.futures
+import contextlib
 import io
+import sqlite3
 import struct
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import metadata
+from pathlib import Path
 
 from pyrogram import Client, errors, raw, types
 from pyrogram.connection.transport import TCPAbridged
@@ -79,11 +83,27 @@ RECHECK = (
     "updates_watchdog; methods/advanced/recover_gaps.py",
     "pyrogram/client.py: Client.get_session (a media session: key, Session(is_media=True), export/import of the "
     "authorization), Client.get_dc_option; pyrogram/session/auth.py: Auth.create",
+    "pyrogram/storage/sqlite_storage.py: the sessions table (user_id, is_bot)",
 )
 
 
 def kurigram_version() -> str:
     return metadata.version("kurigram")
+
+
+def session_account(path: Path) -> tuple[int, bool] | None:
+    """(user id, is a bot) a session file is signed in as (user id 0: signed in to nothing), read
+    only, as kurigram's SQLiteStorage keeps it in its `sessions` table: the process that holds the
+    file (runbot) keeps a write open, which kurigram's own open() would wait for. None: no such
+    file, or not one of kurigram's sessions."""
+    if not path.is_file():
+        return None
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=2)) as conn:
+            row = conn.execute("SELECT user_id, is_bot FROM sessions").fetchone()
+    except sqlite3.Error:
+        return None
+    return (int(row[0] or 0), bool(row[1])) if row else None
 
 
 # --- the session's seen-message ids -------------------------------------------------------------
@@ -369,8 +389,9 @@ class _Slot:
 
 
 async def invoke_many(
-    client: Client, queries: list, *, write_by: float | None = None, one_sent: bool = False, ask_again: bool = True
-) -> list:
+    client: Client, queries: list, *, write_by: float | None = None, one_sent: bool | Sequence[bool] = False,
+    ask_again: bool = True,
+) -> list:  # fmt: skip
     """Each query's answer (or the exception it raised), one query as one MTProto message and
     several as one container (core.telegram.org/mtproto/service_messages#containers): each request
     serialised once, one encryption and one write for all, where kurigram's `invoke` serialises a
@@ -393,7 +414,8 @@ async def invoke_many(
     answer's round trip.
 
     `one_sent`: each query sends one message and the caller needs only its id: an answer that
-    gives it first is a `SentId`, read no further (see LeanRpcResult)."""
+    gives it first is a `SentId`, read no further (see LeanRpcResult). A sequence says it query by
+    query (an answer whose users the caller reads is read whole)."""
     session = client.session
     if not client.is_connected or session is None:
         raise NotSent("the client is not connected: nothing was sent")
@@ -402,12 +424,13 @@ async def invoke_many(
             await asyncio.wait_for(session.is_started.wait(), session.WAIT_TIMEOUT)
         except TimeoutError:
             raise NotSent(f"the session did not start within {session.WAIT_TIMEOUT}s: nothing was sent") from None
+    lean = [one_sent] * len(queries) if isinstance(one_sent, bool) else list(one_sent)
     bodies = [q if isinstance(q, Written) and q.query is not None else Written(q.write()) for q in queries]
     plain = [q.query if isinstance(q, Written) and q.query is not None else q for q in queries]
     values: list = [None] * len(queries)
     todo = list(range(len(queries)))
     for _ in range(RESEND_MAX + 1):
-        answered = await _transmit(client, [bodies[i] for i in todo], write_by, one_sent)
+        answered = await _transmit(client, [bodies[i] for i in todo], write_by, [lean[i] for i in todo])
         again = []
         for i, value in zip(todo, answered, strict=True):
             if value is _REFUSED:
@@ -449,13 +472,13 @@ _REFUSED = object()  # refused before processing: send again
 ASK_AGAIN_CODES = frozenset({500, -500, 503, -503})
 
 
-async def _transmit(client: Client, bodies: list[Written], write_by: float | None = None, one_sent: bool = False) -> list:
+async def _transmit(client: Client, bodies: list[Written], write_by: float | None, one_sent: list[bool]) -> list:
     """Send the bodies (one message, or containers) and wait up to WAIT_TIMEOUT for their answers;
     each body's value: the answer, an OSError (not sent; Lapsed: not written by `write_by`), None
-    (no answer), or _REFUSED."""
+    (no answer), or _REFUSED. `one_sent`: per body, whether its answer is read lean."""
     session = client.session
     messages = [await session.msg_factory.create(body) for body in bodies]
-    lean = [(session.session_id, m.msg_id) for m in messages] if one_sent else []
+    lean = [(session.session_id, m.msg_id) for m, wanted in zip(messages, one_sent, strict=True) if wanted]
     _one_sent.update(lean)
     round_ = _Round(len(messages))
     slots = []

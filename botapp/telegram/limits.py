@@ -19,6 +19,9 @@ CAPTION_LENGTH = 1024  # UTF-16 units of a media caption (non-premium senders, b
 BUTTON_TEXT_LENGTH = 64  # inferred: longer button labels are cut by clients; we refuse them (UTF-16 units)
 # answerCallbackQuery's text: "0-200 characters" (Bot API); counted in UTF-16 units here (inferred, stricter).
 CALLBACK_ANSWER_LENGTH = 200
+# Buttons under one message: Telegram documents no figure; 100 is what its clients show and what
+# file bots keep under (inferred, the smaller of the figures seen).
+KEYBOARD_BUTTONS = 100
 CALLBACK_DATA_BYTES = 64  # bytes (UTF-8) of an inline button's callback data: `callback_data_length`
 START_PAYLOAD_LENGTH = 64  # characters of a deep-link /start payload, [A-Za-z0-9_-]
 USERNAME_LENGTH = 64  # inferred upper bound; Telegram usernames are 5-32 characters today

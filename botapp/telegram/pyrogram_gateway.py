@@ -37,7 +37,8 @@ from botapp.telegram.uploads import UploadMethods
 class PyrogramGateway(BatchSending, CopyMethods, UploadMethods, ChatMethods, DeleteMethods, Gateway):
     """`limiter`: the shared send limiter (None: no pacing, for tests that want raw calls).
     `peers(user_id) -> access_hash | None`: where a worker finds the access hashes runbot stored,
-    so a send costs no resolution call. `paid`: sends carry the paid-broadcast flag. `username`:
+    so a send costs no resolution call. `peers_learnt({user_id: access_hash})`: where the hashes
+    Telegram's answers named for users addressed by id alone go (request.py, ZERO_HASH). `paid`: sends carry the paid-broadcast flag. `username`:
     the bot's, when known before the client signs in."""
 
     def __init__(
@@ -49,10 +50,14 @@ class PyrogramGateway(BatchSending, CopyMethods, UploadMethods, ChatMethods, Del
         limiter: Limiter | None = None,
         max_flood_wait: int = 60,
         peers: Callable[[int], int | None] | None = None,
+        peers_learnt: Callable[[dict[int, int]], object] | None = None,
         paid: bool = False,
         sleep=time.sleep,
     ):
-        super().__init__(client, loop, limiter=limiter, max_flood_wait=max_flood_wait, peers=peers, paid=paid, sleep=sleep)
+        super().__init__(
+            client, loop, limiter=limiter, max_flood_wait=max_flood_wait, peers=peers, peers_learnt=peers_learnt, paid=paid,
+            sleep=sleep,
+        )  # fmt: skip
         self._username = username
 
     @property

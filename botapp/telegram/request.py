@@ -55,7 +55,11 @@ KNOWN_PEERS_MAX = 20_000  # users whose access hash this process remembers handi
 # own Bot API server does so (tdlib, ContactsManager::get_input_user and get_input_peer_user:
 # inputUser(user_id, 0) and inputPeerUser(user_id, 0) when the account is a bot), and every Bot API
 # bot messages its users by id alone. Telegram's answer decides: PEER_ID_INVALID for a user who
-# never started the bot (`refused_unknown`).
+# never started the bot (`refused_unknown`). Telegram's answer to such a call, when it names the
+# user (a send's `updates`: its users), carries the hash it holds for this bot: the gateway reads
+# those answers whole, keeps the hash in kurigram's storage and hands it to `peers_learnt` (tdlib
+# does the same: UpdatesManager::on_get_updates stores the answer's users), so the next call
+# carries it. Answers that name no user (deletions' affectedMessages, Bool) teach nothing.
 ZERO_HASH = 0
 
 # A 420 whose name kurigram's table does not know (a new FLOOD_* name) reaches us as Flood with the
@@ -149,6 +153,15 @@ def peer_check(chat_id: int) -> None:
         raise ChatNotFound(f"PEER_ID_INVALID: {exc}") from None
 
 
+def addressed_by_id(query) -> int | None:
+    """The user a request names by id alone (InputPeerUser with ZERO_HASH), or None."""
+    for attr in ("peer", "to_peer"):
+        peer = getattr(query, attr, None)
+        if isinstance(peer, raw.types.InputPeerUser) and peer.access_hash == ZERO_HASH:
+            return peer.user_id
+    return None
+
+
 class NotCached(Exception):  # noqa: N818 - a signal between the request layer's halves, never raised out
     """kurigram's storage has no access hash for this user (raised on the loop, before any call)."""
 
@@ -170,8 +183,10 @@ class TelegramRequests:
 
     `limiter`: the shared send limiter (None: no pacing, for tests that want raw calls).
     `peers(user_id) -> access_hash | None`: where a worker finds the access hashes runbot stored,
-    so a send costs no resolution call. `paid`: sends carry the paid-broadcast flag. `sleep`: how
-    a back-off waits (tests count it)."""
+    so a send costs no resolution call. `peers_learnt({user_id: access_hash})`: where the hashes
+    Telegram's answers named for users addressed by id alone (ZERO_HASH) go, called from the
+    calling thread after the call, never on the loop. `paid`: sends carry the paid-broadcast flag.
+    `sleep`: how a back-off waits (tests count it)."""
 
     def __init__(
         self,
@@ -181,6 +196,7 @@ class TelegramRequests:
         limiter: Limiter | None = None,
         max_flood_wait: int = 60,
         peers: Callable[[int], int | None] | None = None,
+        peers_learnt: Callable[[dict[int, int]], object] | None = None,
         paid: bool = False,
         sleep=time.sleep,
     ):
@@ -196,6 +212,9 @@ class TelegramRequests:
         self._known_peers: set[int] = set()
         self._peer_hashes: dict[int, int] = {}
         self._zero_hash: set[int] = set()  # users this process addressed by id alone (ZERO_HASH)
+        self.peers_learnt = peers_learnt
+        self._learnt: dict[int, int] = {}  # hashes learnt on the loop, not yet handed to peers_learnt
+        self._learnt_lock = threading.Lock()
 
     @property
     def policy(self) -> retry.CallPolicy:
@@ -279,7 +298,10 @@ class TelegramRequests:
                 self.limiter.acquire(chat_id if send else None, count=count, paid=paid)
             granted = False
             try:
-                return self._run(self._on_loop(peer, fn, *args, **kwargs), send=send)
+                answer = self._run(self._on_loop(peer, fn, *args, **kwargs), send=send)
+                if self._learnt:
+                    self._learnt_hand_on()
+                return answer
             except NotCached:  # nothing went to Telegram: the stored hash, and the slot still ours
                 peer, granted = self._stored_peer(chat_id), True
                 continue
@@ -379,15 +401,20 @@ class TelegramRequests:
         return error
 
     async def _knows(self, user_id: int) -> bool:
+        """Whether kurigram's storage has the user's access hash; a ZERO_HASH there is only what an
+        earlier call addressed by id alone put there (it may have left with the session file), not
+        a hash: the stored one is looked for, or the call goes by id alone and learns."""
         try:
-            await self.client.storage.get_peer_by_id(user_id)
-            return True
+            peer = await self.client.storage.get_peer_by_id(user_id)
         except KeyError:
             return False
+        return getattr(peer, "access_hash", None) != ZERO_HASH
 
     async def _on_loop(self, peer: tuple[int, int] | int | None, fn, *args, **kwargs):
         """The call, on the client's loop, after making sure kurigram has the user's access hash
-        (`_peer_for`; in the same hop: a send costs one trip to the loop)."""
+        (`_peer_for`; in the same hop: a send costs one trip to the loop). A call by id alone
+        (ZERO_HASH) learns the hash kurigram stored from Telegram's answer (its invoke stores the
+        answer's users; `_invoke_many` does the same for the answers it reads)."""
         if isinstance(peer, int):
             if not await self._knows(peer):
                 raise NotCached(peer)
@@ -395,7 +422,52 @@ class TelegramRequests:
         elif peer is not None:
             await self.client.storage.update_peers([(peer[0], peer[1], "user", None)])
             self._remember_known(peer[0])
-        return await fn(*args, **kwargs)
+        answer = await fn(*args, **kwargs)
+        if peer is not None and not isinstance(peer, int) and peer[1] == ZERO_HASH:
+            stored = await self.client.storage.get_peer_by_id(peer[0])
+            if getattr(stored, "access_hash", ZERO_HASH) != ZERO_HASH:
+                self._learnt_keep({peer[0]: stored.access_hash})
+        return answer
+
+    # --- hashes learnt from Telegram's answers --------------------------------------------------
+
+    async def _learn(self, answers: list, wanted: set[int]) -> None:
+        """The access hashes Telegram's answers name for `wanted` (users addressed by id alone),
+        stored in kurigram's storage, as its invoke stores an answer's users, and kept for
+        `peers_learnt`. A min user's hash is not one to address them with: left out."""
+        found = {
+            user.id: user.access_hash
+            for answer in answers
+            for user in getattr(answer, "users", None) or ()
+            if isinstance(user, raw.types.User) and user.id in wanted and not user.min and user.access_hash
+        }
+        if found:
+            await self.client.storage.update_peers([(uid, h, "user", None) for uid, h in found.items()])
+            self._learnt_keep(found)
+
+    def _learnt_keep(self, found: dict[int, int]) -> None:
+        with self._learnt_lock:
+            self._learnt.update(found)
+
+    def _learnt_hand_on(self) -> None:
+        """Hand the hashes learnt so far to `peers_learnt`, in the calling thread (database code
+        never runs on the loop), in one call for a whole batch. Those users are no longer
+        addressed by id alone. The call's own result stands whatever the product does with them:
+        a failure to store them is logged, and they are handed on again after the next call."""
+        with self._learnt_lock:
+            learnt, self._learnt = self._learnt, {}
+        if not learnt:
+            return
+        self._zero_hash.difference_update(learnt)
+        if self.peers_learnt is None:
+            return
+        try:
+            self.peers_learnt(learnt)
+        except Exception:  # the send went; its hash is a saving, not its outcome: said loudly, kept
+            log.exception("storing the access hashes Telegram named for users %s failed", sorted(learnt)[:20])
+            with self._learnt_lock:
+                for uid, access_hash in learnt.items():
+                    self._learnt.setdefault(uid, access_hash)
 
     def _remember_known(self, user_id: int) -> None:
         if len(self._known_peers) >= KNOWN_PEERS_MAX:  # a worker lives for millions of sends
@@ -427,7 +499,14 @@ class TelegramRequests:
         (kurigram.invoke_many: each request serialized once, on the wire as this client sends;
         `one_sent`: each sends one message, and only its id is read: a SentId)."""
         wired = [q if isinstance(q, Written) and q.query is not None else Written(self._wire(q).write(), q) for q in queries]
-        return await invoke_many(self.client, wired, write_by=write_by, one_sent=one_sent, ask_again=ask_again)
+        by_id = [addressed_by_id(w.query) for w in wired]
+        if not any(by_id):  # the common case: every user named by their hash
+            return await invoke_many(self.client, wired, write_by=write_by, one_sent=one_sent, ask_again=ask_again)
+        # A user addressed by id alone: their answer is read whole, for the hash it names.
+        lean = [one_sent and user_id is None for user_id in by_id]
+        answers = await invoke_many(self.client, wired, write_by=write_by, one_sent=lean, ask_again=ask_again)
+        await self._learn([a for a, u in zip(answers, by_id, strict=True) if u is not None], {u for u in by_id if u})
+        return answers
 
     def _wire(self, query: raw.core.TLObject) -> raw.core.TLObject:
         """The request as it goes on the wire: a client without updates asks Telegram for none."""

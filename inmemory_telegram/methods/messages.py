@@ -18,6 +18,7 @@ from inmemory_telegram.methods.common import (
     messages_result,
     new_message_updates,
     now_ts,
+    resolve_channel,
     resolve_chat,
     writable,
 )
@@ -193,6 +194,33 @@ def forward_messages(server, query):
     if not sent:
         raise RpcFault("MESSAGE_ID_INVALID")
     return new_message_updates(server, sent, random_ids, user, channel)
+
+
+@METHODS.method("messages.GetHistory")
+def get_history(server, query):
+    """A channel's posts, newest first, as a person's account reads them: any public channel's
+    (one with a username), a private one's only as a member. Bots may not call it at all
+    (core.USER_ONLY: BOT_METHOD_INVALID, as core.telegram.org/method/messages.getHistory lists)."""
+    channel = resolve_channel(server, query.peer)
+    if not channel.username and server.caller.id not in channel.members:
+        raise RpcFault("CHANNEL_PRIVATE")
+    posts = sorted((m for m in server.channel_messages[channel.raw_id].values() if not m.deleted), key=lambda m: -m.id)
+    if query.offset_id:
+        posts = [m for m in posts if m.id < query.offset_id]
+    if query.max_id:
+        posts = [m for m in posts if m.id < query.max_id]
+    if query.min_id:
+        posts = [m for m in posts if m.id > query.min_id]
+    limit = min(query.limit, limits.HISTORY_LIMIT) if query.limit > 0 else limits.HISTORY_LIMIT
+    page = posts[max(query.add_offset, 0) :][:limit]
+    return raw.types.messages.ChannelMessages(
+        pts=channel.pts,
+        count=len(posts),
+        messages=[render.message_tl(m, bot_id=server.bot.id, view=server.file_view()) for m in page],
+        topics=[],
+        chats=[render.channel_tl(channel, access_hash=server.bound_hash(channel.access_hash))],
+        users=[],
+    )
 
 
 @METHODS.method("messages.GetMessages")

@@ -18,6 +18,8 @@ def get_full_user(server, query):
     if not isinstance(query.id, raw.types.InputUserSelf):
         user = resolve_user(server, query.id)
         full_id, users = user.id, [render.user_tl(user)]
+    elif server.caller is not None:  # a person's own account (a user session)
+        full_id, users = server.caller.id, [render.self_tl(server.caller)]
     else:
         bot = server.acting_bot()
         full_id, users = bot.id, [render.bot_tl(bot)]
@@ -35,7 +37,7 @@ def get_users(server, query):
     found = []
     for wanted in query.id:
         if isinstance(wanted, raw.types.InputUserSelf):
-            found.append(render.bot_tl(server.acting_bot()))
+            found.append(render.self_tl(server.caller) if server.caller is not None else render.bot_tl(server.acting_bot()))
             continue
         if server.acting_bot() is not server.bot:
             continue  # an extra bot has met no user (accounts.py)

@@ -32,13 +32,15 @@ if TYPE_CHECKING:  # a client of `manage.py telegram_server` never imports the s
 
 
 class ProvisionedStorage(SQLiteStorage):
-    """kurigram's SQLite session storage, provisioned on first open as if signed in before."""
+    """kurigram's SQLite session storage, provisioned on first open as if signed in before; with
+    no bot token (a person's user session), with the key only: the account signs in itself
+    (auth.sendCode, auth.signIn), as after the key exchange with Telegram."""
 
-    def __init__(self, name: str, *, workdir, in_memory: bool, api_id: int, bot_token: str):
+    def __init__(self, name: str, *, workdir, in_memory: bool, api_id: int, bot_token: str | None):
         super().__init__(name, workdir=workdir, in_memory=in_memory)
         self.provision_api_id = api_id
-        self.provision_bot_id = int(bot_token.split(":", 1)[0])
-        self.bot_token = bot_token  # the bot its key is signed in to (the in-memory Telegram checks it)
+        self.provision_bot_id = int(bot_token.split(":", 1)[0]) if bot_token else None
+        self.bot_token = bot_token  # the bot its key is signed in to (None: none yet, a user session)
         self.dc_keys: dict[int, bytes] = {}  # keys for other data centres (provisioned_auth_key)
 
     async def open(self):
@@ -51,8 +53,10 @@ class ProvisionedStorage(SQLiteStorage):
             await self.port(443)
             await self.date(0)
             await self.auth_key(os.urandom(256))
-            await self.user_id(self.provision_bot_id)
-            await self.is_bot(True)
+            # A user session's key is signed in to nothing yet: user id 0 (kurigram's connect says
+            # "not authorized"; a user id None would make it start a key exchange).
+            await self.user_id(self.provision_bot_id or 0)
+            await self.is_bot(self.provision_bot_id is not None)
             await self.save()
 
     async def provisioned_auth_key(self, dc_id: int) -> bytes:
@@ -122,7 +126,7 @@ class SocketConnection(_Connection):
         self.queue = asyncio.Queue()
         self.reader, self.writer = await asyncio.open_unix_connection(self.path)
         key = await self.storage.key_for(self.dc_id)
-        self.writer.write(frame(HELLO, key + struct.pack(">H", self.dc_id) + self.storage.bot_token.encode()))
+        self.writer.write(frame(HELLO, key + struct.pack(">H", self.dc_id) + (self.storage.bot_token or "").encode()))
         await self.writer.drain()
         self.reader_task = asyncio.get_running_loop().create_task(self._read())
 
@@ -152,10 +156,11 @@ class SocketConnection(_Connection):
 
 
 def offline_client_options(
-    target: TelegramServer | str, *, name: str, workdir, in_memory: bool, api_id: int, bot_token: str
+    target: TelegramServer | str, *, name: str, workdir, in_memory: bool, api_id: int, bot_token: str | None
 ) -> dict:
     """`Client(**options)` for a client of the in-memory Telegram: `target` is a server in this
-    process or the path of `manage.py telegram_server`'s socket."""
+    process or the path of `manage.py telegram_server`'s socket; `bot_token` None: a person's user
+    session, which signs in itself."""
     storage = ProvisionedStorage(name, workdir=workdir, in_memory=in_memory, api_id=api_id, bot_token=bot_token)
     if not isinstance(target, str | os.PathLike):
         factory = functools.partial(InProcessConnection, server=target, storage=storage)

@@ -562,7 +562,7 @@ def test_stream_bots_that_are_admins_of_the_storage_channel_are_green_and_others
     )
     offline.bot_add("7000000002:reader-token", username="ReaderBot", admin_of=[STORAGE])
     offline.bot_add("7000000003:outsider-token", username="OutsiderBot")
-    settings.STREAM_BOT_TOKENS = "7000000002:reader-token, 7000000003:outsider-token,7000000004:unknown-token"
+    settings.STREAM_BOT_TOKENS = ["7000000002:reader-token", " 7000000003:outsider-token", "7000000004:unknown-token", ""]
 
     code, lines = doctor("stream")
 
@@ -575,7 +575,7 @@ def test_stream_bots_that_are_admins_of_the_storage_channel_are_green_and_others
 
 
 def test_a_stream_bot_token_that_is_not_one_is_named(offline, settings):
-    settings.STREAM_BOT_TOKENS = "not-a-token"
+    settings.STREAM_BOT_TOKENS = ["not-a-token"]
 
     code, lines = doctor("stream")
 

@@ -9,6 +9,9 @@ from django.core.management import call_command
 
 from botapp.models import BroadcastDelivery, SequenceMessage, TelegramUser
 from botapp.services.broadcasts import broadcast_start
+from botapp.services.users import user_access_hash, user_access_hashes_fill
+from botapp.telegram.gateway import Media
+from offline.telegram.clients import offline_gateway
 from scheduler.jobs.registry import job_run
 from tests.factories import BroadcastDeliveryFactory, BroadcastFactory, SequenceMessageFactory, TelegramUserFactory
 
@@ -112,3 +115,76 @@ def test_rows_an_earlier_courier_marked_never_written_are_sent_again_once(telegr
     out = StringIO()
     call_command("retry_never_written", stdout=out)  # once: nothing says "never written" any more
     assert out.getvalue().strip() == "0 sequence steps and 0 broadcast deliveries (of 0 broadcasts) pending again"
+
+
+# --- the hash Telegram's answer names (scope 1: "store the hash when Telegram's answer names one") ---
+
+
+@pytest.mark.django_db(transaction=True)  # the sender's pool threads read and fill the users' rows
+def test_an_imported_users_row_gets_the_hash_telegram_named_and_later_sends_carry_it(tmp_path, telegram, gateway):
+    hashes = telegram.users_meet([801, 802])  # started the old bot; 803 never did
+    import_csv(tmp_path, [801, 802, 803])
+
+    first = BroadcastFactory(title="Moving in", text="We moved")
+    broadcast_start(broadcast=first)
+    job_run("send_broadcasts", trigger="test", gateway=gateway)
+
+    stored = dict(TelegramUser.objects.values_list("telegram_id", "access_hash"))
+    assert stored == {801: hashes[801], 802: hashes[802], 803: None}  # 803: Telegram named no one
+    assert telegram.hashes_named(801) == [0]  # the first send went by id alone
+
+    calls = len(telegram.calls)
+    second = BroadcastFactory(title="Again", text="Still here")
+    broadcast_start(broadcast=second)
+    job_run("send_broadcasts", trigger="test", gateway=gateway)  # the same worker: its session has it
+    worker = offline_gateway(telegram, name="fresh-worker", peers=user_access_hash)  # a new one: the row has it
+    try:
+        third = BroadcastFactory(title="Once more", text="And again")
+        broadcast_start(broadcast=third)
+        job_run("send_broadcasts", trigger="test", gateway=worker)
+    finally:
+        worker.stop()
+
+    for user_id in (801, 802):
+        assert [m.text for m in telegram.bot_messages(user_id)] == ["We moved", "Still here", "And again"]
+        assert telegram.hashes_named(user_id, since=calls) == [hashes[user_id]] * 2  # never 0 again
+    assert telegram.hashes_named(803, since=calls) == [0, 0]  # still unknown: by id alone, as before
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_send_through_kurigrams_own_method_also_stores_the_hash_telegram_named(telegram, gateway):
+    hashes = telegram.users_meet([811])
+    TelegramUserFactory(telegram_id=811, access_hash=None)
+
+    gateway.send_media(811, Media("photo", "https://example.com/cat.jpg"), caption="A cat")  # kurigram's send_photo
+
+    assert TelegramUser.objects.get(telegram_id=811).access_hash == hashes[811]
+    calls = len(telegram.calls)
+    gateway.send_text(811, "Another")
+    assert telegram.hashes_named(811, since=calls) == [hashes[811]]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_text_sent_by_id_alone_stores_the_hash_and_the_same_workers_next_text_carries_it(telegram, gateway):
+    hashes = telegram.users_meet([812])
+    TelegramUserFactory(telegram_id=812, access_hash=None)
+
+    gateway.send_text(812, "First")  # the answer read whole (not only its message id), for its users
+    gateway.send_text(812, "Second")  # this worker's session keeps what it learnt
+
+    assert telegram.hashes_named(812) == [0, hashes[812]]
+    assert TelegramUser.objects.get(telegram_id=812).access_hash == hashes[812]
+    assert [m.text for m in telegram.bot_messages(812)] == ["First", "Second"]
+
+
+@pytest.mark.django_db
+def test_a_learnt_hash_fills_only_rows_without_one_in_one_query(django_assert_num_queries):
+    TelegramUserFactory(telegram_id=821, access_hash=None)
+    TelegramUserFactory(telegram_id=822, access_hash=5)  # runbot stored it from the user's update
+
+    with django_assert_num_queries(1):
+        assert user_access_hashes_fill({821: 11, 822: 12, 823: 13}) == 1  # 823: no row
+    with django_assert_num_queries(0):
+        assert user_access_hashes_fill({}) == 0
+
+    assert dict(TelegramUser.objects.values_list("telegram_id", "access_hash")) == {821: 11, 822: 5}

@@ -11,7 +11,7 @@ from django.core.management.base import BaseCommand
 from botapp.config import bot_config_load
 from botapp.services.doctor import AREAS, FAIL, WARN, doctor_run
 from botapp.telegram.client import client_configured
-from botapp.telegram.downloads import bots_admin
+from botapp.telegram.download_pool import bots_admin
 from botapp.telegram.pyrogram_gateway import PyrogramGateway
 
 MARKS = {"ok": "✔", WARN: "!", FAIL: "✘"}

@@ -19,11 +19,12 @@ from botapp.services.files import bot_username_record
 from botapp.services.health import heartbeat_start
 from botapp.services.posts_commands import posts_command_channels
 from botapp.services.updates import UpdatePositions
-from botapp.services.users import user_access_hash
+from botapp.services.users import user_access_hash, user_access_hashes_fill
 from botapp.telegram.client import client_configured, client_start
 from botapp.telegram.limiter import RedisLimiter
 from botapp.telegram.pyrogram_gateway import PyrogramGateway
 from botapp.telegram.updates import UpdatePump
+from botapp.telegram.user_session import UserHistory, user_client_build
 
 log = logging.getLogger("botapp.runbot")
 
@@ -82,6 +83,7 @@ class Command(BaseCommand):
             limiter=RedisLimiter.from_settings(),
             max_flood_wait=settings.TELEGRAM_MAX_FLOOD_WAIT,
             peers=user_access_hash,
+            peers_learnt=user_access_hashes_fill,  # a user imported from another bot: Telegram names their hash
         )
         router = Router(
             gateway,
@@ -89,6 +91,17 @@ class Command(BaseCommand):
             storage_channel_id=config.storage_channel_id,
             broadcast_channel_id=config.broadcast_channel_id,
             posts_channels=await loop.run_in_executor(None, _posts_channels),  # the database, off the loop
+            # A posts command of a public channel reads it through the operator's user session,
+            # connected on the first such read (manage.py login_user_session makes it).
+            user_history=UserHistory(
+                functools.partial(
+                    user_client_build,
+                    api_id=config.api_id,
+                    api_hash=config.api_hash,
+                    offline=settings.TELEGRAM_OFFLINE_SOCKET if settings.TELEGRAM_OFFLINE else None,
+                ),
+                workdir=config.session_dir,
+            ),
         )
         # The pump stores runbot's place in the update stream as it handles updates, and fetches
         # what came while runbot was down when it starts (docs/reliability.md#updates).
@@ -111,6 +124,7 @@ class Command(BaseCommand):
         log.info("runbot stopping: finishing updates in flight")
         await pump.drain()
         await client.stop()
+        await loop.run_in_executor(None, router.user_history.stop)  # its own thread and loop
         await pump.close()  # the position of the last update handled
         log.info("runbot stopped")
 

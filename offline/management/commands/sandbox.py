@@ -26,18 +26,19 @@ from botapp.bot.router import Router
 from botapp.config import admin_ids_load, storage_channel_load
 from botapp.models import HandledUpdate
 from botapp.services.files import bot_username_record
-from botapp.services.users import user_access_hash
+from botapp.services.users import user_access_hash, user_access_hashes_fill
 from botapp.signals import broadcast_queued, work_scheduled
 from inmemory_telegram.server import TelegramServer
 from offline.campaign_demo import campaign_demo_setup
 from offline.sandbox import Sandbox, demo_setup, stdin_is_tty
 from offline.shortener import MemoryShortener
+from offline.stream_demo import stream_demo, stream_demo_lines, stream_demo_store, stream_port
 from offline.telegram.clients import OfflineBot, offline_gateway
 from scheduler.receivers import broadcast_sender_wake, work_wake
 
 SANDBOX_ADMIN = 1000
 SANDBOX_STORAGE = -1001000000001
-DEMOS = ("files", "campaign")
+DEMOS = ("files", "campaign", "stream")
 # The scheduler's receivers that would hand the sandbox's background work to Celery, with the
 # dispatch_uid scheduler/apps.py connects each with: the sandbox does that work itself.
 PUBLISHERS = (
@@ -58,7 +59,9 @@ class Command(BaseCommand):
             const="files",
             choices=DEMOS,
             help="Demo data: `files` (the default with --demo) stores a demo file and prints its deep link first; "
-            "`campaign` rebuilds a drip bot's campaign (offline/campaign_demo.py) and prints its /start line.",
+            "`campaign` rebuilds a drip bot's campaign (offline/campaign_demo.py) and prints its /start line; "
+            "`stream` stores the demo video and runs the streaming process (offline/stream_demo.py), printing "
+            "its player page and a curl -C - line.",
         )
         parser.add_argument(
             "--fresh", action="store_true", help="Drop and create the database first (`make sandbox` does): an empty bot."
@@ -131,8 +134,10 @@ class Command(BaseCommand):
                     broadcast_channel_id=storage,
                 ),
                 peers=user_access_hash,
+                peers_learnt=user_access_hashes_fill,
             )
-            worker = offline_gateway(telegram, name="worker", peers=user_access_hash)
+            worker = offline_gateway(telegram, name="worker", peers=user_access_hash, peers_learnt=user_access_hashes_fill)
+            streaming = contextlib.ExitStack()
             try:
                 box = Sandbox(
                     telegram=telegram, bot=bot, worker=worker, out=self.stdout._out, as_json=as_json, links=shortener.follow
@@ -142,6 +147,15 @@ class Command(BaseCommand):
                     box.note(
                         f"demo campaign ready: send '1001: /start {payload}' (link t.me/{telegram.bot.username}?start={payload})",
                         payload=payload,
+                    )
+                elif demo == "stream":
+                    stored = stream_demo_store(telegram, storage_channel_id=storage)
+                    links = streaming.enter_context(stream_demo(telegram, stored, port=stream_port()))
+                    for line in stream_demo_lines(links):
+                        box.note(line, watch=links.watch, download=links.download)
+                    box.note(
+                        f"the same video in the bot: send '1001: /start {stored.share_id}' (its Stream / Download buttons)",
+                        share_id=stored.share_id,
                     )
                 elif demo:
                     stored = demo_setup(telegram, storage_channel_id=storage)
@@ -157,6 +171,7 @@ class Command(BaseCommand):
                     )
                 failures = box.run(sys.stdin, interactive=interactive)
             finally:
+                streaming.close()
                 worker.stop()
                 bot.stop()
         if failures and not interactive:

@@ -1,4 +1,4 @@
-"""The streaming process's pool of stream bots (botapp/telegram/downloads.py: DownloaderPool) on the
+"""The streaming process's pool of stream bots (botapp/telegram/download_pool.py: DownloaderPool) on the
 in-memory Telegram with several bots: sessions of each process's own, only admins of the storage
 channel read, the least loaded bot per stream, one in a FloodWait skipped until its wait ends."""
 
@@ -9,7 +9,8 @@ import pytest
 from pyrogram import errors
 
 from botapp.telegram import downloads
-from botapp.telegram.downloads import BotAdmin, DownloaderPool, StreamBroken, bots_admin
+from botapp.telegram.download_pool import DownloaderPool, bots_admin
+from botapp.telegram.downloads import BotAdmin, StreamBroken
 from inmemory_telegram.state import Media
 from tests.conftest import STORAGE
 
@@ -76,7 +77,7 @@ def test_every_admin_bot_reads_the_file_with_its_own_session_and_a_non_admin_is_
             await pool.stop()
 
     readers, got, admins = run(scenario)
-    assert readers == ["stream-1-7000000001", "stream-1-7000000002"]
+    assert readers == ["bot-7000000001", "bot-7000000002"]
     assert got == [data[5:], data[5:]]
     assert admins == [
         BotAdmin("@CourierBot", True),
@@ -148,7 +149,7 @@ def test_streams_go_to_the_least_loaded_bot_and_a_bot_in_a_flood_wait_is_skipped
             await pool.stop()
 
     spread, skipped, whole, back = run(scenario)
-    assert spread == ["stream-1-7000000001", "stream-1-7000000002", "stream-1-7000000003"]
+    assert spread == ["bot-7000000001", "bot-7000000002", "bot-7000000003"]
     assert skipped and whole == data[: 3 * MIB] and back
 
 

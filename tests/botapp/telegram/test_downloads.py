@@ -7,7 +7,8 @@ import random
 
 import pytest
 
-from botapp.telegram.downloads import IN_FLIGHT, Downloader, DownloaderPool, FileGone, StreamBroken, parts
+from botapp.telegram.download_pool import DownloaderPool
+from botapp.telegram.downloads import IN_FLIGHT, Downloader, FileGone, StreamBroken, parts
 from inmemory_telegram import content
 from inmemory_telegram.faults import LOSE_ANSWER
 from inmemory_telegram.methods.upload import download_part_check

@@ -1,0 +1,1 @@
+"""The streaming process: stored files over HTTP from their own origin (docs/operating.md)."""
