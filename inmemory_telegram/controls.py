@@ -15,7 +15,7 @@ from pyrogram.file_id import FileId, FileType, ThumbnailSource
 
 from inmemory_telegram import limits, render
 from inmemory_telegram.faults import Fault, Hostile
-from inmemory_telegram.rates import Rates, Window
+from inmemory_telegram.rates import Rates
 from inmemory_telegram.state import Account, Channel, Invite, Media, Profile, channel_raw_id
 
 
@@ -346,7 +346,7 @@ class Conditions:
                     raise ValueError(f"not a rate setting: {key}")
                 setattr(self, key, value)
             self.rates = Rates(global_rate=self.global_rate, paid_rate=self.paid_rate, count_per_message=per_message)
-            self.file_reads = Window(self.file_read_rate)
+            self.file_reads = {}
 
     def dc_set(self, dc_id: int, *, latency: float = 0.0, bandwidth: float | None = None) -> None:
         """The link to data centre `dc_id`, as a benchmark models a far one: every answer on a

@@ -20,6 +20,7 @@ from datetime import datetime
 from pyrogram import raw
 
 from inmemory_telegram import limits, render, wire
+from inmemory_telegram.accounts import EXTRA_BOT_METHODS, Accounts
 from inmemory_telegram.faults import HOSTILE_FLOODS, INTERNAL_ERRORS, LOSE_ANSWER, SEND_METHODS, Fault, Hostile, RpcFault
 from inmemory_telegram.rates import CALL_LIMITED, Network, Rates, Window
 from inmemory_telegram.session import Endpoint
@@ -45,16 +46,20 @@ ACCOUNT_METHODS = frozenset(
      "messages.GetHistory"}
 )  # fmt: skip
 # Methods a bot may not call (BOT_METHOD_INVALID: "This method can't be used by a bot", as
-# core.telegram.org lists for messages.getHistory; the Bot API gives bots no history).
+# core.telegram.org lists for messages.getHistory; the Bot API gives bots no history). A key signed
+# in to a bot may not call LOGIN_METHODS either: core.telegram.org's auth.sendCode says "Only users
+# can use this method".
 USER_ONLY = frozenset({"messages.GetHistory"})
 
 
-# What a key not signed in (a new key on another DC) may call: the configuration, and the import of
-# an authorization exported on the bot's DC (core.telegram.org/api/datacenter#authorization transfer).
+# What a key not signed in (a new key on another DC, a person's before they sign in) may call: the
+# configuration, and the import of an authorization exported on the bot's DC
+# (core.telegram.org/api/datacenter#authorization transfer); and a person's LOGIN_METHODS ("This
+# method can be invoked over an unauthenticated connection", core.telegram.org's auth.sendCode).
 UNAUTHORIZED_METHODS = frozenset({"help.GetConfig", "auth.ImportAuthorization"})
 
 
-class ServerCore:
+class ServerCore(Accounts):
     """Telegram's side of every session: the state under one lock, the dispatch of each request to
     its method (a table given by whoever builds it: server.TelegramServer), the checks made before
     any method runs (the token, injected faults, the hostile mode, the rates), and the records and
@@ -82,6 +87,7 @@ class ServerCore:
         # Rates count in `rate_clock` (the machine's monotonic time), MTProto's msg_ids in real time.
         self.now = now
         self.bot = Bot(id=self.BOT_ID, username=username, first_name="Courier", token=token)
+        self.bots: dict[int, Bot] = {self.bot.id: self.bot}  # the main bot, and extra ones (bot_add)
         self.enforce_rates = enforce_rates
         self.rate_clock = time.monotonic  # the time rate limits are counted in (tests stop and move it)
         self._answering = threading.local()  # .at: when the request this thread answers arrived (arrived())
@@ -96,13 +102,13 @@ class ServerCore:
         self.msg_ids = wire.MsgIds()
         self.keys: dict[bytes, bytes] = {}
         self.endpoints: list[Endpoint] = []
-        self.authorized: set[tuple[int, bytes]] = set()  # (dc, auth key id) signed in to the bot
+        self.authorized: dict[tuple[int, bytes], int] = {}  # (dc, auth key id) -> the bot it is signed in to
         self.exported: dict[bytes, int] = {}  # auth.exportAuthorization's bytes -> the DC they are for
         # Each DC's link, as a benchmark sets it (dc_set): extra seconds every answer takes, and the
         # bytes per second each connection to it carries (None: no cap).
         self.dc_links: dict[int, tuple[float, float | None]] = {}
         self.file_read_rate = limits.FILE_READ_RATE
-        self.file_reads = Window(self.file_read_rate)
+        self.file_reads: dict[int, Window] = {}  # by bot: each account's own budget (file_reads_of)
         self.file_reads_served = 0  # upload.getFile answers with bytes, and their bytes
         self.file_bytes_served = 0
         self.users: dict[int, User] = {}
@@ -156,17 +162,21 @@ class ServerCore:
         hangup: Callable[[], None] | None = None,
         *,
         dc_id: int = limits.HOME_DC,
+        bot_token: str | None,
     ) -> Endpoint:
         """A client connects to data centre `dc_id` with a key it was provisioned with (see
-        offline/telegram/connection.py); `hangup` drops its connection. A key is signed in to the
-        bot on the bot's own DC (as a provisioned session is); on another DC only once
-        auth.importAuthorization was called with it (methods/auth.py)."""
+        offline/telegram/connection.py); `hangup` drops its connection. A key is signed in on the
+        bots' own DC (as a provisioned session is) to the bot whose token the client holds (a
+        token no bot has: to none, every call AUTH_KEY_UNREGISTERED; None: a person's user session,
+        whose key is signed in to nothing until the account signs in, methods/auth.py); on another
+        DC only once auth.importAuthorization was called with it."""
         if dc_id not in limits.DCS:
             raise ValueError(f"no data centre {dc_id}")
         with self.lock:
             self.keys[wire.key_id(auth_key)] = auth_key
-            if dc_id == limits.HOME_DC:
-                self.authorized.add((dc_id, wire.key_id(auth_key)))
+            bot = next((b for b in self.bots.values() if b.token == bot_token), None) if bot_token else None
+            if dc_id == limits.HOME_DC and bot is not None:
+                self.authorized.setdefault((dc_id, wire.key_id(auth_key)), bot.id)
             endpoint = Endpoint(self, auth_key, push, hangup, dc_id=dc_id)
             self.endpoints.append(endpoint)
             return endpoint
@@ -279,16 +289,7 @@ class ServerCore:
     def _invoke(self, endpoint: Endpoint, name: str, query, *, subscribe: bool):
         chat_id = self._chat_of(query)
         self.calls.append(Call(name, chat_id, self._arrived_monotonic(), self._user_hash_of(query)))
-        if name not in UNAUTHORIZED_METHODS and (endpoint.dc_id, wire.key_id(endpoint.auth_key)) not in self.authorized:
-            raise RpcFault("AUTH_KEY_UNREGISTERED")  # a key on another DC before importAuthorization
         self._caller_set(endpoint, name)
-        if self.caller is None and name not in ("help.GetConfig",) and name not in LOGIN_METHODS:
-            if self.bot.revoked:
-                raise RpcFault("AUTH_KEY_UNREGISTERED")
-            if self.bot.deactivated:
-                raise RpcFault("USER_DEACTIVATED")
-            if name in USER_ONLY:
-                raise RpcFault("BOT_METHOD_INVALID")
         self._raise_fault(name, chat_id)
         self._hostile_flood(name)
         if name in CALL_LIMITED:  # reads and deletes: one call each in the free budget (inferred)
@@ -305,9 +306,12 @@ class ServerCore:
         return handler(self, query)
 
     def _caller_set(self, endpoint: Endpoint, name: str) -> None:
-        """Who the request comes from: a person's account its key signed in to, or the bot (every
-        provisioned bot session: offline/telegram/connection.py). A key that is signing in to an
-        account may make only the login calls until it has (AUTH_KEY_UNREGISTERED, 401)."""
+        """Who the request comes from, and whether they may make it. A key is signed in to one bot
+        (`authorized`, on its DC: accounts.Accounts.bot_of) or to one person's account
+        (`signed_in`: a user session), never both, or to nothing yet: then it may make only the
+        calls of an unauthenticated connection (UNAUTHORIZED_METHODS, LOGIN_METHODS), anything else
+        AUTH_KEY_UNREGISTERED (401). A person's account may call ACCOUNT_METHODS; a bot may not call
+        USER_ONLY nor LOGIN_METHODS (BOT_METHOD_INVALID), and an extra bot only EXTRA_BOT_METHODS."""
         self.caller_key = wire.key_id(endpoint.auth_key)
         account_id = self.signed_in.get(self.caller_key)
         self.caller = self.users[account_id] if account_id is not None else None
@@ -315,8 +319,22 @@ class ServerCore:
             if name not in ACCOUNT_METHODS:
                 log.error("telegram server: %s is not implemented for a user account", name)
                 raise RpcFault("INPUT_METHOD_INVALID")
-        elif self.caller_key in self.logging_in and name not in LOGIN_METHODS and name != "help.GetConfig":
-            raise RpcFault("AUTH_KEY_UNREGISTERED", 401)
+            return
+        bot = self.bot_of(endpoint)
+        if bot is None:  # a key on another DC before importAuthorization, or a person's not signed in yet
+            if name not in UNAUTHORIZED_METHODS and name not in LOGIN_METHODS:
+                raise RpcFault("AUTH_KEY_UNREGISTERED", 401)
+            return
+        if name != "help.GetConfig":
+            if bot.revoked:
+                raise RpcFault("AUTH_KEY_UNREGISTERED")
+            if bot.deactivated:
+                raise RpcFault("USER_DEACTIVATED")
+        if name in USER_ONLY or name in LOGIN_METHODS:
+            raise RpcFault("BOT_METHOD_INVALID")
+        if bot is not self.bot and name not in EXTRA_BOT_METHODS:
+            log.error("telegram server: %s is not modelled for an extra bot", name)
+            raise RpcFault("INPUT_METHOD_INVALID")
 
     def _chat_of(self, query) -> int | None:
         for attr in ("peer", "to_peer", "channel"):

@@ -70,11 +70,14 @@ async def serve(server: TelegramServer, path: Path, *, ready: Callable[[], objec
             while True:
                 kind, payload = await read_frame(reader)
                 if kind == HELLO:
-                    # the auth key (256 bytes), then the data centre (2 bytes; none: the bot's)
+                    # the auth key (256 bytes), then the data centre (2 bytes; none: the bot's), then
+                    # the token of the bot the key was signed in to (none: a person's user session)
                     dc_id = struct.unpack(">H", payload[256:258])[0] if len(payload) >= 258 else HOME_DC
+                    token = payload[258:].decode() or None
                     endpoint = server.connect(
-                        payload[:256], push, hangup=lambda: loop.call_soon_threadsafe(writer.close), dc_id=dc_id
-                    )
+                        payload[:256], push, hangup=lambda: loop.call_soon_threadsafe(writer.close), dc_id=dc_id,
+                        bot_token=token,
+                    )  # fmt: skip
                 elif kind == WRITTEN and endpoint is not None:
                     (written,) = struct.unpack_from(">d", payload)
                     endpoint.receive(payload[8:], written=written)

@@ -20,7 +20,8 @@ CONTROLS = {
     "deactivate", "revoke_token", "fail_next", "file_id", "count", "methods_called", "events_since", "flood_waits",
     "set_rates", "restore_token", "bot_rights", "users_meet", "bot_sent", "received", "live", "hostile_start",
     "hostile_stop", "rotate_salt", "call_times", "update_state",
-    "send_times", "events_count", "dc_set", "connections_drop", "file_references_expire", "file_info",
+    "send_times", "events_count", "dc_set", "connections_drop", "file_references_expire", "file_info", "bot_add",
+    "bot_admin_set",
 }  # fmt: skip
 
 

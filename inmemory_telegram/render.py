@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pyrogram import raw
 
 from inmemory_telegram import limits
@@ -45,13 +47,14 @@ def user_tl(user: User) -> raw.types.User:
     )
 
 
-def channel_tl(channel: Channel) -> raw.types.Channel:
+def channel_tl(channel: Channel, *, access_hash: int | None = None) -> raw.types.Channel:
+    """`access_hash`: the one the account it goes to knows (None: the main bot's)."""
     return raw.types.Channel(
         id=channel.raw_id,
         title=channel.title,
         photo=raw.types.ChatPhotoEmpty(),
         date=0,
-        access_hash=channel.access_hash,
+        access_hash=channel.access_hash if access_hash is None else access_hash,
         broadcast=True,
         noforwards=channel.noforwards or None,
         restriction_reason=[],
@@ -66,13 +69,19 @@ def peer_tl(chat_id: int):
     return raw.types.PeerChannel(channel_id=channel_raw_id(chat_id))
 
 
-def media_tl(file: File):
+# What the account it goes to knows of a file: its access hash and its file reference (None: the main
+# bot's own, the file's). accounts.Accounts.bound_hash / bound_reference give another account's.
+FileView = Callable[[File], tuple[int, bytes]]
+
+
+def media_tl(file: File, view: FileView | None = None):
+    access_hash, file_reference = (file.access_hash, file.file_reference) if view is None else view(file)
     if file.kind == "photo":
         return raw.types.MessageMediaPhoto(
             photo=raw.types.Photo(
                 id=file.id,
-                access_hash=file.access_hash,
-                file_reference=file.file_reference,
+                access_hash=access_hash,
+                file_reference=file_reference,
                 date=0,
                 sizes=[raw.types.PhotoSize(type="x", w=800, h=600, size=file.size)],
                 dc_id=file.dc_id,
@@ -88,8 +97,8 @@ def media_tl(file: File):
     return raw.types.MessageMediaDocument(
         document=raw.types.Document(
             id=file.id,
-            access_hash=file.access_hash,
-            file_reference=file.file_reference,
+            access_hash=access_hash,
+            file_reference=file_reference,
             date=0,
             mime_type=file.mime_type,
             size=file.size,
@@ -99,7 +108,7 @@ def media_tl(file: File):
     )
 
 
-def message_tl(msg: Message, *, bot_id: int):
+def message_tl(msg: Message, *, bot_id: int, view: FileView | None = None):
     peer = peer_tl(msg.chat_id)
     reply = raw.types.MessageReplyHeader(reply_to_msg_id=msg.reply_to) if msg.reply_to else None
     if msg.service:
@@ -126,7 +135,7 @@ def message_tl(msg: Message, *, bot_id: int):
         out=(msg.out and msg.chat_id > 0) or None,
         post=msg.chat_id < 0 or None,
         from_id=raw.types.PeerUser(user_id=msg.sender_id) if msg.sender_id else None,
-        media=media_tl(msg.file) if msg.file else None,
+        media=media_tl(msg.file, view) if msg.file else None,
         entities=msg.entities or None,
         reply_markup=msg.reply_markup,
         noforwards=msg.noforwards or None,

@@ -2,8 +2,9 @@
 
 Only the socket is replaced (offline/telegram/connection.py): kurigram's `Client`, `Session`, storage, peer
 resolution, retries and FloodWait handling all run as they do against Telegram. This package holds
-Telegram's side: one bot, users with access hashes, channels with 64-bit ids, messages with ids,
-dates, files and buttons, and the rules Telegram applies to a bot. `methods` answers the raw TL
+Telegram's side: the bot (and extra bots, accounts.py), users with access hashes, channels with
+64-bit ids, messages with ids, dates, files and buttons, and the rules Telegram applies to a bot.
+`methods` answers the raw TL
 functions; `core.ServerCore` holds the state and the sessions; `controls` and `inspection` are
 what tests and the sandbox use; `TelegramServer` puts them together.
 

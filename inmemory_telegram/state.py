@@ -1,4 +1,5 @@
-"""What the in-memory Telegram knows: one bot, its users, its channels, every message and file.
+"""What the in-memory Telegram knows: the bot (and any extra bots of the same owner: stream bots),
+its users, its channels, every message and file.
 
 Records only; the server (core.ServerCore) owns them under one lock, and `render.py` turns them
 into the TL objects Telegram would send.
@@ -108,7 +109,8 @@ class Channel:
     title: str
     access_hash: int = field(default_factory=new_hash)
     username: str = ""  # a public channel's (t.me/<username>): anyone may read its history
-    bot_is_admin: bool = True
+    bot_is_admin: bool = True  # the main bot (runbot's) administers it
+    bot_admins: set[int] = field(default_factory=set)  # extra bots (ServerCore.bot_add) that administer it
     members: set[int] = field(default_factory=set)
     join_requests: set[int] = field(default_factory=set)
     noforwards: bool = False  # "restrict saving content": forwards and copies are refused

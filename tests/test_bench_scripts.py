@@ -28,6 +28,10 @@ SCRIPTS = {
     "scheduled.py": (["--runs", "1", "--recipients", "300", "--sends", "100"], "min / median / max"),
     "limiter.py": (["--runs", "1", "--free-sends", "30", "--paid-sends", "200", "--no-diagnostic"], "achieved/allowed"),
     "rss.py": (["--users", "300"], "peak"),
+    "download_connections.py": (
+        ["--runs", "1", "--size-mib", "2", "--cap-mib", "64", "--streams", "1", "--connections", "1", "2"],
+        "(min / median / max)",
+    ),
     "scale.py": (["--runs", "1", "--users", "6000", "--sent", "1000", "--sample-seconds", "1"], "achieved/allowed"),
 }
 

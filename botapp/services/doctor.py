@@ -37,7 +37,7 @@ from botapp.telegram.user_session import user_session_account
 log = logging.getLogger(__name__)
 
 OK, WARN, FAIL = "ok", "warn", "fail"
-AREAS = ("settings", "database", "redis", "celery", "telegram", "shortener", "media", "sessions")
+AREAS = ("settings", "database", "redis", "celery", "telegram", "stream", "shortener", "media", "sessions")
 # What `check --deploy` says that the settings checks above it already say in their own words.
 DEPLOY_IDS_COVERED = {
     "security.W004",  # HSTS
@@ -405,6 +405,43 @@ def _short(exc: BaseException) -> str:
     return text[:120]
 
 
+# --- the stream bots ---------------------------------------------------------------------------
+
+
+def stream_tokens() -> list[str]:
+    """The extra bots' tokens the streaming process reads with besides BOT_TOKEN (STREAM_BOT_TOKENS,
+    a list: config/settings.py reads it comma-separated), blanks left out as the process does."""
+    return [t.strip() for t in settings.STREAM_BOT_TOKENS if t.strip()]
+
+
+def doctor_stream(*, stream_admins: Callable[[list[str], int], list]) -> list[Finding]:
+    """Each extra stream bot (STREAM_BOT_TOKENS) signs in and is an admin of the storage channel,
+    which it must be to read the stored files. `stream_admins(tokens, chat_id)` asks Telegram
+    (botapp.telegram.download_pool.bots_admin: one BotAdmin per token)."""
+    a = "stream"
+    tokens = stream_tokens()
+    if not tokens:
+        return [_ok(a, "stream bots", "none besides the main bot (STREAM_BOT_TOKENS is empty): streams read with it alone")]
+    try:
+        storage = bot_config_load().storage_channel_id
+    except ConfigError:
+        return [_fail(a, "stream bots", "not checked: the bot's configuration is incomplete (see the telegram lines)")]
+    if storage is None:
+        return [_fail(a, "stream bots", "not checked: STORAGE_CHANNEL_ID is not set")]
+    try:
+        found = stream_admins(tokens, storage)
+    except ValueError as exc:  # a token that is not one
+        return [_fail(a, "STREAM_BOT_TOKENS", f"{exc}; separate tokens with commas")]
+    return [
+        _ok(a, bot.bot, f"an admin of the storage channel {storage}")
+        if bot.admin
+        else _fail(a, bot.bot, f"Telegram refused its token ({bot.problem}): copy it again from @BotFather")
+        if not bot.signed_in
+        else _fail(a, bot.bot, f"cannot read the storage channel {storage} ({bot.problem}): add the bot there as an admin")
+        for bot in found
+    ]
+
+
 # --- the shortener ----------------------------------------------------------------------------
 
 
@@ -527,14 +564,17 @@ def _open_files() -> Iterator[tuple[int, str]]:
 # --- all of them ------------------------------------------------------------------------------
 
 
-def doctor_run(*, gateway_open: Callable[[], Gateway], areas: tuple[str, ...] = AREAS) -> list[Finding]:
-    """Every check of the given areas, in AREAS order."""
+def doctor_run(
+    *, gateway_open: Callable[[], Gateway], stream_admins: Callable | None = None, areas: tuple[str, ...] = AREAS
+) -> list[Finding]:
+    """Every check of the given areas, in AREAS order (`stream` only given `stream_admins`)."""
     runs = {
         "settings": doctor_settings,
         "database": doctor_database,
         "redis": doctor_redis,
         "celery": doctor_celery,
         "telegram": lambda: doctor_telegram(gateway_open=gateway_open),
+        "stream": lambda: doctor_stream(stream_admins=stream_admins) if stream_admins is not None else [],
         "shortener": doctor_shortener,
         "media": doctor_media,
         "sessions": doctor_sessions,

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 
 from django.core.asgi import get_asgi_application
 
-from botapp.stream.pool import Serving, pool_build, serving_set
+from botapp.stream.pool import Serving, pool_started, serving_set
 from botapp.stream.slots import Slots
 
 log = logging.getLogger(__name__)
@@ -17,9 +17,7 @@ log = logging.getLogger(__name__)
 
 async def serving_start() -> Serving:
     """The readers of every configured bot, signed in, and this process's slots."""
-    pool = pool_build()
-    await pool.start()
-    return Serving(pool=pool, slots=Slots())
+    return Serving(pool=await pool_started(), slots=Slots())
 
 
 class StreamApp:

@@ -1,20 +1,18 @@
 """What a streaming process owns: its readers (a DownloaderPool: one Downloader per bot token, each
-with a kurigram session of its own, never shared with runbot, a worker or another streaming
-process) and its stream slots. Built when the process starts (botapp/stream/app.py) on its loop.
+with a kurigram session of its own in the process's slot, never shared with runbot, a worker or
+another streaming process: botapp/telegram/download_pool.py) and its stream slots. Built when the
+process starts (botapp/stream/app.py) on its loop.
 """
 
 from __future__ import annotations
 
-import fcntl
 from dataclasses import dataclass
-from pathlib import Path
 
 from django.conf import settings
 
 from botapp.config import bot_config_load
 from botapp.stream.slots import Slots
-from botapp.telegram.client import client_build, client_configured
-from botapp.telegram.downloads import Downloader, DownloaderPool
+from botapp.telegram.download_pool import DownloaderPool
 
 
 @dataclass
@@ -24,7 +22,6 @@ class Serving:
 
 
 _serving: Serving | None = None
-_slot_files: list = []  # the session locks this process holds for its life
 
 
 def serving() -> Serving:
@@ -40,35 +37,21 @@ def serving_set(value: Serving | None) -> None:
     _serving = value
 
 
-def session_name(directory: Path, bot: int) -> str:
-    """`stream-<bot>-<n>`: the first session slot of bot number `bot` no other process holds,
-    locked for the life of this process, so that two streaming processes never share a session."""
-    directory.mkdir(parents=True, exist_ok=True)
-    n = 1
-    while True:
-        handle = open(directory / f"stream-{bot}-{n}.lock", "w")  # noqa: SIM115 - held open on purpose
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.close()
-            n += 1
-            continue
-        _slot_files.append(handle)
-        return f"stream-{bot}-{n}"
-
-
-def pool_build() -> DownloaderPool:
-    """A Downloader for the bot (BOT_TOKEN) and one per extra token of STREAM_BOT_TOKENS, each
-    on a session file of its own; against the in-memory Telegram when TELEGRAM_OFFLINE is set."""
+async def pool_started() -> DownloaderPool:
+    """The readers, signed in: one Downloader for the bot (BOT_TOKEN) and one per token of
+    STREAM_BOT_TOKENS, each on a session file of its own in this process's slot of
+    TELEGRAM_SESSION_DIR (DownloaderPool.from_tokens); a bot that is not an admin of the storage
+    channel is left out (logged), none left fails the start. Against the in-memory Telegram when
+    TELEGRAM_OFFLINE is set."""
     config = bot_config_load()
-    options = {"max_flood_wait": settings.TELEGRAM_MAX_FLOOD_WAIT}
-    first = client_configured(config, name=session_name(config.session_dir, 1), no_updates=True)
-    downloaders = [Downloader(first, name="bot-1", **options)]
-    for n, token in enumerate(settings.STREAM_BOT_TOKENS, start=2):
-        client = client_build(
-            name=session_name(config.session_dir, n), api_id=config.api_id, api_hash=config.api_hash, bot_token=token,
-            workdir=config.session_dir, no_updates=True,
-            offline=settings.TELEGRAM_OFFLINE_SOCKET if settings.TELEGRAM_OFFLINE else None,
-        )  # fmt: skip
-        downloaders.append(Downloader(client, name=f"bot-{n}", **options))
-    return DownloaderPool(downloaders)
+    pool = DownloaderPool.from_tokens(
+        [config.bot_token, *(t for t in settings.STREAM_BOT_TOKENS if t.strip())], config.session_dir, api_id=config.api_id,
+        api_hash=config.api_hash, offline=settings.TELEGRAM_OFFLINE_SOCKET if settings.TELEGRAM_OFFLINE else None,
+        max_flood_wait=settings.TELEGRAM_MAX_FLOOD_WAIT,
+    )  # fmt: skip
+    try:
+        await pool.start(storage_chat_id=config.storage_channel_id)
+    except BaseException:
+        await pool.stop()  # its sessions' slot is free again
+        raise
+    return pool

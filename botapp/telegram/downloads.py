@@ -3,12 +3,13 @@ message of the storage channel carries, in order, read ahead with several upload
 in flight.
 
 A `Downloader` is one bot's reader in one process: its own kurigram client (never the session file
-of runbot or a worker), one media session per data centre (kurigram.media_session_open), and the
-files' locations cached by message. `read` yields exactly bytes [start, end) of a file: the range
-is cut into parts Telegram accepts (limits.DOWNLOAD_*; an unaligned start or end is read aligned
-and trimmed), up to `in_flight` of them asked at once, each handed on in order once the consumer
-asks for the next. So at most `in_flight` parts (1 MB each at most) are held per stream, a slow
-consumer slows the reads, and closing or cancelling the iterator cancels what is in flight.
+of runbot or a worker), up to `connections` media sessions per data centre (kurigram.
+media_session_open; each part to the one with the fewest calls in flight), and the files' locations
+cached by message. `read` yields exactly bytes [start, end) of a file: the range is cut into parts
+Telegram accepts (limits.DOWNLOAD_*; an unaligned start or end is read aligned and trimmed), up to
+`in_flight` of them asked at once, each handed on in order once the consumer asks for the next. So
+at most `in_flight` parts (1 MB each at most) are held per stream, a slow consumer slows the reads,
+and closing or cancelling the iterator cancels what is in flight.
 
 A part Telegram refuses is asked again from its own offset, so no byte is ever skipped, repeated or
 taken from elsewhere: an expired file reference is refreshed by reading the message again
@@ -18,14 +19,15 @@ connection or a lost answer is asked again after a back-off (retry.read_after). 
 or its media gone, is `FileGone` before the first byte and `StreamBroken` after; so is anything
 else that cannot be recovered: the consumer ends its response short, and a downloader resumes.
 
-A `DownloaderPool` holds one Downloader per bot token and picks the least loaded that is not in a
-FloodWait.
+Several bots read together through a `DownloaderPool` (botapp/telegram/download_pool.py): one
+Downloader per bot token, each with its own locations (Telegram ties them to the bot's account).
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import logging
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -40,10 +42,17 @@ from botapp.telegram.kurigram import loop_bind, media_invoke, media_session_open
 from botapp.telegram.limits import DOWNLOAD_ALIGN, DOWNLOAD_CHUNK
 from botapp.telegram.request import error_to_domain
 
+log = logging.getLogger(__name__)
+
 IN_FLIGHT = 4  # upload.getFile calls one stream keeps in flight (TG-FileStreamBot's choice too)
 # How long one upload.getFile waits for its answer before it is asked again (a lost answer): kurigram's
 # own wait for any request (Session.WAIT_TIMEOUT), unless the process sets its own.
 CALL_TIMEOUT = 15.0
+# Media connections one bot opens to one DC. Each carries its answers one after another, so where a
+# connection's bandwidth is capped, one connection caps every stream of the bot on that DC together;
+# the parts in flight go to the connection with the fewest. As many as one stream's calls in flight
+# (docs/design.md, the reader: measured with bench/download_connections.py).
+CONNECTIONS = IN_FLIGHT
 LOCATIONS_MAX = 10_000  # files whose location (size, DC, reference) a Downloader keeps
 MIGRATIONS_MAX = 2  # FILE_MIGRATE_X answers one part follows before it gives up
 REFRESHES_MAX = 3  # file references one part refreshes in a row before it gives up
@@ -156,20 +165,23 @@ class Downloader:
         in_flight: int = IN_FLIGHT,
         max_flood_wait: int = 60,
         call_timeout: float = CALL_TIMEOUT,
+        connections: int = CONNECTIONS,
         name: str = "",
     ):
-        if in_flight < 1:
-            raise ValueError("in_flight must be at least 1")
+        if in_flight < 1 or connections < 1:
+            raise ValueError("in_flight and connections must be at least 1")
         self.client = client
         self.in_flight = in_flight
         self.max_flood_wait = max_flood_wait
         self.call_timeout = call_timeout
+        self.connections = connections
         self.name = name or client.name
         self.load = 0  # streams open now
         self.flood_until = 0.0  # time.monotonic() until which Telegram told this bot to wait
         self._locations: collections.OrderedDict[tuple[int, int], Location] = collections.OrderedDict()
-        self._sessions: dict[int, object] = {}
-        self._session_locks: dict[int, asyncio.Lock] = collections.defaultdict(asyncio.Lock)
+        self._sessions: dict[int, list] = collections.defaultdict(list)  # DC -> its media sessions
+        self._busy: dict[object, int] = {}  # media session -> its calls in flight
+        self._opening: dict[int, asyncio.Task] = {}  # DC -> the connection being opened there
 
     async def start(self) -> None:
         loop_bind(self.client, asyncio.get_running_loop())
@@ -177,15 +189,43 @@ class Downloader:
         session_tune(self.client)
 
     async def stop(self) -> None:
-        sessions, self._sessions = list(self._sessions.values()), {}
+        for task in (opening := list(self._opening.values())):
+            task.cancel()
+        await asyncio.gather(*opening, return_exceptions=True)
+        sessions = self.media_sessions()
+        self._sessions.clear()
+        self._busy.clear()
         for session in sessions:
             await session.stop()
         if self.client.is_connected:
             await self.client.stop()
 
+    def media_sessions(self) -> list:
+        """Every media session open now, on every DC."""
+        return [session for sessions in self._sessions.values() for session in sessions]
+
     @property
     def in_flood(self) -> bool:
         return time.monotonic() < self.flood_until
+
+    async def admin_of(self, chat_id: int) -> BotAdmin:
+        """Whether this bot is an admin of channel `chat_id` (what it needs to read its messages),
+        as Telegram answers channels.getParticipant for the bot itself; a refusal (400/403: the
+        channel unknown to the bot, the bot not in it) is `admin=False` with Telegram's words; any
+        other error (a FloodWait, Telegram's trouble) is raised: it says nothing of the bot's place."""
+        me = getattr(self.client, "me", None)
+        who = f"@{me.username}" if me is not None and me.username else self.name
+        try:
+            channel = await self.client.resolve_peer(chat_id)
+            answer = await self.client.invoke(
+                raw.functions.channels.GetParticipant(channel=channel, participant=raw.types.InputPeerSelf()),
+                sleep_threshold=0,
+            )
+        except (errors.BadRequest, errors.Forbidden) as exc:
+            return BotAdmin(who, False, exc.ID)
+        participant = answer.participant
+        admin = isinstance(participant, (raw.types.ChannelParticipantAdmin, raw.types.ChannelParticipantCreator))
+        return BotAdmin(who, admin, "" if admin else "a member, not an admin")
 
     async def info(self, chat_id: int, message_id: int) -> FileInfo:
         """The file message `message_id` of `chat_id` carries (FileGone: none); its location is
@@ -241,7 +281,12 @@ class Downloader:
             query = raw.functions.upload.GetFile(location=location.input, offset=part.offset, limit=part.limit)
             try:
                 session = await self._session(location.dc_id)
-                answer = await self._get(session, query)
+                self._busy[session] = self._busy.get(session, 0) + 1
+                try:
+                    answer = await self._get(session, query)
+                finally:
+                    if session in self._busy:  # not stopped meanwhile
+                        self._busy[session] -= 1
             except errors.FileReferenceExpired:
                 refreshes += 1
                 if refreshes > REFRESHES_MAX:
@@ -288,13 +333,34 @@ class Downloader:
         await asyncio.sleep(decision.wait)
 
     async def _session(self, dc_id: int):
-        session = self._sessions.get(dc_id)
-        if session is not None:
-            return session
-        async with self._session_locks[dc_id]:
-            if dc_id not in self._sessions:
-                self._sessions[dc_id] = await media_session_open(self.client, dc_id)
-            return self._sessions[dc_id]
+        """The media session on `dc_id` with the fewest calls in flight. When every open one has a
+        call in flight, another is opened (up to `connections`) for the parts that come next; a
+        part waits for an opening only when there is none yet. The opening is the Downloader's
+        task, not the part's: a part cancelled meanwhile leaves it to finish (kurigram's session
+        start is not cut halfway, which could swallow the cancellation)."""
+        sessions = self._sessions[dc_id]
+        idle = min(sessions, key=lambda s: self._busy.get(s, 0), default=None)
+        if idle is not None and (self._busy.get(idle, 0) == 0 or len(sessions) >= self.connections):
+            return idle
+        opening = self._opening.get(dc_id)
+        if opening is None:
+            opening = self._opening[dc_id] = asyncio.ensure_future(self._open(dc_id))
+            opening.add_done_callback(lambda task: self._opened(dc_id, task))
+        if idle is not None:
+            return idle
+        return await asyncio.shield(opening)
+
+    async def _open(self, dc_id: int):
+        session = await media_session_open(self.client, dc_id, beside=next(iter(self._sessions[dc_id]), None))
+        self._sessions[dc_id].append(session)
+        self._busy[session] = 0
+        return session
+
+    def _opened(self, dc_id: int, task: asyncio.Task) -> None:
+        if self._opening.get(dc_id) is task:
+            del self._opening[dc_id]
+        if not task.cancelled() and (exc := task.exception()) is not None:  # the next part asks again
+            log.warning("stream bot %s: a connection to DC %s did not open: %r", self.name, dc_id, exc)
 
     # --- the locations ----------------------------------------------------------------------------
 
@@ -383,32 +449,11 @@ class Stream:
             self._downloader.load -= 1
 
 
-class DownloaderPool:
-    """One Downloader per bot token: `choose` picks the least loaded that is not waiting out a
-    FloodWait (when all are, the one free soonest)."""
+@dataclass(frozen=True)
+class BotAdmin:
+    """Whether a stream bot is an admin of a channel, and if not, why (Telegram's words)."""
 
-    def __init__(self, downloaders: list[Downloader]):
-        if not downloaders:
-            raise ValueError("a pool needs at least one downloader")
-        self.downloaders = list(downloaders)
-
-    async def start(self) -> None:
-        for downloader in self.downloaders:
-            await downloader.start()
-
-    async def stop(self) -> None:
-        """Stop every downloader; the first failure is raised once all were asked to stop."""
-        failures = []
-        for downloader in self.downloaders:
-            try:
-                await downloader.stop()
-            except Exception as exc:  # noqa: BLE001 - raised below, after the other bots stopped
-                failures.append(exc)
-        if failures:
-            raise failures[0]
-
-    def choose(self) -> Downloader:
-        free = [d for d in self.downloaders if not d.in_flood]
-        if free:
-            return min(free, key=lambda d: d.load)
-        return min(self.downloaders, key=lambda d: d.flood_until)
+    bot: str  # the bot's @username (its Downloader's name before it signed in)
+    admin: bool
+    problem: str = ""  # Telegram's error (CHANNEL_INVALID) or what else is wrong
+    signed_in: bool = True  # False: Telegram refused the token (`problem` says how)

@@ -16,6 +16,7 @@ What is used, and where kurigram keeps it (pyrogram/session/session.py unless sa
   `allocate_message_sequence`, `_last_msg_id`), `Session.results` (msg_id -> Result with `.value`
   and `.event.set()`, filled by `Session.handle_packet`), `Session.salt`, `session_id`,
   `auth_key`, `auth_key_id`, `connection` (`.send`; a new object after `Session.restart`),
+  `recv_task` (the connection's `recv_worker`, done once the connection gave its null packet),
   `is_started`, `stored_msg_ids`, `WAIT_TIMEOUT`;
   `pyrogram.crypto.mtproto.pack` and `unpack` (which `Session.handle_packet` hands to the crypto
   executor); `pyrogram.raw.core.Message` and `MsgContainer`.
@@ -66,7 +67,8 @@ from botapp.telegram.position import Position, Ticket, spans_of
 KURIGRAM_CHECKED = "2.2.26"  # the version every use below was read against
 RECHECK = (
     "pyrogram/session/session.py: Session.handle_packet (results, stored_msg_ids, seq_no == 0 time sync), "
-    "Session.send (salt, BadServerSalt), Session.invoke (retries), Session.start (a new connection object)",
+    "Session.send (salt, BadServerSalt), Session.invoke (retries), Session.start (a new connection object, "
+    "its recv_task), Session.recv_worker (ends on a null packet: the connection dropped or closed)",
     "pyrogram/session/internals/msg_factory.py: MsgFactory.create / allocate_* / _last_msg_id",
     "pyrogram/crypto/mtproto.py: pack(message, salt, session_id, auth_key, auth_key_id), unpack(b, session_id, ...) "
     "(Message.read slices each body by its length), kdf; pyrogram/crypto/aes.py",
@@ -336,11 +338,12 @@ class _Round:
     """The answers one transmission waits for: done when every message has its answer, or its
     container was refused as a whole."""
 
-    __slots__ = ("left", "done")
+    __slots__ = ("left", "done", "waiter")
 
     def __init__(self, expected: int):
         self.left = expected
         self.done = asyncio.Event()
+        self.waiter: asyncio.Future | None = None  # _answers_wait's, woken when the round is done
         if expected <= 0:
             self.done.set()
 
@@ -351,6 +354,8 @@ class _Round:
                 self.left -= 1
         if self.left <= 0:
             self.done.set()
+            if self.waiter is not None and not self.waiter.done():
+                self.waiter.set_result(None)
 
 
 class _Signal:
@@ -465,7 +470,6 @@ _REFUSED = object()  # refused before processing: send again
 # Error codes of Telegram's own trouble, which kurigram's Session.invoke asks again (InternalServerError
 # 500 and its negative variants, ServiceUnavailable 503 / -503).
 ASK_AGAIN_CODES = frozenset({500, -500, 503, -503})
-CONNECTION_CHECK = 0.25  # seconds: how often a wait for answers looks whether the connection dropped
 
 
 async def _transmit(client: Client, bodies: list[Written], write_by: float | None, one_sent: list[bool]) -> list:
@@ -484,7 +488,7 @@ async def _transmit(client: Client, bodies: list[Written], write_by: float | Non
         session.results[message.msg_id] = slot
         slots.append(slot)
     containers: list[tuple[int, int, int]] = []  # (container msg_id, start, end)
-    connection = session.connection
+    connection, receiver = session.connection, session.recv_task
     try:
         if len(messages) == 1:
             payload = mtproto.pack(messages[0], session.salt, session.session_id, session.auth_key, session.auth_key_id)
@@ -515,7 +519,7 @@ async def _transmit(client: Client, bodies: list[Written], write_by: float | Non
                     slot.value = exc
                     slot.event.set()
                 break
-        await _answers_wait(session, round_, connection)
+        await _answers_wait(session, round_, connection, receiver)
     finally:
         _one_sent.difference_update(lean)
         for message in messages:
@@ -540,20 +544,34 @@ def _in_time(write_by: float | None) -> None:
         raise Lapsed(f"admitted, but not written until {late * 1000:.1f} ms after its admission ran out")
 
 
-async def _answers_wait(session, round_: _Round, connection, timeout: float | None = None) -> None:
-    """Until every message is answered, WAIT_TIMEOUT passes, or the connection they went on is gone:
-    when it drops, kurigram's Session.restart gives the session a new connection object, and no
-    answer comes on the new one for what was sent on the old (the caller asks again at once
-    through kurigram's invoke, the same random_id, instead of waiting out WAIT_TIMEOUT)."""
+async def _answers_wait(session, round_: _Round, connection, receiver: asyncio.Task | None, timeout: float | None = None) -> None:
+    """Until every message is answered, WAIT_TIMEOUT (or `timeout`) passes, or the connection they
+    went on is gone: when it drops, kurigram's Session.restart gives the session a new connection
+    object, and no answer comes on the new one for what was sent on the old (the caller asks again
+    at once through kurigram's invoke, the same random_id, instead of waiting out WAIT_TIMEOUT).
+
+    Woken by events, never by a clock that ticks: the round's last answer, the end of `receiver`
+    (the session's `recv_task` when the messages were written: kurigram's recv_worker, which ends
+    when its connection gives a null packet, that is when it drops or is closed), or the deadline."""
+    if round_.done.is_set():
+        return
+    if receiver is None or receiver.done() or session.connection is not connection:
+        return  # written on a connection already gone (or never read): no answer will come
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + (session.WAIT_TIMEOUT if timeout is None else timeout)
-    while not round_.done.is_set() and (left := deadline - loop.time()) > 0:
-        try:
-            async with asyncio.timeout(min(CONNECTION_CHECK, left)):
-                await round_.done.wait()
-        except TimeoutError:
-            if session.connection is not connection:
-                return
+    waiter = round_.waiter = loop.create_future()
+
+    def wake(*_) -> None:
+        if not waiter.done():
+            waiter.set_result(None)
+
+    receiver.add_done_callback(wake)
+    deadline = loop.call_later(session.WAIT_TIMEOUT if timeout is None else timeout, wake)
+    try:
+        await waiter
+    finally:
+        deadline.cancel()
+        receiver.remove_done_callback(wake)
+        round_.waiter = None
 
 
 def _refused(client: Client, notice) -> bool:
@@ -720,17 +738,27 @@ def updates_feed(client: Client, packets: list[tuple], ticket: Ticket) -> None:
 AUTH_IMPORT_TRIES = 3  # as Client.get_session: an exported authorization imported up to 3 times
 
 
-async def media_session_open(client: Client, dc_id: int) -> Session:
+async def media_session_open(client: Client, dc_id: int, *, beside: Session | None = None) -> Session:
     """A started media session on data centre `dc_id`, for upload.getFile, built as kurigram's
     `Client.get_session(dc_id, is_media=True)` builds one (client.py), with these differences: it is
     the caller's (not cached in `client.media_sessions`, so no other code shares it), and a key for
     another DC comes from the storage when the storage provisions keys (`provisioned_auth_key`: the
     in-memory Telegram's harness, where MTProto's key exchange does not run), else from
     `Auth(...).create()` as kurigram does. On another DC the bot's authorization is exported from
-    its own DC and imported on the new session (core.telegram.org/api/datacenter)."""
+    its own DC and imported on the new session (core.telegram.org/api/datacenter).
+
+    `beside`: a started media session on the same DC whose key (signed in there already) the new
+    one shares: another connection, no new key and no other import (MTProto runs several sessions
+    on one key, each with its own session_id)."""
     home = await client.storage.dc_id()
     option = await client.get_dc_option(dc_id, is_media=True, ipv6=client.ipv6)
     test_mode = await client.storage.test_mode()
+    if beside is not None:
+        if beside.dc_id != dc_id:
+            raise ValueError(f"a session on DC {beside.dc_id} shares no key with DC {dc_id}")
+        session = Session(client, dc_id, option.ip_address, option.port, beside.auth_key, test_mode, is_media=True)
+        await session.start()
+        return session
     if dc_id == home:
         key = await client.storage.auth_key()
     elif (provisioned := getattr(client.storage, "provisioned_auth_key", None)) is not None:
@@ -764,7 +792,8 @@ async def media_invoke(session: Session, query, *, timeout: float | None = None)
     for _ in range(RESEND_MAX + 1):
         if not session.is_started.is_set():
             try:
-                await asyncio.wait_for(session.is_started.wait(), session.WAIT_TIMEOUT)
+                async with asyncio.timeout(session.WAIT_TIMEOUT):  # not wait_for: it can swallow a cancellation
+                    await session.is_started.wait()
             except TimeoutError:
                 raise NotSent(f"the media session did not start within {session.WAIT_TIMEOUT}s") from None
         message = await session.msg_factory.create(query)
@@ -772,11 +801,11 @@ async def media_invoke(session: Session, query, *, timeout: float | None = None)
         round_ = _Round(1)
         slot.event = _Signal(round_, [slot])
         session.results[message.msg_id] = slot
-        connection = session.connection
+        connection, receiver = session.connection, session.recv_task
         try:
             payload = mtproto.pack(message, session.salt, session.session_id, session.auth_key, session.auth_key_id)
             await connection.send(payload)
-            await _answers_wait(session, round_, connection, timeout)
+            await _answers_wait(session, round_, connection, receiver, timeout)
         finally:
             session.results.pop(message.msg_id, None)
         value = slot.value

@@ -32,9 +32,12 @@ SRP_P = CURRENT_DH_PRIME.to_bytes(256, "big")
 
 @METHODS.method("auth.ImportBotAuthorization")
 def import_bot_authorization(server, query):
-    if query.bot_auth_token != server.bot.token or server.bot.revoked:
+    bot = next((b for b in server.bots.values() if b.token == query.bot_auth_token), None)
+    if bot is None or bot.revoked:
         raise RpcFault("ACCESS_TOKEN_INVALID")
-    return raw.types.auth.Authorization(user=render.bot_tl(server.bot))
+    endpoint = server.current_endpoint()
+    server.authorized[(endpoint.dc_id, wire.key_id(endpoint.auth_key))] = bot.id
+    return raw.types.auth.Authorization(user=render.bot_tl(bot))
 
 
 @METHODS.method("auth.ExportAuthorization")
@@ -43,20 +46,25 @@ def export_authorization(server, query):
     connection signed in already, for another production DC (DC_ID_INVALID otherwise)."""
     if query.dc_id not in limits.DCS or query.dc_id == server.current_endpoint().dc_id:
         raise RpcFault("DC_ID_INVALID")
+    bot = server.acting_bot()
     data = secrets.token_bytes(EXPORTED_BYTES)
-    server.exported[data] = query.dc_id
-    return raw.types.auth.ExportedAuthorization(id=server.bot.id, bytes=data)
+    server.exported[data] = (query.dc_id, bot.id)
+    return raw.types.auth.ExportedAuthorization(id=bot.id, bytes=data)
 
 
 @METHODS.method("auth.ImportAuthorization")
 def import_authorization(server, query):
     """Sign the connection's key in to the bot with bytes exported for this DC. Inferred: the bytes
-    serve once, and only on the DC they were exported for (AUTH_BYTES_INVALID otherwise)."""
+    serve once, for the bot that exported them, and only on the DC they were exported for
+    (AUTH_BYTES_INVALID otherwise)."""
     endpoint = server.current_endpoint()
-    if query.id != server.bot.id or server.exported.pop(query.bytes, None) != endpoint.dc_id:
+    bot = server.bots.get(query.id)
+    if bot is None or server.exported.pop(query.bytes, None) != (endpoint.dc_id, bot.id):
         raise RpcFault("AUTH_BYTES_INVALID")
-    server.authorized.add((endpoint.dc_id, wire.key_id(endpoint.auth_key)))
-    return raw.types.auth.Authorization(user=render.bot_tl(server.bot))
+    if bot.revoked:
+        raise RpcFault("AUTH_KEY_UNREGISTERED")
+    server.authorized[(endpoint.dc_id, wire.key_id(endpoint.auth_key))] = bot.id
+    return raw.types.auth.Authorization(user=render.bot_tl(bot))
 
 
 def digits(phone: str) -> str:

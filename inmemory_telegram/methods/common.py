@@ -42,6 +42,8 @@ ZERO_HASH_UNREACHED = "PEER_ID_INVALID"
 
 
 def resolve_user(server: ServerCore, peer) -> User:
+    if server.acting_bot() is not server.bot:  # an extra bot has met no user (accounts.py)
+        raise RpcFault("PEER_ID_INVALID")
     if isinstance(peer, (raw.types.InputPeerUser, raw.types.InputUser)):
         user = server.users.get(peer.user_id)
         if user is not None and peer.access_hash == user.access_hash:
@@ -56,7 +58,7 @@ def resolve_user(server: ServerCore, peer) -> User:
 def resolve_channel(server: ServerCore, peer) -> Channel:
     if isinstance(peer, (raw.types.InputPeerChannel, raw.types.InputChannel)):
         channel = server.channels.get(peer.channel_id)
-        if channel is not None and peer.access_hash == channel.access_hash:
+        if channel is not None and peer.access_hash == server.bound_hash(channel.access_hash):
             return channel
         raise RpcFault("CHANNEL_INVALID")
     raise RpcFault("PEER_ID_INVALID")
@@ -133,19 +135,21 @@ def buttons_of_raw(markup):
 
 def messages_result(server, found, ids, *, channel: Channel | None = None):
     tl, users = [], {}
+    bot, view = server.acting_bot(), server.file_view()
     for msg, wanted in zip(found, ids, strict=False):
         if msg is None or msg.deleted:
             tl.append(raw.types.MessageEmpty(id=wanted))
             continue
         if msg.file is not None and server.now() - msg.file.reference_at >= limits.FILE_REFERENCE_LIFETIME:
             msg.file.reference_renew(server.now())  # read again: a fresh file reference
-        tl.append(render.message_tl(msg, bot_id=server.bot.id))
+        tl.append(render.message_tl(msg, bot_id=bot.id, view=view))
         if msg.chat_id > 0:
             users[msg.chat_id] = server.users[msg.chat_id]
-    user_tl = [render.bot_tl(server.bot), *(render.user_tl(u) for u in users.values())]
+    user_tl = [render.bot_tl(bot), *(render.user_tl(u) for u in users.values())]
     if channel is not None:
+        chat = render.channel_tl(channel, access_hash=server.bound_hash(channel.access_hash))
         return raw.types.messages.ChannelMessages(
-            pts=channel.pts, count=len(tl), messages=tl, topics=[], chats=[render.channel_tl(channel)], users=user_tl
+            pts=channel.pts, count=len(tl), messages=tl, topics=[], chats=[chat], users=user_tl
         )
     return raw.types.messages.Messages(messages=tl, topics=[], chats=[], users=user_tl)
 

@@ -25,7 +25,9 @@ def resolve_username(server, query):
     for channel in server.channels.values():
         if channel.username.lower() == name:
             return raw.types.contacts.ResolvedPeer(
-                peer=raw.types.PeerChannel(channel_id=channel.raw_id), chats=[render.channel_tl(channel)], users=[]
+                peer=raw.types.PeerChannel(channel_id=channel.raw_id),
+                chats=[render.channel_tl(channel, access_hash=server.bound_hash(channel.access_hash))],
+                users=[],
             )
     for user in server.users.values():
         if user.username.lower() == name:

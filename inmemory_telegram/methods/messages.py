@@ -216,9 +216,9 @@ def get_history(server, query):
     return raw.types.messages.ChannelMessages(
         pts=channel.pts,
         count=len(posts),
-        messages=[render.message_tl(m, bot_id=server.bot.id) for m in page],
+        messages=[render.message_tl(m, bot_id=server.bot.id, view=server.file_view()) for m in page],
         topics=[],
-        chats=[render.channel_tl(channel)],
+        chats=[render.channel_tl(channel, access_hash=server.bound_hash(channel.access_hash))],
         users=[],
     )
 

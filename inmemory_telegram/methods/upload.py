@@ -98,14 +98,19 @@ def download_part_check(offset: int, limit: int, *, precise: bool) -> None:
 
 def file_located(server, location):
     """The file a download names, after Telegram's checks: it exists and its access hash matches
-    (FILE_ID_INVALID), its reference is the current one and not past its lifetime
-    (FILE_REFERENCE_EXPIRED), and the connection is to the DC it is kept on (FILE_MIGRATE_X)."""
+    the bot's own (FILE_ID_INVALID), its reference is the bot's current one and not past its
+    lifetime (FILE_REFERENCE_EXPIRED), and the connection is to the DC it is kept on
+    (FILE_MIGRATE_X). An access hash or reference another bot got is not this bot's
+    (accounts.ACCOUNT_BOUND_FILES)."""
     if not isinstance(location, (raw.types.InputDocumentFileLocation, raw.types.InputPhotoFileLocation)):
         raise RpcFault("LOCATION_INVALID")  # inferred: other locations (thumbnails, chat photos) are not modelled
     file = server.files.get(location.id)
-    if file is None or file.access_hash != location.access_hash:
+    if file is None or server.bound_hash(file.access_hash) != location.access_hash:
         raise RpcFault("FILE_ID_INVALID")
-    if location.file_reference != file.file_reference or server.now() - file.reference_at >= limits.FILE_REFERENCE_LIFETIME:
+    if (
+        location.file_reference != server.bound_reference(file.file_reference)
+        or server.now() - file.reference_at >= limits.FILE_REFERENCE_LIFETIME
+    ):
         raise RpcFault("FILE_REFERENCE_EXPIRED")
     if server.current_endpoint().dc_id != file.dc_id:
         raise RpcFault(f"FILE_MIGRATE_{file.dc_id}")
@@ -116,13 +121,14 @@ def file_located(server, location):
 def get_file(server, query):
     download_part_check(query.offset, query.limit, precise=bool(query.precise))
     file = file_located(server, query.location)
-    if server.enforce_rates:  # limits.FILE_READ_RATE (inferred)
+    if server.enforce_rates:  # limits.FILE_READ_RATE, each bot its own (inferred)
         now = server.arrived()
-        wait = server.file_reads.wait(now, 1)
+        reads = server.file_reads_of(server.acting_bot())
+        wait = reads.wait(now, 1)
         if wait > 0:
             server.flood_waits += 1
             raise RpcFault(f"FLOOD_WAIT_{max(1, math.ceil(wait))}")
-        server.file_reads.add(now, 1)
+        reads.add(now, 1)
     data = file.read(query.offset, query.limit)
     server.file_reads_served += 1
     server.file_bytes_served += len(data)

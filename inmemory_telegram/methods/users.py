@@ -21,7 +21,8 @@ def get_full_user(server, query):
     elif server.caller is not None:  # a person's own account (a user session)
         full_id, users = server.caller.id, [render.self_tl(server.caller)]
     else:
-        full_id, users = server.bot.id, [render.bot_tl(server.bot)]
+        bot = server.acting_bot()
+        full_id, users = bot.id, [render.bot_tl(bot)]
     return raw.types.users.UserFull(
         full_user=raw.types.UserFull(
             id=full_id, settings=raw.types.PeerSettings(), notify_settings=raw.types.PeerNotifySettings(), common_chats_count=0
@@ -36,8 +37,10 @@ def get_users(server, query):
     found = []
     for wanted in query.id:
         if isinstance(wanted, raw.types.InputUserSelf):
-            found.append(render.self_tl(server.caller) if server.caller is not None else render.bot_tl(server.bot))
+            found.append(render.self_tl(server.caller) if server.caller is not None else render.bot_tl(server.acting_bot()))
             continue
+        if server.acting_bot() is not server.bot:
+            continue  # an extra bot has met no user (accounts.py)
         user = server.users.get(getattr(wanted, "user_id", None))
         # Inferred: with access_hash 0 a bot gets the users it has met (they wrote to it), like a
         # "min" peer; with a hash, the hash must match.

@@ -40,6 +40,7 @@ class ProvisionedStorage(SQLiteStorage):
         super().__init__(name, workdir=workdir, in_memory=in_memory)
         self.provision_api_id = api_id
         self.provision_bot_id = int(bot_token.split(":", 1)[0]) if bot_token else None
+        self.bot_token = bot_token  # the bot its key is signed in to (None: none yet, a user session)
         self.dc_keys: dict[int, bytes] = {}  # keys for other data centres (provisioned_auth_key)
 
     async def open(self):
@@ -98,7 +99,9 @@ class InProcessConnection(_Connection):
     async def connect(self) -> None:
         self.queue = asyncio.Queue()
         key = await self.storage.key_for(self.dc_id)
-        self.endpoint = self.server.connect(key, self._deliver, hangup=lambda: self._deliver(None), dc_id=self.dc_id)
+        self.endpoint = self.server.connect(
+            key, self._deliver, hangup=lambda: self._deliver(None), dc_id=self.dc_id, bot_token=self.storage.bot_token
+        )
 
     async def send(self, data: bytes) -> None:
         if self.endpoint is None or self.endpoint.closed:
@@ -123,7 +126,7 @@ class SocketConnection(_Connection):
         self.queue = asyncio.Queue()
         self.reader, self.writer = await asyncio.open_unix_connection(self.path)
         key = await self.storage.key_for(self.dc_id)
-        self.writer.write(frame(HELLO, key + struct.pack(">H", self.dc_id)))
+        self.writer.write(frame(HELLO, key + struct.pack(">H", self.dc_id) + (self.storage.bot_token or "").encode()))
         await self.writer.drain()
         self.reader_task = asyncio.get_running_loop().create_task(self._read())
 

@@ -22,7 +22,7 @@ from botapp.services.stream_links import stream_token_make
 from botapp.stream.app import StreamApp
 from botapp.stream.pool import Serving
 from botapp.stream.slots import Slots
-from botapp.telegram.downloads import DownloaderPool
+from botapp.telegram.download_pool import DownloaderPool
 from inmemory_telegram import content
 from inmemory_telegram.state import Media
 from offline.telegram.clients import offline_downloader

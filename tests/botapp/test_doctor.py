@@ -553,3 +553,33 @@ def test_a_correct_deployment_is_all_green_and_exits_0(telegram, tmp_path):
     for shown in ("PostgreSQL", "Redis persistence", "workers: 1 answering (doctor@", "beat: running", "runbot: running"):
         assert shown in names
     assert "sessions  bot.session: in use by process" in names
+
+
+def test_stream_bots_that_are_admins_of_the_storage_channel_are_green_and_others_named(offline, settings):
+    assert doctor("stream") == (
+        0,
+        {"stream bots": ("✔", "none besides the main bot (STREAM_BOT_TOKENS is empty): streams read with it alone")},
+    )
+    offline.bot_add("7000000002:reader-token", username="ReaderBot", admin_of=[STORAGE])
+    offline.bot_add("7000000003:outsider-token", username="OutsiderBot")
+    settings.STREAM_BOT_TOKENS = ["7000000002:reader-token", " 7000000003:outsider-token", "7000000004:unknown-token", ""]
+
+    code, lines = doctor("stream")
+
+    assert code == 1
+    assert lines["@ReaderBot"] == ("✔", f"an admin of the storage channel {STORAGE}")
+    assert red(lines) == {
+        "@OutsiderBot": f"cannot read the storage channel {STORAGE} (CHANNEL_INVALID): add the bot there as an admin",
+        "bot 7000000004": "Telegram refused its token (AUTH_KEY_UNREGISTERED): copy it again from @BotFather",
+    }
+
+
+def test_a_stream_bot_token_that_is_not_one_is_named(offline, settings):
+    settings.STREAM_BOT_TOKENS = ["not-a-token"]
+
+    code, lines = doctor("stream")
+
+    assert (code, red(lines)) == (
+        1,
+        {"STREAM_BOT_TOKENS": "a bot token looks like 123456789:AA… (from @BotFather); separate tokens with commas"},
+    )

@@ -11,6 +11,7 @@ from django.core.management.base import BaseCommand
 from botapp.config import bot_config_load
 from botapp.services.doctor import AREAS, FAIL, WARN, doctor_run
 from botapp.telegram.client import client_configured
+from botapp.telegram.download_pool import bots_admin
 from botapp.telegram.pyrogram_gateway import PyrogramGateway
 
 MARKS = {"ok": "✔", WARN: "!", FAIL: "✘"}
@@ -29,6 +30,15 @@ def gateway_open():
     return gateway
 
 
+def stream_admins(tokens: list[str], chat_id: int) -> list:
+    """Whether each stream bot is an admin of `chat_id`, asked with in-memory sessions of its own."""
+    config = bot_config_load()
+    return bots_admin(
+        tokens, chat_id, api_id=config.api_id, api_hash=config.api_hash,
+        offline=settings.TELEGRAM_OFFLINE_SOCKET if settings.TELEGRAM_OFFLINE else None,
+    )  # fmt: skip
+
+
 class Command(BaseCommand):
     help = "Check everything the deployment depends on; one line per check; exit 1 if anything is wrong."
     requires_system_checks = []  # the checks are ours to run and report (the settings area includes them)
@@ -37,7 +47,7 @@ class Command(BaseCommand):
         parser.add_argument("--only", action="append", choices=AREAS, help="Check only this area (repeatable).")
 
     def handle(self, *args, **options):
-        findings = doctor_run(gateway_open=gateway_open, areas=tuple(options["only"] or AREAS))
+        findings = doctor_run(gateway_open=gateway_open, stream_admins=stream_admins, areas=tuple(options["only"] or AREAS))
         style = {"ok": self.style.SUCCESS, WARN: self.style.WARNING, FAIL: self.style.ERROR}
         for f in findings:
             self.stdout.write(style[f.status](f"{MARKS[f.status]} {f.area:<9} {f.name}: {f.text}"))

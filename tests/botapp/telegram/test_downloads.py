@@ -7,7 +7,8 @@ import random
 
 import pytest
 
-from botapp.telegram.downloads import Downloader, DownloaderPool, FileGone, StreamBroken, parts
+from botapp.telegram.download_pool import DownloaderPool
+from botapp.telegram.downloads import IN_FLIGHT, Downloader, FileGone, StreamBroken, parts
 from inmemory_telegram import content
 from inmemory_telegram.faults import LOSE_ANSWER
 from inmemory_telegram.methods.upload import download_part_check
@@ -252,7 +253,7 @@ def test_cancelling_a_read_cancels_its_calls_and_leaves_no_task_or_answer_behind
             # at once: the calls in flight (which would wait call_timeout for answers) are cancelled
             await asyncio.wait_for(consumer, timeout=5)
         ours = [t for t in asyncio.all_tasks() if "_part" in repr(t.get_coro())]
-        results = sum(len(session.results) for session in downloader._sessions.values())
+        results = sum(len(session.results) for session in downloader.media_sessions())
         return ours, results, downloader.load
 
     assert run(telegram, scenario, call_timeout=60) == ([], 0, 0)
@@ -327,3 +328,84 @@ def test_a_range_outside_the_file_is_refused(telegram):
             await read(downloader, message_id, 5, 11)
 
     run(telegram, scenario)
+
+
+def test_a_connection_dropped_with_calls_in_flight_resumes_at_the_exact_byte_without_waiting_for_answers(telegram):
+    message_id, data = uploaded(telegram, 6 * MIB)
+
+    async def scenario(downloader):
+        pieces = []
+        async for piece in downloader.read(STORAGE, message_id, 12_345, len(data)):
+            pieces.append(piece)
+            if len(pieces) == 1:  # the next calls go out and their answers never come
+                telegram.fail_next(LOSE_ANSWER, methods=["upload.GetFile"], times=1000)
+                while sum(len(s.results) for s in downloader.media_sessions()) < downloader.in_flight - 1:
+                    await asyncio.sleep(0)  # until the parts asked ahead are all in flight
+                with telegram.lock:
+                    telegram.faults.clear()
+                telegram.connections_drop(dc_id=2)  # the waits end on the drop, not on call_timeout
+        return b"".join(pieces)
+
+    got = asyncio.run(asyncio.wait_for(_run_one(telegram, scenario, call_timeout=600), timeout=60))
+    assert got == data[12_345:]
+
+
+async def _run_one(telegram, scenario, **options):
+    downloader = offline_downloader(telegram, **options)
+    await downloader.start()
+    try:
+        return await scenario(downloader)
+    finally:
+        await downloader.stop()
+
+
+def test_calls_waiting_for_answers_set_no_timer_but_their_deadline(telegram):
+    """100 idle streams of 4 calls must not wake the loop every fraction of a second each: while
+    their answers are awaited the loop holds no timer due before the calls' own deadline (kurigram's
+    own ping worker aside, which is per session)."""
+    message_id, data = uploaded(telegram, 8 * MIB)
+    streams = 100
+
+    async def scenario(downloader):
+        await downloader.info(STORAGE, message_id)
+        telegram.fail_next(LOSE_ANSWER, methods=["upload.GetFile"], times=10_000)
+        reads = [downloader.read(STORAGE, message_id, 0, len(data)) for _ in range(streams)]
+        tasks = [asyncio.ensure_future(r.__anext__()) for r in reads]
+        while sum(len(s.results) for s in downloader.media_sessions()) < streams * downloader.in_flight:
+            await asyncio.sleep(0)  # until every call is in flight
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        timers = [t.when() - now for t in loop._scheduled if not t.cancelled()]  # noqa: SLF001 - the loop's timers
+        soon = [when for when in timers if when < 30]
+        deadlines = [when for when in timers if 590 < when <= 600]
+        sessions = 1 + len(downloader.media_sessions())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for r in reads:
+            await r.aclose()
+        return len(soon), len(deadlines), sessions
+
+    soon, deadlines, sessions = asyncio.run(asyncio.wait_for(_run_one(telegram, scenario, call_timeout=600), timeout=60))
+    assert deadlines == streams * IN_FLIGHT  # one timer per call: its deadline
+    assert soon <= sessions  # kurigram's ping worker of each session; none per call
+
+
+def test_the_calls_in_flight_spread_over_the_bots_connections_to_the_dc_which_share_one_signed_in_key(telegram):
+    message_id, data = uploaded(telegram, 6 * MIB)
+    telegram.message(STORAGE, message_id).file.dc_id = 4
+
+    async def scenario(downloader):
+        seen = set()
+        pieces = []
+        async for piece in downloader.read(STORAGE, message_id, 0, len(data)):
+            pieces.append(piece)
+            with telegram.lock:
+                far = [e for e in telegram.endpoints if e.dc_id == 4]
+            seen |= {e for e in far}
+        return b"".join(pieces), len(downloader.media_sessions()), {e.auth_key for e in seen}, len(seen)
+
+    got, sessions, keys, connections = run(telegram, scenario, in_flight=4, connections=2)
+    assert got == data
+    assert sessions == connections == 2 and len(keys) == 1
+    assert telegram.count("auth.ExportAuthorization") == telegram.count("auth.ImportAuthorization") == 1
