@@ -1,16 +1,21 @@
 """The streaming process's application under uvicorn, in a thread of the test's process, reading
 from the test's in-memory Telegram: every line of ours the process runs (uvicorn, Django's ASGI
-handler, the views, the reader, the slots in Redis) with only Telegram replaced."""
+handler, the views, the reader, the slots in Redis) with only Telegram replaced. And
+`stream_command`: `manage.py stream` itself, as its own process."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import http.client
+import signal
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 
 import uvicorn
 from django.conf import settings as django_settings
@@ -27,7 +32,7 @@ from inmemory_telegram import content
 from inmemory_telegram.state import Media
 from offline.telegram.clients import offline_downloader
 from tests.conftest import STORAGE
-from tests.processes import free_port, wait_for
+from tests.processes import ROOT, free_port, wait_for
 
 STREAM_MIDDLEWARE = ["django.middleware.security.SecurityMiddleware"]  # config/settings_stream.py's
 # The console's, for a test that also asks the console while the stream server runs.
@@ -88,10 +93,13 @@ def stream_server(telegram, settings, **downloader_options) -> Iterator[Running]
         database["CONN_MAX_AGE"] = max_age
 
 
-def video_file(telegram, size: int, name: str = "clip.mp4", kind: str = "video", body: bytes | None = None):
-    """A stored file of one message carrying a file of `size` bytes (generated, or `body`);
-    returns (stored, the file's bytes as a function of (offset, length))."""
-    message_id = telegram.post(STORAGE, "", media=Media(kind, name), file_size=size, content=body)
+def video_file(
+    telegram, size: int, name: str = "clip.mp4", kind: str = "video", body: bytes | None = None, dc_id: int | None = None
+):
+    """A stored file of one message carrying a file of `size` bytes (generated, or `body`), kept
+    on data centre `dc_id` (default: the bot's); returns (stored, the file's bytes as a function of
+    (offset, length)). `telegram`: a TelegramServer, or a RemoteTelegram steering telegram_server."""
+    message_id = telegram.post(STORAGE, "", media=Media(kind, name), file_size=size, content=body, dc_id=dc_id)
     stored = file_store(source_chat_id=STORAGE, message_ids=[message_id])
     info = telegram.file_info(STORAGE, message_id)
     if body is not None:
@@ -105,3 +113,39 @@ def link(stored, *, hours: float = 1, user_id: int | None = None) -> str:
 
 def run_coroutine(coro):
     return asyncio.run(coro)
+
+
+def curl(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["curl", *args], capture_output=True, text=True, timeout=120)
+
+
+@contextlib.contextmanager
+def stream_command(env: dict[str, str], log_path: Path) -> Iterator[str]:
+    """`manage.py stream` on a free port with `env` (tests.processes.manage_env: the test's
+    database; TELEGRAM_OFFLINE_SOCKET: the Telegram it reads from), its output in `log_path`;
+    yields its URL once it answers, and stops it (SIGTERM) on the way out."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {
+        **env,
+        "STREAM_PUBLIC_URL": url,
+        "SECURE_SSL_REDIRECT": "0",
+        "DJANGO_SETTINGS_MODULE": "config.settings",  # config/asgi_stream.py replaces it: the console never serves here
+    }
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "manage.py", "stream", "--port", str(port)], cwd=ROOT, env=env, stdout=log, stderr=log
+        )
+        try:
+            wait_for(
+                lambda: (
+                    proc.poll() is not None or curl("-s", "-o", "/dev/null", "-w", "%{http_code}", url + "/x").stdout == "404"
+                ),
+                timeout=60,
+                what="the streaming process to answer",
+            )
+            assert proc.poll() is None, log_path.read_text()
+            yield url
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
