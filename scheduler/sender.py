@@ -8,7 +8,6 @@ and are never shared by two live processes.
 from __future__ import annotations
 
 import atexit
-import fcntl
 import logging
 import threading
 
@@ -18,6 +17,7 @@ from botapp.config import bot_config_load
 from botapp.services.users import user_access_hash, user_access_hashes_fill
 from botapp.telegram.gateway import Gateway
 from botapp.telegram.limiter import BULK, RedisLimiter
+from botapp.telegram.slots import slot_take
 
 log = logging.getLogger(__name__)
 
@@ -38,18 +38,8 @@ def _session_slot() -> str:
     """Hold an exclusive lock on the first free worker-<n>.lock for the life of this process."""
     global _slot_file
     directory = settings.TELEGRAM_SESSION_DIR / "offline" if settings.TELEGRAM_OFFLINE else settings.TELEGRAM_SESSION_DIR
-    directory.mkdir(parents=True, exist_ok=True)
-    n = 1
-    while True:
-        handle = open(directory / f"worker-{n}.lock", "w")  # noqa: SIM115 - held open on purpose
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.close()
-            n += 1
-            continue
-        _slot_file = handle
-        return f"worker-{n}"
+    name, _slot_file = slot_take(directory, "worker")
+    return name
 
 
 def _build() -> Gateway:

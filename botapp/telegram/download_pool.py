@@ -33,7 +33,6 @@ streaming metrics, botapp/metrics.py).
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import logging
 import tempfile
 from pathlib import Path
@@ -42,24 +41,9 @@ from pyrogram import errors
 
 from botapp.telegram.client import client_build
 from botapp.telegram.downloads import BotAdmin, Downloader
+from botapp.telegram.slots import slot_take
 
 log = logging.getLogger(__name__)
-
-
-def slot_take(sessions_dir: Path, prefix: str = "stream") -> tuple[str, object]:
-    """The first free `<prefix>-<n>` under `sessions_dir`, and the open file whose exclusive lock
-    keeps it this process's until closed (or the process ends)."""
-    sessions_dir.mkdir(parents=True, exist_ok=True)
-    n = 1
-    while True:
-        handle = open(sessions_dir / f"{prefix}-{n}.lock", "w")  # noqa: SIM115 - held open on purpose
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.close()
-            n += 1
-            continue
-        return f"{prefix}-{n}", handle
 
 
 def bot_id_of(token: str) -> int:
@@ -94,7 +78,7 @@ class DownloaderPool:
             raise ValueError("no bot token to read with")
         if len(set(ids)) != len(ids):
             raise ValueError("the same bot is named twice: each token must be another bot's")
-        slot, lock = slot_take(Path(sessions_dir))
+        slot, lock = slot_take(Path(sessions_dir), "stream")
         clients = [
             client_build(name=f"{slot}-{bot_id}", api_id=api_id, api_hash=api_hash, bot_token=token.strip(),
                          workdir=Path(sessions_dir), no_updates=True, offline=offline, in_memory=in_memory)
