@@ -15,7 +15,9 @@ import dataclasses
 import json
 import os
 import struct
-from collections.abc import Callable
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from inmemory_telegram.limits import HOME_DC
@@ -102,3 +104,27 @@ async def serve(server: TelegramServer, path: Path, *, ready: Callable[[], objec
         ready()
     async with unix_server:
         await unix_server.serve_forever()
+
+
+@contextlib.contextmanager
+def served_on_socket(telegram: TelegramServer) -> Iterator[Path]:
+    """`telegram` served on a Unix socket in a thread of this process, as `manage.py
+    telegram_server` serves it to offline workers (TELEGRAM_OFFLINE=1). Yields the socket path."""
+    with tempfile.TemporaryDirectory(prefix="tg") as directory:  # short: socket paths are limited to ~100 bytes
+        path = Path(directory) / "telegram.sock"
+        ready, running = threading.Event(), {}
+
+        async def run():
+            running["loop"], running["task"] = asyncio.get_running_loop(), asyncio.current_task()
+            with contextlib.suppress(asyncio.CancelledError):
+                await serve(telegram, path, ready=ready.set)
+
+        thread = threading.Thread(target=asyncio.run, args=(run(),), daemon=True)
+        thread.start()
+        if not ready.wait(10):
+            raise RuntimeError("the in-memory Telegram's socket did not open")
+        try:
+            yield path
+        finally:
+            running["loop"].call_soon_threadsafe(running["task"].cancel)
+            thread.join(10)

@@ -5,13 +5,11 @@ address and a `curl -C -` line that resumes the download."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -24,7 +22,7 @@ from django.test import override_settings
 from botapp.models import BotSettings, StoredFile
 from botapp.services.files import file_store
 from botapp.services.stream_links import StreamUrls, stream_links_for
-from inmemory_telegram.process import serve
+from inmemory_telegram.process import served_on_socket
 from inmemory_telegram.server import TelegramServer
 from inmemory_telegram.state import Media
 from offline.demo_video import DEMO_VIDEO
@@ -43,29 +41,6 @@ def stream_demo_store(telegram: TelegramServer, *, storage_channel_id: int) -> S
     conf.stream_links = BotSettings.StreamLinks.ON
     conf.save()
     return stored
-
-
-@contextlib.contextmanager
-def telegram_socket(telegram: TelegramServer) -> Iterator[Path]:
-    """`telegram` served on a Unix socket (as `manage.py telegram_server` serves it), in a thread."""
-    with tempfile.TemporaryDirectory(prefix="tg") as directory:  # short: socket paths are limited to ~100 bytes
-        path = Path(directory) / "telegram.sock"
-        ready, running = threading.Event(), {}
-
-        async def run():
-            running["loop"], running["task"] = asyncio.get_running_loop(), asyncio.current_task()
-            with contextlib.suppress(asyncio.CancelledError):
-                await serve(telegram, path, ready=ready.set)
-
-        thread = threading.Thread(target=asyncio.run, args=(run(),), daemon=True)
-        thread.start()
-        if not ready.wait(10):
-            raise RuntimeError("the in-memory Telegram's socket did not open")
-        try:
-            yield path
-        finally:
-            running["loop"].call_soon_threadsafe(running["task"].cancel)
-            thread.join(10)
 
 
 def _database_url() -> str:
@@ -88,7 +63,7 @@ def stream_demo(telegram: TelegramServer, stored: StoredFile, *, port: int) -> I
     yields the demo video's links. Raises RuntimeError with the process's output when it does not
     start."""
     public = f"http://127.0.0.1:{port}"
-    with telegram_socket(telegram) as socket_path, tempfile.TemporaryDirectory(prefix="stream") as sessions:
+    with served_on_socket(telegram) as socket_path, tempfile.TemporaryDirectory(prefix="stream") as sessions:
         env = {
             **os.environ,
             "DATABASE_URL": _database_url(),

@@ -1,9 +1,4 @@
-import asyncio
-import contextlib
-import tempfile
-import threading
 from datetime import timedelta
-from pathlib import Path
 
 import factory
 
@@ -28,6 +23,7 @@ from botapp.models import (
     UserBan,
     VerificationToken,
 )
+from inmemory_telegram.process import served_on_socket
 from scheduler.models import JobRun
 
 # Rows tests need, valid with no arguments; a test names only the fields it is about. Times come
@@ -260,26 +256,7 @@ def met_user(telegram, **kwargs) -> TelegramUser:
     return user
 
 
-@contextlib.contextmanager
 def telegram_on_socket(telegram):
     """`telegram` served on a Unix socket, as `manage.py telegram_server` serves it to offline
     workers (TELEGRAM_OFFLINE=1). Yields the socket path."""
-    from inmemory_telegram.process import serve
-
-    with tempfile.TemporaryDirectory(prefix="tg") as directory:  # short: socket paths are limited to ~100 bytes
-        path = Path(directory) / "telegram.sock"
-        ready, running = threading.Event(), {}
-
-        async def run():
-            running["loop"], running["task"] = asyncio.get_running_loop(), asyncio.current_task()
-            with contextlib.suppress(asyncio.CancelledError):
-                await serve(telegram, path, ready=ready.set)
-
-        thread = threading.Thread(target=asyncio.run, args=(run(),), daemon=True)
-        thread.start()
-        assert ready.wait(10), "the socket server did not start"
-        try:
-            yield path
-        finally:
-            running["loop"].call_soon_threadsafe(running["task"].cancel)
-            thread.join(10)
+    return served_on_socket(telegram)
