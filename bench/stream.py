@@ -177,9 +177,12 @@ class Sampler(threading.Thread):
 # --- a run ----------------------------------------------------------------------------------------
 
 
-def measure_streams(port, path, size, args, pid) -> dict:
-    """One stream, the TTFBs, and the concurrent streams (RSS, CPU per MiB)."""
+def measure_streams(port, path, size, args, pid, server_pid) -> dict:
+    """One stream (and the share of a core the streaming process and telegram_server used meanwhile),
+    the TTFBs, and the concurrent streams (RSS, CPU per MiB)."""
+    before = process_cpu(pid), process_cpu(server_pid)
     one = asyncio.run(get(port, path))
+    busy = [(process_cpu(p) - b) / one["seconds"] for p, b in zip((pid, server_pid), before, strict=True)]
     rng = random.Random(len(path))
     ttfbs = [asyncio.run(get(port, path, start=rng.randrange(size), first_only=True))["ttfb"] for _ in range(args.ttfb)]
     length = args.stream_size * MIB
@@ -200,6 +203,7 @@ def measure_streams(port, path, size, args, pid) -> dict:
     served = sum(r["bytes"] for r in many) / MIB
     return {
         "one": size / MIB / one["seconds"],
+        "busy": busy,
         "ttfb95": pct(ttfbs, 0.95),
         "rss": max(sampler.peak, rss_mb(pid)),
         "cpu_mib": cpu / served,
@@ -334,7 +338,7 @@ def main():
             for run in range(args.runs):
                 base = asyncio.run(one_at_a_time(socket_path, Path(tmp), message_id, size))
                 decrypt.append(decrypt_cpu_per_mib())
-                r = measure_streams(port, path, size, args, streamer.pid)
+                r = measure_streams(port, path, size, args, streamer.pid, server.pid)
                 r.update(measure_replies(remote, socket_path, port, path, size, args, NEW + run * 100_000))
                 clean_new(NEW + run * 100_000, NEW + (run + 1) * 100_000)
                 r["base"] = size / MIB / base["seconds"]
@@ -343,7 +347,8 @@ def main():
                 found.append(r)
                 print(
                     f"run {run + 1}: one stream {r['one']:.1f} MiB/s ({r['one'] / allowed:.2f} of allowed, "
-                    f"{r['one'] / r['base']:.1f}x the one-at-a-time {r['base']:.1f} MiB/s); TTFB p95 {r['ttfb95'] * 1000:.0f} ms "
+                    f"{r['one'] / r['base']:.1f}x the one-at-a-time {r['base']:.1f} MiB/s; CPU meanwhile: stream "
+                    f"{r['busy'][0]:.0%}, telegram_server {r['busy'][1]:.0%} of a core); TTFB p95 {r['ttfb95'] * 1000:.0f} ms "
                     f"(round trip {r['round_trip'] * 1000:.0f} ms); {args.streams} streams: RSS {r['rss']:.0f} MB, "
                     f"{r['many_rate']:.1f} MiB/s, CPU {r['cpu_mib'] * 1000:.1f} ms/MiB (decrypt {r['decrypt'] * 1000:.2f} ms/MiB); "
                     f"replies p95 {r['p95'] * 1000:.0f} ms ({r['replies']} replies, {r['sent']} broadcast, "
