@@ -22,16 +22,20 @@ Each run, measured:
                  its median call is "one getFile round trip";
   TTFB p95       `--ttfb` GETs with `Range: bytes=X-` from random X (a player seeking; the file's
                  location cached by the first), from the request to the first byte of the body;
-                 goal: one getFile round trip + 30 ms;
-  100 streams    `--streams` GETs at once, each of `--stream-size` MiB from a different MiB of the
-                 file: the streaming process's RSS (VmRSS, sampled every 0.1 s, the highest) against
-                 80 MB + IN_FLIGHT x 1 MiB per stream; its CPU (user + system, /proc) per MiB
-                 served against the CPU of tgcrypto.ige256_decrypt of 1 MiB (AES-256-IGE, what
-                 every byte from Telegram costs at least: measured here in the same run);
-  replies        `--reply-streams` streams (again and again) and a paid broadcast to
-                 `--broadcast-users` users run while new users write /start at `--reply-rate`
-                 per second; reply p95 from the user's message entering Telegram to the bot's
-                 reply arriving (bench/broadcast.py's measure).
+                 goal: one getFile round trip + 30 ms; beside it, `--ttfb` HEADs (the same request
+                 without the call to Telegram: the link check, the database, the slot);
+  100 streams    `--streams` GETs open together (started 20 ms apart), each of `--stream-size` MiB
+                 from a different MiB of the file: the streaming process's RSS (VmRSS, sampled every
+                 0.1 s, the highest; and before them) against 80 MB + IN_FLIGHT x 1 MiB per
+                 stream; its CPU (user + system, /proc) per MiB served against the CPU of
+                 tgcrypto.ige256_decrypt of 1 MiB (AES-256-IGE, what every byte from Telegram costs
+                 at least: measured here in the same run);
+  replies        a paid broadcast to `--broadcast-users` users while new users write /start at
+                 `--reply-rate` per second, once alone and once with `--reply-streams` streams of
+                 2 MiB from random places (each started again when it ends); reply p95 from the
+                 user's message entering Telegram to the bot's reply arriving (bench/broadcast.py's
+                 measure); beside it, how long telegram_server took to take the user's message (its
+                 control call: the emulator's own delay) and the p95 from then to the reply.
 
 Per run, then min / median / max of `--runs`.
 
@@ -42,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import multiprocessing
 import os
 import random
 import socket
@@ -58,7 +63,7 @@ import redis
 import tgcrypto
 from _setup import ROOT, spread
 from _telegram import STORAGE, offline_env, process_cpu, production_process, telegram_process
-from broadcast import clean_new, pct, users_write
+from broadcast import clean_new, pct, tree_cpu
 from django.conf import settings
 from django.core.management import call_command
 from pyrogram import raw
@@ -70,9 +75,11 @@ from botapp.services.files import file_store
 from botapp.services.stream_links import stream_token_make
 from botapp.telegram.client import client_build
 from botapp.telegram.downloads import IN_FLIGHT, location_of
+from botapp.telegram.gateway import TgUser
 from inmemory_telegram.limits import HOME_DC
 from inmemory_telegram.state import Media
 from offline.telegram.clients import API_HASH, API_ID
+from offline.telegram.remote import RemoteTelegram
 
 MIB = 1024 * 1024
 LATENCY = 0.05  # seconds every answer of the bot's data centre takes
@@ -80,6 +87,9 @@ AUDIENCE = 150_000_001  # the broadcast's users: AUDIENCE, AUDIENCE + 1, ...
 NEW = 160_000_001  # the users who write /start during the runs
 TITLE = "bench: stream"
 TEXT = "Bench stream broadcast"
+# Seconds between two of the concurrent streams' requests: viewers arrive over a second or two, not
+# in the same millisecond (each request opens a PostgreSQL connection for its link check).
+STAGGER = 0.02
 BASE_RSS_MB = 80  # the goal's allowance for the process itself, before its streams
 
 
@@ -110,6 +120,18 @@ async def get(port: int, path: str, *, start: int = 0, length: int | None = None
                     return {"bytes": len(piece), "ttfb": ttfb, "seconds": ttfb}
             got += len(piece)
         return {"bytes": got, "ttfb": ttfb, "seconds": time.monotonic() - began}
+    finally:
+        writer.close()
+
+
+async def head(port: int, path: str) -> float:
+    """Seconds a HEAD takes (the link checked, the file's size known: no call to Telegram)."""
+    began = time.monotonic()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(f"HEAD {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n".encode())
+        await reader.readuntil(b"\r\n\r\n")
+        return time.monotonic() - began
     finally:
         writer.close()
 
@@ -185,11 +207,17 @@ def measure_streams(port, path, size, args, pid, server_pid) -> dict:
     busy = [(process_cpu(p) - b) / one["seconds"] for p, b in zip((pid, server_pid), before, strict=True)]
     rng = random.Random(len(path))
     ttfbs = [asyncio.run(get(port, path, start=rng.randrange(size), first_only=True))["ttfb"] for _ in range(args.ttfb)]
+    heads = [asyncio.run(head(port, path)) for _ in range(args.ttfb)]
+    idle = rss_mb(pid)
     length = args.stream_size * MIB
     starts = [(i * MIB) % max(MIB, size - length) for i in range(args.streams)]
 
+    async def staggered(n, start):
+        await asyncio.sleep(n * STAGGER)
+        return await get(port, path, start=start, length=length)
+
     async def together():
-        return await asyncio.gather(*(get(port, path, start=s, length=length) for s in starts))
+        return await asyncio.gather(*(staggered(n, s) for n, s in enumerate(starts)))
 
     sampler = Sampler(pid)
     sampler.start()
@@ -203,21 +231,47 @@ def measure_streams(port, path, size, args, pid, server_pid) -> dict:
     served = sum(r["bytes"] for r in many) / MIB
     return {
         "one": size / MIB / one["seconds"],
-        "busy": busy,
+        "one_busy": busy,
         "ttfb95": pct(ttfbs, 0.95),
+        "ttfb50": pct(ttfbs, 0.5),
+        "head95": pct(heads, 0.95),
+        "idle": idle,
         "rss": max(sampler.peak, rss_mb(pid)),
         "cpu_mib": cpu / served,
         "many_rate": served / took,
     }
 
 
-def streams_forever(port, path, size, n, length, stop: threading.Event, served: list) -> None:
-    """`n` streams of `length` bytes from random places, each started again when it ends, until `stop`."""
+def users_write(path, first: int, rate: float, stop: threading.Event, sent: dict, told: dict) -> None:
+    """bench/broadcast.py's: new users write /start at `rate` per second until `stop`; `sent`: id ->
+    when the call was made; `told`: id -> when telegram_server answered it (the update was handed
+    to runbot's connection by then: what the emulator's own delay adds is told - sent)."""
+    remote = RemoteTelegram(path, timeout=60)
+    start, n = time.monotonic(), 0
+    while not stop.is_set():
+        if stop.wait(max(0.0, start + n / rate - time.monotonic())):
+            break
+        user_id = first + n
+        sent[user_id] = time.monotonic()
+        remote.user_sends(TgUser(id=user_id, first_name="New", language_code="en"), "/start")
+        told[user_id] = time.monotonic()
+        n += 1
+    remote.close()
+
+
+def streams_forever(port, path, size, n, length, stop, served) -> None:
+    """`n` streams of `length` bytes from random places, each started again when it ends, until
+    `stop` (a multiprocessing Event); the bytes in `served` (a multiprocessing Value). Run in a
+    process of its own, so that its reading never delays this process's users (their /start and
+    its timestamps)."""
 
     async def one(k):
         rng = random.Random(k)
+        await asyncio.sleep(k * STAGGER)
         while not stop.is_set():
-            served.append((await get(port, path, start=rng.randrange(max(1, size - length)), length=length))["bytes"])
+            got = await get(port, path, start=rng.randrange(max(1, size - length)), length=length)
+            with served.get_lock():
+                served.value += got["bytes"]
 
     async def all_of_them():
         await asyncio.gather(*(one(k) for k in range(n)))
@@ -225,16 +279,20 @@ def streams_forever(port, path, size, n, length, stop: threading.Event, served: 
     asyncio.run(all_of_them())
 
 
-def measure_replies(remote, socket_path, port, path, size, args, first_new) -> dict:
-    """A paid broadcast and `--reply-streams` streams while users write /start: the replies' p95."""
+def measure_replies(remote, socket_path, port, path, size, args, first_new, streams: int, pids: dict) -> dict:
+    """A paid broadcast and `streams` streams while users write /start: the replies' p95, and the
+    share of a core each process used meanwhile."""
+    cpu = {name: tree_cpu(pid) for name, pid in pids.items()}
+    began = time.monotonic()
     Broadcast.objects.filter(title=TITLE).delete()
     since = remote.events_count()
-    stop, asked, served = threading.Event(), {}, []
-    streaming = threading.Thread(
-        target=streams_forever, args=(port, path, size, args.reply_streams, 2 * MIB, stop, served), daemon=True
-    )
+    stop, asked, told = threading.Event(), {}, {}
+    forked = multiprocessing.get_context("fork")  # the child touches no database connection
+    stop_streams, served = forked.Event(), forked.Value("q", 0)
+    streaming = forked.Process(target=streams_forever, args=(port, path, size, streams, 2 * MIB, stop_streams, served))
     streaming.start()
-    writer = threading.Thread(target=users_write, args=(socket_path, first_new, args.reply_rate, stop, asked))
+    pids, cpu["HTTP client"] = {**pids, "HTTP client": streaming.pid}, 0.0
+    writer = threading.Thread(target=users_write, args=(socket_path, first_new, args.reply_rate, stop, asked, told))
     writer.start()
     broadcast = Broadcast.objects.create(title=TITLE, text=TEXT)
     broadcast_start(broadcast=broadcast)
@@ -244,8 +302,11 @@ def measure_replies(remote, socket_path, port, path, size, args, first_new) -> d
             if time.monotonic() > deadline:
                 raise SystemExit("bench/stream.py: the broadcast did not end in time")
             time.sleep(0.25)
+        took = time.monotonic() - began
+        busy = {name: (tree_cpu(pid) - cpu[name]) / took for name, pid in pids.items()}
     finally:
         stop.set()
+        stop_streams.set()
         writer.join()
         streaming.join(120)
     replied: dict[int, float] = {}
@@ -260,7 +321,16 @@ def measure_replies(remote, socket_path, port, path, size, args, first_new) -> d
         raise SystemExit(f"bench/stream.py: {len(asked) - len(replied)} of {len(asked)} users got no reply in 60 s")
     b = Broadcast.objects.get(pk=broadcast.pk)
     latencies = [replied[c] - asked[c] for c in asked]
-    return {"p95": pct(latencies, 0.95), "replies": len(asked), "sent": b.sent, "streamed": sum(served) / MIB}
+    taken = [replied[c] - told[c] for c in asked]  # from telegram_server having taken the message
+    return {
+        "p95": pct(latencies, 0.95),
+        "told95": pct([told[c] - asked[c] for c in asked], 0.95),
+        "taken95": pct(taken, 0.95),
+        "replies": len(asked),
+        "sent": b.sent,
+        "streamed": served.value / MIB,
+        "busy": busy,
+    }
 
 
 def stored_video(remote, size: int) -> tuple[StoredFile, int, str]:
@@ -332,15 +402,20 @@ def main():
                 [sys.executable, "manage.py", "stream", "--port", str(port)], env, logs / "stream.log",
                 "Application startup complete", cwd=ROOT,
             ) as streamer,
-            production_process([sys.executable, "manage.py", "runbot"], env, logs / "runbot.log", "runbot: listening", cwd=ROOT),
-            production_process(worker, env, logs / "worker.log", " ready.", cwd=ROOT),
+            production_process([sys.executable, "manage.py", "runbot"], env, logs / "runbot.log", "runbot: listening", cwd=ROOT) as bot,
+            production_process(worker, env, logs / "worker.log", " ready.", cwd=ROOT) as celery,
         ):  # fmt: skip
+            pids = {"stream": streamer.pid, "telegram_server": server.pid, "runbot": bot.pid, "worker": celery.pid}
             for run in range(args.runs):
                 base = asyncio.run(one_at_a_time(socket_path, Path(tmp), message_id, size))
                 decrypt.append(decrypt_cpu_per_mib())
                 r = measure_streams(port, path, size, args, streamer.pid, server.pid)
-                r.update(measure_replies(remote, socket_path, port, path, size, args, NEW + run * 100_000))
-                clean_new(NEW + run * 100_000, NEW + (run + 1) * 100_000)
+                first = NEW + run * 100_000
+                alone = measure_replies(remote, socket_path, port, path, size, args, first, 0, pids)
+                r["alone"], r["alone_busy"], r["alone_told"] = alone["p95"], alone["busy"], alone["told95"]
+                r["alone_taken"] = alone["taken95"]
+                r.update(measure_replies(remote, socket_path, port, path, size, args, first + 50_000, args.reply_streams, pids))
+                clean_new(first, first + 100_000)
                 r["base"] = size / MIB / base["seconds"]
                 r["round_trip"] = statistics.median(base["calls"])
                 r["decrypt"] = decrypt[-1]
@@ -348,35 +423,53 @@ def main():
                 print(
                     f"run {run + 1}: one stream {r['one']:.1f} MiB/s ({r['one'] / allowed:.2f} of allowed, "
                     f"{r['one'] / r['base']:.1f}x the one-at-a-time {r['base']:.1f} MiB/s; CPU meanwhile: stream "
-                    f"{r['busy'][0]:.0%}, telegram_server {r['busy'][1]:.0%} of a core); TTFB p95 {r['ttfb95'] * 1000:.0f} ms "
-                    f"(round trip {r['round_trip'] * 1000:.0f} ms); {args.streams} streams: RSS {r['rss']:.0f} MB, "
+                    f"{r['one_busy'][0]:.0%}, telegram_server {r['one_busy'][1]:.0%} of a core); TTFB p50 {r['ttfb50'] * 1000:.0f}, "
+                    f"p95 {r['ttfb95'] * 1000:.0f} ms (round trip {r['round_trip'] * 1000:.0f} ms; HEAD p95 "
+                    f"{r['head95'] * 1000:.0f} ms); {args.streams} streams: RSS {r['idle']:.0f} -> {r['rss']:.0f} MB, "
                     f"{r['many_rate']:.1f} MiB/s, CPU {r['cpu_mib'] * 1000:.1f} ms/MiB (decrypt {r['decrypt'] * 1000:.2f} ms/MiB); "
-                    f"replies p95 {r['p95'] * 1000:.0f} ms ({r['replies']} replies, {r['sent']} broadcast, "
-                    f"{r['streamed']:.0f} MiB streamed meanwhile); load {os.getloadavg()[0]:.2f}",
+                    f"replies p95 {r['alone'] * 1000:.0f} ms alone, {r['p95'] * 1000:.0f} ms with {args.reply_streams} streams "
+                    f"({r['replies']} replies, {r['sent']} broadcast, {r['streamed']:.0f} MiB streamed meanwhile); "
+                    f"load {os.getloadavg()[0]:.2f}",
                     flush=True,
                 )
+                for label, busy, told in (
+                    ("alone", r["alone_busy"], r["alone_told"]),
+                    (f"with {args.reply_streams} streams", r["busy"], r["told95"]),
+                ):
+                    print(
+                        f"    replies {label}: telegram_server took p95 {told * 1000:.0f} ms to take a user's message; "
+                        "CPU, share of a core: " + ", ".join(f"{k} {v:.0%}" for k, v in busy.items())
+                    )
         Broadcast.objects.filter(title=TITLE).delete()
         StoredFile.objects.filter(pk=stored.pk).delete()
 
     rss_goal = BASE_RSS_MB + IN_FLIGHT * args.streams
+    rows = [
+        (f"one stream / allowed ({allowed:.1f} MiB/s), goal >= 0.9", [r["one"] / allowed for r in found], "{:.2f}"),
+        ("one stream / one-at-a-time, goal >= 3", [r["one"] / r["base"] for r in found], "{:.2f}"),
+        ("one stream, MiB/s", [r["one"] for r in found], "{:.1f}"),
+        ("one-at-a-time, MiB/s", [r["base"] for r in found], "{:.1f}"),
+        ("getFile round trip (1 MiB, median), ms", [r["round_trip"] * 1000 for r in found], "{:.0f}"),
+        ("TTFB p95, ms", [r["ttfb95"] * 1000 for r in found], "{:.0f}"),
+        ("TTFB p95 - round trip, ms, goal <= 30", [(r["ttfb95"] - r["round_trip"]) * 1000 for r in found], "{:.0f}"),
+        ("TTFB p50, ms", [r["ttfb50"] * 1000 for r in found], "{:.0f}"),
+        ("HEAD p95, ms", [r["head95"] * 1000 for r in found], "{:.0f}"),
+        (f"{args.streams} streams: RSS, MB, goal <= {rss_goal}", [r["rss"] for r in found], "{:.0f}"),
+        (f"RSS before the {args.streams} streams, MB", [r["idle"] for r in found], "{:.0f}"),
+        (f"{args.streams} streams: MiB/s served", [r["many_rate"] for r in found], "{:.1f}"),
+        ("CPU per MiB served, ms", [r["cpu_mib"] * 1000 for r in found], "{:.2f}"),
+        ("tgcrypto decrypt of 1 MiB, ms", [r["decrypt"] * 1000 for r in found], "{:.2f}"),
+        ("CPU per MiB / decrypt, goal <= 2", [r["cpu_mib"] / r["decrypt"] for r in found], "{:.1f}"),
+        ("replies p95, a broadcast alone, ms", [r["alone"] * 1000 for r in found], "{:.0f}"),
+        (
+            f"replies p95, a broadcast and {args.reply_streams} streams, ms, goal <= 150",
+            [r["p95"] * 1000 for r in found],
+            "{:.0f}",
+        ),
+    ]
     print(f"\nmin / median / max of {args.runs} (load {os.getloadavg()[0]:.2f}):")
-    print(f"  one stream / allowed ({allowed:.1f} MiB/s), goal >= 0.9   {spread([r['one'] / allowed for r in found], '{:.2f}')}")
-    print(f"  one stream / one-at-a-time, goal >= 3      {spread([r['one'] / r['base'] for r in found], '{:.2f}')}")
-    print(f"  one stream, MiB/s                          {spread([r['one'] for r in found])}")
-    print(f"  one-at-a-time, MiB/s                       {spread([r['base'] for r in found])}")
-    print(f"  getFile round trip (1 MiB), ms             {spread([r['round_trip'] * 1000 for r in found], '{:.0f}')}")
-    print(f"  TTFB p95, ms (goal: round trip + 30)       {spread([r['ttfb95'] * 1000 for r in found], '{:.0f}')}")
-    print(
-        f"  TTFB p95 - round trip, ms, goal <= 30      {spread([(r['ttfb95'] - r['round_trip']) * 1000 for r in found], '{:.0f}')}"
-    )
-    print(f"  {args.streams} streams: RSS, MB, goal <= {rss_goal}      {spread([r['rss'] for r in found], '{:.0f}')}")
-    print(f"  {args.streams} streams: MiB/s served               {spread([r['many_rate'] for r in found])}")
-    print(f"  CPU per MiB served, ms                     {spread([r['cpu_mib'] * 1000 for r in found], '{:.2f}')}")
-    print(f"  tgcrypto decrypt of 1 MiB, ms              {spread([r['decrypt'] * 1000 for r in found], '{:.2f}')}")
-    print(f"  CPU per MiB / decrypt, goal <= 2           {spread([r['cpu_mib'] / r['decrypt'] for r in found], '{:.1f}')}")
-    print(
-        f"  replies p95 with {args.reply_streams} streams + a broadcast, ms, goal <= 150   {spread([r['p95'] * 1000 for r in found], '{:.0f}')}"
-    )
+    for what, values, fmt in rows:
+        print(f"  {what:<62} {spread(values, fmt)}")
 
 
 def _free_port() -> int:

@@ -28,6 +28,27 @@ SCRIPTS = {
     "scheduled.py": (["--runs", "1", "--recipients", "300", "--sends", "100"], "min / median / max"),
     "limiter.py": (["--runs", "1", "--free-sends", "30", "--paid-sends", "200", "--no-diagnostic"], "achieved/allowed"),
     "rss.py": (["--users", "300"], "peak"),
+    "stream.py": (
+        [
+            "--runs",
+            "1",
+            "--size",
+            "3",
+            "--ttfb",
+            "3",
+            "--streams",
+            "3",
+            "--stream-size",
+            "1",
+            "--reply-streams",
+            "2",
+            "--broadcast-users",
+            "30",
+            "--reply-rate",
+            "5",
+        ],
+        "replies p95",
+    ),  # fmt: skip
     "scale.py": (["--runs", "1", "--users", "6000", "--sent", "1000", "--sample-seconds", "1"], "achieved/allowed"),
 }
 
