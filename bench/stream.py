@@ -185,7 +185,10 @@ def decrypt_cpu_per_mib(rounds: int = 40) -> float:
 
 def rss_mb(pid: int) -> float:
     with open(f"/proc/{pid}/status") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
+        found = [int(line.split()[1]) for line in f if line.startswith("VmRSS:")]
+    if not found:  # a process that has exited (a zombie) has no resident set
+        raise SystemExit(f"bench/stream.py: process {pid} exited during the run (see --logs)")
+    return found[0] / 1024
 
 
 class Sampler(threading.Thread):
