@@ -32,6 +32,27 @@ SCRIPTS = {
         ["--runs", "1", "--size-mib", "2", "--cap-mib", "64", "--streams", "1", "--connections", "1", "2"],
         "(min / median / max)",
     ),
+    "stream.py": (
+        [
+            "--runs",
+            "1",
+            "--size",
+            "3",
+            "--ttfb",
+            "3",
+            "--streams",
+            "3",
+            "--stream-size",
+            "1",
+            "--reply-streams",
+            "2",
+            "--broadcast-users",
+            "30",
+            "--reply-rate",
+            "5",
+        ],
+        "replies p95",
+    ),  # fmt: skip
     "scale.py": (["--runs", "1", "--users", "6000", "--sent", "1000", "--sample-seconds", "1"], "achieved/allowed"),
 }
 

@@ -15,6 +15,7 @@ from urllib.parse import quote
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.db import connections
 from django.http import HttpResponse, StreamingHttpResponse
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_http_methods
@@ -161,6 +162,9 @@ async def file_bytes(request, token: str, name: str = ""):
     if member is None:
         limit = getattr(settings, LIMITS[full])
         return problem(request, 429, BUSY[full], headers={"Retry-After": "30"}, n=limit)
+    # The request's database connection, in its own thread, is given back now, not when the
+    # response ends (minutes or hours later): open streams never hold PostgreSQL's connections.
+    await sync_to_async(connections.close_all)()
     body = stream_body(downloader, chat_id, message_id, answer.part.start, answer.part.end, member, check)
     response = StreamingHttpResponse(body, status=answer.status, content_type=ctype, headers=headers)
     response["X-Content-Type-Options"] = "nosniff"

@@ -7,6 +7,7 @@ import random
 import socket
 
 import pytest
+from django.db import connection
 from django.test import override_settings
 from prometheus_client import REGISTRY
 
@@ -156,6 +157,29 @@ def test_a_client_that_goes_away_cancels_the_reads_and_frees_its_slot(server, te
     sock.close()
     wait_for(lambda: server.load() == 0, timeout=20, what="the reads to be cancelled")
     wait_for(lambda: not server.serving.slots.held, timeout=20, what="the slot to be given back")
+
+
+def test_open_streams_hold_no_database_connection(server, telegram):
+    stored, _ = video_file(telegram, 64 * MIB)
+    token = link(stored)
+
+    def ours() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()")
+            return cursor.fetchone()[0]
+
+    before = ours()
+    socks = []
+    for _ in range(5):
+        sock = socket.create_connection(("127.0.0.1", server.port))
+        sock.sendall(f"GET /f/{token} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+        assert sock.recv(64).startswith(b"HTTP/1.1 200")
+        socks.append(sock)
+    wait_for(lambda: server.load() == 5, timeout=20, what="the five streams to be read")
+    assert ours() == before  # each request's connection closed once its bytes started flowing
+    for sock in socks:
+        sock.close()
+    wait_for(lambda: server.load() == 0, timeout=20, what="the reads to be cancelled")
 
 
 def test_streams_past_a_users_limit_get_a_429_page(server, telegram, settings):

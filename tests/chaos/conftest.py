@@ -13,6 +13,7 @@ import pytest
 
 from botapp import clock
 from tests.chaos.cluster import DEPLOYMENT_DB_APP, TABLE, UPDATES_TABLE, RedisServer, Workers
+from tests.chaos.streams import STREAM_TABLE
 from tests.conftest import ADMIN, STORAGE
 
 RATE = 300  # TELEGRAM_RATE of the workers: quick scenarios on a shared 2-core machine
@@ -20,6 +21,12 @@ RATE = 300  # TELEGRAM_RATE of the workers: quick scenarios on a shared 2-core m
 
 def pytest_terminal_summary(terminalreporter):
     write = terminalreporter.write_line
+    if STREAM_TABLE:
+        write("")
+        write("| scenario | bytes | received | wrong | repeated | recovered in | notes |")
+        write("|---|--:|--:|--:|--:|--:|---|")
+        for f in STREAM_TABLE:
+            write(f"| {f.scenario} | {f.size:,} | {f.received:,} | {f.wrong:,} | {f.repeated:,} | {f.recover:.1f} s | {f.note} |")
     if UPDATES_TABLE:
         write("")
         write("| scenario | updates | handled | replayed | handled twice | lost | recovered in | notes |")
