@@ -10,6 +10,7 @@ from botapp.telegram.gateway import TgUser
 from inmemory_telegram.server import TelegramServer
 from offline.telegram.clients import OfflineBot, offline_gateway
 from scheduler.wakeup import wakeup_notes_forget
+from tests.processes import redis_url_of_worker
 
 ADMIN = 1000
 STORAGE = -1001000000001
@@ -19,6 +20,18 @@ STORAGE = -1001000000001
 # Set before anything touches the cache; subprocesses started by tests inherit it.
 os.environ["CACHE_KEY_PREFIX"] = f"{django_settings.CACHE_KEY_PREFIX}-test{os.getpid()}"
 django_settings.CACHES["default"]["KEY_PREFIX"] = os.environ["CACHE_KEY_PREFIX"]
+# Under pytest-xdist (`make test` runs the suite in worker processes gw0, gw1, ...), each worker
+# has a test database of its own (pytest-django adds the suffix _gw0, ...) and, set here before
+# anything connects, a Redis database of its own: the Celery workers that tests start take tasks
+# from the broker's queue there (the browser tests' worker purges it at start), and a test empties
+# its Redis database (Redis restarted): each only for its own worker's tests. Subprocesses inherit it.
+SUITE_REDIS_URL = django_settings.REDIS_URL  # TEST_REDIS_URL, as make test passed it
+if XDIST_WORKER := os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["REDIS_URL"] = django_settings.REDIS_URL = redis_url_of_worker(SUITE_REDIS_URL, XDIST_WORKER)
+    if django_settings.CELERY_BROKER_URL == SUITE_REDIS_URL:  # derived from REDIS_URL (not set on its own)
+        django_settings.CELERY_BROKER_URL = django_settings.REDIS_URL
+    if django_settings.CACHES["default"].get("LOCATION") == SUITE_REDIS_URL:
+        django_settings.CACHES["default"]["LOCATION"] = django_settings.REDIS_URL
 # Users made by tests (admin_client's superuser) get a fast hash: Django's default, PBKDF2, is slow on purpose.
 django_settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 

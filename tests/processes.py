@@ -12,10 +12,22 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import redis
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+REDIS_DATABASES = 16  # redis.conf's default `databases`: numbers 0 to 15
+
+
+def redis_url_of_worker(url: str, worker: str) -> str:
+    """The Redis URL of pytest-xdist's worker `worker` ("gw0", "gw1", ...): worker N uses the
+    database N below `url`'s (wrapping at 0), so gw0 keeps `url` and the default db 15 gives 15, 14, ..."""
+    parts = urlsplit(url)
+    number = int(parts.path.strip("/") or 0)
+    return urlunsplit(parts._replace(path=f"/{(number - int(worker.removeprefix('gw'))) % REDIS_DATABASES}"))
 
 
 def free_port() -> int:
@@ -75,7 +87,9 @@ def sandbox_env(env: dict[str, str]) -> dict[str, str]:
     after the suite's own, so two suites on one PostgreSQL (or a developer's sandbox beside a
     suite) never drop each other's (`--fresh` recreates it)."""
     if "SANDBOX_DATABASE_URL" not in env and os.environ.get("DATABASE_URL"):
-        env = {**env, "SANDBOX_DATABASE_URL": os.environ["DATABASE_URL"].rstrip("/") + "_suite_sandbox"}
+        worker = os.environ.get("PYTEST_XDIST_WORKER")  # under xdist, one per worker (each runs its own)
+        name = os.environ["DATABASE_URL"].rstrip("/") + "_suite_sandbox" + (f"_{worker}" if worker else "")
+        env = {**env, "SANDBOX_DATABASE_URL": name}
     return env
 
 

@@ -147,7 +147,8 @@ def worker(telegram, tmp_path, settings):
     db = connection.settings_dict
     database_url = f"postgres://{db['USER']}:{db['PASSWORD'] or ''}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}"
     FAILURES.mkdir(parents=True, exist_ok=True)
-    with telegram_on_socket(telegram) as socket, open(FAILURES / "worker.log", "w") as log:
+    log_name = f"worker-{os.environ['PYTEST_XDIST_WORKER']}.log" if "PYTEST_XDIST_WORKER" in os.environ else "worker.log"
+    with telegram_on_socket(telegram) as socket, open(FAILURES / log_name, "w") as log:  # one per xdist worker
         env = {
             **{k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"},
             "DATABASE_URL": database_url,

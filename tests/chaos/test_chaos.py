@@ -9,8 +9,8 @@ jobs fired again (as beat does every minute) and the reaper run. Two waits of pr
 skipped, not shortened: the reaper runs on a clock moved past the claims' 5-minute lease and
 Celery's hard time limit (so it settles what the dead worker held at once, and only while the live
 workers are idle), and deletions handed back for a retry are made due at once instead of after the
-deleter's back-off (except where Telegram refuses deletions for minutes: that scenario waits it
-out, with beat's minute runs and the wake-ups). Then the invariants: no row lost, no chat that received a user-visible message
+deleter's back-off (except where Telegram refuses deletions for minutes: that scenario,
+test_deletion_outage.py, waits it out, with beat's minute runs and the wake-ups). Then the invariants: no row lost, no chat that received a user-visible message
 twice, every broadcast and job run in a final state with counters equal to its rows, every due
 deletion done. `make chaos` prints a table of figures per scenario (docs/reliability.md).
 """
@@ -19,21 +19,18 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import os
 import time
 from datetime import timedelta
 
 import psycopg
 import pytest
 import redis
-from django.conf import settings
 from django.db import connection
 
 from botapp import clock
 from botapp.bot.router import SORRY
 from botapp.models import (
     AdminCommand,
-    BotSettings,
     Broadcast,
     BroadcastClaim,
     BroadcastDelivery,
@@ -41,8 +38,6 @@ from botapp.models import (
     HandledUpdate,
     PendingDeletion,
     PremiumPlan,
-    SequenceMessage,
-    SequenceStep,
     TelegramUser,
     UpdatePosition,
 )
@@ -51,266 +46,35 @@ from botapp.services.broadcasts import broadcast_start
 from botapp.services.files import file_store
 from botapp.services.outgoing import ALREADY_SENT
 from botapp.telegram.gateway import TgUser
-from scheduler.jobs.claims import RUN_GRACE
-from scheduler.jobs.registry import job_run
-from scheduler.jobs.sweep import LEASE
 from scheduler.models import JobRun
 from scheduler.tasks import TASKS
-from tests.chaos.cluster import DEPLOYMENT_DB_APP, TABLE, UPDATES_TABLE, Figures, UpdateFigures, wait_for
+from tests.chaos.cluster import DEPLOYMENT_DB_APP, UPDATES_TABLE, UpdateFigures, wait_for
 from tests.chaos.conftest import RATE
-from tests.conftest import ADMIN, STORAGE
-from tests.factories import (
-    BroadcastFactory,
-    PendingDeletionFactory,
-    SequenceMessageFactory,
-    SequenceStepFactory,
-    TelegramUserFactory,
+from tests.chaos.work import (
+    SEND,
+    SETTLE_TIMEOUT,
+    answer_time,
+    audit,
+    broadcast,
+    calls,
+    check,
+    deletions,
+    fire,
+    mark,
+    recover,
+    running,
+    scenario,
+    sequence_steps,
+    users,
 )
+from tests.conftest import ADMIN, STORAGE
+from tests.factories import BroadcastFactory
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-SEND = "messages.SendMessage"
-DELETE = "messages.DeleteMessages"
 OUTAGE = 5.0  # seconds Redis or PostgreSQL is away
 PG_OUTAGE = 10.0  # seconds PostgreSQL refuses runbot mid-burst (issue 21)
-# Seconds Telegram refuses every deletion (the 10 minutes of issue 21; CI runs them, about 18
-# minutes in all with the back-off: docs/reliability.md). Shorter for a quick local look.
-DELETE_OUTAGE = float(os.environ.get("CHAOS_DELETE_OUTAGE", "600"))
 MIDWAY = 0.3  # the fault strikes when this share of the work has reached Telegram
-SETTLE_TIMEOUT = 120  # seconds a recovery may take before the scenario fails
-
-
-# --- work to break ---------------------------------------------------------------------------------
-
-
-def users(cluster, base: int, n: int) -> list[TelegramUser]:
-    """n users (telegram ids base..base+n-1) who wrote to the bot, with the access hashes runbot stored."""
-    hashes = cluster.remote.users_meet(range(base, base + n))
-    return TelegramUser.objects.bulk_create(
-        [TelegramUserFactory.build(telegram_id=i, access_hash=hashes[i], username=f"u{i}") for i in range(base, base + n)]
-    )
-
-
-def broadcast(cluster, base: int, n: int) -> Broadcast:
-    """A broadcast started for n new users (and whoever else is active), as "Start sending" does
-    (its wake-up reaches a worker)."""
-    users(cluster, base, n)
-    started = BroadcastFactory(title=f"chaos {base}", text=f"Chaos broadcast {base}")
-    assert broadcast_start(broadcast=started) == TelegramUser.objects.filter(state=TelegramUser.State.ACTIVE).count()
-    return started
-
-
-def deletions(cluster, base: int, n: int) -> dict[int, int]:
-    """n auto-deletes due now, one delivered message each in its own chat; returns {message id: chat}."""
-    chats = [u.telegram_id for u in users(cluster, base, n)]
-    message_ids = cluster.remote.bot_sent(chats, "Your file")
-    now = clock.now()
-    PendingDeletion.objects.bulk_create(
-        [
-            PendingDeletionFactory.build(chat_id=chat, message_ids=[m], share_id="chaos", delete_at=now)
-            for chat, m in zip(chats, message_ids, strict=True)
-        ]
-    )
-    return dict(zip(message_ids, chats, strict=True))
-
-
-def sequence_steps(cluster, base: int, n: int) -> None:
-    """An onboarding step due now for n users."""
-    step = SequenceStepFactory(text=f"Chaos step {base}")
-    now = clock.now()
-    SequenceMessage.objects.bulk_create(
-        [SequenceMessageFactory.build(user=u, step=step, chat_id=u.telegram_id, due_at=now) for u in users(cluster, base, n)]
-    )
-
-
-# --- driving the workers ---------------------------------------------------------------------------
-
-
-def fire(cluster, *jobs: str) -> None:
-    """What beat does every minute: one task per job for each live worker, so all of them share the work."""
-    for job in jobs:
-        for _ in cluster.workers.alive():
-            TASKS[job].apply_async(kwargs={"trigger": "chaos"})
-
-
-def running(job: str) -> int:
-    return JobRun.objects.filter(job=job, status=JobRun.Status.RUNNING).count()
-
-
-def calls(cluster, method: str | None = SEND, since: int = 0) -> int:
-    """Calls of `method` Telegram received from call number `since` on."""
-    return cluster.remote.count(method, since=since)
-
-
-def mark(cluster) -> int:
-    """The number of the next call Telegram will receive (for `calls(since=...)`)."""
-    return cluster.remote.count()
-
-
-def idle(cluster) -> bool:
-    """No task queued, reserved or running on any live worker (asked twice, a moment apart)."""
-    from config.celery import app
-
-    alive = [f"{name}@chaos" for name in cluster.workers.alive()]
-
-    def quiet() -> bool:
-        try:
-            if redis.Redis.from_url(cluster.redis.url).llen("celery"):
-                return False
-            inspect = app.control.inspect(destination=alive, timeout=2, limit=len(alive))
-            active, reserved = inspect.active() or {}, inspect.reserved() or {}
-        except (redis.RedisError, OSError):  # a connection from before a Redis restart
-            app.close()
-            return False
-        if set(active) != set(alive):
-            return False  # a worker still starting (or too busy to answer)
-        return not any(active.values()) and not any(reserved.values())
-
-    if not quiet():
-        return False
-    time.sleep(0.3)
-    return quiet()
-
-
-def warm(cluster) -> None:
-    """Every live worker has run a task, so has its Telegram client (built on first use, seconds on
-    a loaded machine): a scenario's fault then strikes workers that are all sending."""
-    from config.celery import app
-
-    alive = [f"{name}@chaos" for name in cluster.workers.alive()]
-
-    def cold() -> list[str]:
-        stats = app.control.inspect(destination=alive, timeout=2, limit=len(alive)).stats() or {}
-        return [w for w in alive if not stats.get(w, {}).get("total")] if set(stats) == set(alive) else alive
-
-    deadline = time.monotonic() + 60
-    while waiting := cold():
-        assert time.monotonic() < deadline, f"workers {waiting} never ran a task\n{cluster.workers.log_tail()}"
-        for _ in waiting:
-            TASKS["send_sequence_messages"].apply_async(kwargs={"trigger": "chaos"})
-        wait_for(lambda: idle(cluster), timeout=60, what="the warm-up tasks", interval=0.3)
-
-
-def reap() -> None:
-    """The reaper, as it runs (every minute) once the dead worker's leases are over, which puts its
-    sends back to be sent again within TELEGRAM_RANDOM_ID_WINDOW; and once Celery's hard time limit
-    is over, which fails its run."""
-    clock.clock_advance(LEASE + timedelta(seconds=1))
-    try:
-        job_run("reap_expired_claims", trigger="chaos")
-        clock.clock_advance(timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT) + RUN_GRACE)
-        job_run("reap_expired_claims", trigger="chaos")
-    finally:
-        clock.clock_reset()
-
-
-def unsettled() -> list[str]:
-    """What is not final yet."""
-    left = []
-    if n := PendingDeletion.objects.exclude(status=ClaimStatus.EXPIRED).count():
-        left.append(f"{n} deletions")
-    if n := BroadcastDelivery.objects.filter(status__in=["pending", "sending"]).count():
-        left.append(f"{n} broadcast deliveries")
-    if n := BroadcastClaim.objects.count():
-        left.append(f"{n} broadcast claims")
-    if n := SequenceMessage.objects.filter(status__in=["pending", "sending"]).count():
-        left.append(f"{n} sequence messages")
-    if n := Broadcast.objects.exclude(status=Broadcast.Status.DONE).count():
-        left.append(f"{n} broadcasts")
-    if n := JobRun.objects.filter(status=JobRun.Status.RUNNING).count():
-        left.append(f"{n} job runs")
-    return left
-
-
-def recover(cluster, figures: Figures, since: float, *jobs: str) -> None:
-    """Restart dead workers, then fire the jobs, wait for the workers to be idle, run the reaper,
-    until everything is final. figures.recover: seconds since the fault."""
-    cluster.workers.restart_dead()
-    deadline = time.monotonic() + SETTLE_TIMEOUT
-    while True:
-        fire(cluster, *jobs)
-        wait_for(lambda: idle(cluster), timeout=SETTLE_TIMEOUT, what="the workers to finish", interval=0.3)
-        # Deletions handed back wait a minute before they are due again: that minute passes here.
-        PendingDeletion.objects.filter(status=ClaimStatus.PENDING, delete_at__gt=clock.now()).update(delete_at=clock.now())
-        reap()
-        left = unsettled()
-        if not left:
-            break
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not settled after {SETTLE_TIMEOUT} s: {', '.join(left)}\n{cluster.workers.log_tail()}")
-    figures.recover = time.monotonic() - since
-
-
-# --- what the users saw ----------------------------------------------------------------------------
-
-
-def audit(cluster, figures: Figures, *, deleted: dict[int, int] | None = None) -> None:
-    """Count sends, duplicates, lost and interrupted rows from the database and from what Telegram
-    delivered (each kind of message by its text). `deleted`: {message id: chat} of the scenario's
-    auto-deletes."""
-    problems = figures.problems
-
-    def sends(rows: dict[int, str], text: str, kind: str) -> None:
-        received = cluster.remote.received(text=text)
-        for chat, status in rows.items():
-            got = received.get(chat, 0)
-            figures.sends += got
-            figures.duplicates += got > 1
-            if status in ("pending", "sending"):
-                figures.lost += 1
-            elif (status == "sent" and got != 1) or (status not in ("sent", "interrupted") and got):
-                figures.lost += 1
-                problems.append(f"{kind} to {chat} is {status} but the chat received {got}")
-            figures.interrupted += status == "interrupted"
-        figures.rows += len(rows)
-
-    for b in Broadcast.objects.all():
-        rows = dict(BroadcastDelivery.objects.filter(broadcast=b).values_list("chat_id", "status"))
-        sends(rows, b.text, f"broadcast {b.pk}")
-        counts = collections.Counter(rows.values())
-        counters = {s: getattr(b, s) for s in ("sent", "failed", "blocked", "skipped", "interrupted")}
-        if b.status != Broadcast.Status.DONE or b.total != len(rows) or any(counters[s] != counts[s] for s in counters):
-            problems.append(f"broadcast {b.pk} is {b.status}, total {b.total}, counters {counters}, rows {dict(counts)}")
-    for step in SequenceStep.objects.all():
-        sends(dict(SequenceMessage.objects.filter(step=step).values_list("chat_id", "status")), step.text, "sequence message")
-
-    if deleted:  # every due message gone; each chat told once (none: interrupted, its notice given up)
-        received = cluster.remote.received(text=BotSettings.load().deleted_notice_text)
-        figures.rows += len(deleted)
-        for chat in deleted.values():
-            got = received.get(chat, 0)
-            figures.sends += got
-            figures.duplicates += got > 1
-            figures.interrupted += got == 0
-        left = cluster.remote.live(list(deleted))
-        figures.lost += len(left) + PendingDeletion.objects.count()
-        if left:
-            problems.append(f"{len(left)} due messages were never deleted, e.g. {left[:3]}")
-    if runs := JobRun.objects.filter(status=JobRun.Status.RUNNING).count():
-        problems.append(f"{runs} job runs still running")
-
-
-def answer_time(cluster, user_id: int, *, timeout: float) -> float | None:
-    """A user writes /help to the bot: seconds until runbot's answer arrived (None: no answer in time)."""
-    before = cluster.remote.received().get(user_id, 0)
-    asked = time.monotonic()
-    cluster.remote.user_sends(TgUser(id=user_id, first_name="Asker"), "/help")
-    try:
-        wait_for(lambda: cluster.remote.received().get(user_id, 0) > before, timeout=timeout, what="an answer", interval=0.05)
-    except AssertionError:
-        return None
-    return time.monotonic() - asked
-
-
-def check(figures: Figures) -> None:
-    assert (figures.duplicates, figures.lost, figures.problems) == (0, 0, []), figures
-
-
-def scenario(cluster, name: str) -> Figures:
-    warm(cluster)
-    figures = Figures(name)
-    TABLE.append(figures)
-    return figures
 
 
 # --- the scenarios -----------------------------------------------------------------------------------
@@ -946,47 +710,3 @@ def test_postgres_refused_while_runbot_delivers_200_files(cluster):
         f"its row, and was deleted when due: {deleted}"
     )
     assert (figures.twice, figures.lost, figures.problems) == (0, 0, []), figures
-
-
-def test_telegram_refusing_deletions_for_ten_minutes(cluster):
-    """Telegram answers every messages.deleteMessages 500 INTERNAL for DELETE_OUTAGE seconds while
-    600 deletions are due. beat fires the deleter every minute and each run that failed arms a
-    wake-up for the earliest retry: the rows are tried with back-off (1, 2, 4, 8 minutes after
-    each failed try) and none is dropped; the first try after the outage deletes them all."""
-    figures = scenario(cluster, f"Telegram refusing deletions for {DELETE_OUTAGE / 60:g} min")
-    n = 600
-    started = clock.now()
-    deleted = deletions(cluster, 9_600_000, n)  # chats of their own: runbot's scenarios delete too
-    refused_from = mark(cluster)
-    cluster.remote.fail_next("INTERNAL", methods=[DELETE], seconds=DELETE_OUTAGE)
-    fault = time.monotonic()
-    back = fault + DELETE_OUTAGE
-    next_beat, refused, dropped = fault, 0, []
-
-    def all_deleted() -> bool:
-        nonlocal next_beat, refused
-        if time.monotonic() >= next_beat:  # beat's minute run, on every live worker
-            fire(cluster, "delete_due_messages")
-            next_beat += 60
-        live = cluster.remote.live(list(deleted))
-        rows = set(PendingDeletion.objects.exclude(status=ClaimStatus.EXPIRED).values_list("chat_id", flat=True))
-        dropped.extend(deleted[m] for m in live if deleted[m] not in rows)  # a message left with nothing to delete it
-        if time.monotonic() < back:
-            refused = calls(cluster, DELETE, since=refused_from)
-        return not live and not dropped
-
-    wait_for(all_deleted, timeout=DELETE_OUTAGE + 20 * 60, what="every message deleted after the outage", interval=2)
-    assert not dropped, f"{len(set(dropped))} deletions dropped, e.g. chats {sorted(set(dropped))[:3]}"
-    done = time.monotonic()
-    wait_for(lambda: idle(cluster), timeout=SETTLE_TIMEOUT, what="the workers to finish", interval=0.3)
-    figures.recover = done - back
-    runs = collections.Counter(
-        JobRun.objects.filter(job="delete_due_messages", started_at__gte=started).values_list("status", flat=True)
-    )
-    figures.note = (
-        f"{refused} delete calls refused (kurigram's retries included), no row dropped; every message deleted "
-        f"{figures.recover:.0f} s after Telegram came back; runs {dict(runs)}"
-    )
-    audit(cluster, figures, deleted=deleted)
-    check(figures)
-    assert set(runs) == {JobRun.Status.OK}, runs  # Telegram's refusals are no failure of ours
