@@ -3,9 +3,9 @@ to the console, or the API client whose token authenticated the request, and the
 (as login throttling reads it: PROXY_COUNT). The user is asked when an entry is written, since the
 API authenticates inside its views, after this middleware ran."""
 
+from botapp.addresses import client_ip
 from botapp.models import AuditEntry
 from botapp.services.audit import AuditContext, audit_context
-from botapp.views import client_ip
 
 
 def request_actor(request) -> tuple[str, str]:

@@ -16,6 +16,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import GaugeMetricFamily
 
 from botapp import clock
+from botapp.addresses import client_ip
 from botapp.login_throttle import Lock, login_lock
 from botapp.models import BotSettings
 from botapp.services.backlog import backlog_read
@@ -84,17 +85,6 @@ def _click_page(request, state: str, *, target: str = "", status: int = 200):
     username = BotSettings.load().bot_username
     context = {"state": state, "target": target, "days": settings.CLICK_LINK_DAYS, "bot": username}
     return render(request, "click_link.html", context, status=status)
-
-
-def client_ip(request) -> str | None:
-    """The visitor's address for login throttling: with PROXY_COUNT proxies in front of gunicorn,
-    the address the outermost of them appended to X-Forwarded-For (the PROXY_COUNT-th from the
-    right; what a client wrote to the left of it is not trusted); otherwise the connection's own."""
-    if settings.PROXY_COUNT:
-        hops = [hop.strip() for hop in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if hop.strip()]
-        if len(hops) >= settings.PROXY_COUNT:
-            return hops[-settings.PROXY_COUNT]
-    return request.META.get("REMOTE_ADDR")
 
 
 def login_locked_out(request, response=None, credentials=None):

@@ -39,6 +39,10 @@ STREAM_MAX_TOTAL = env.int("STREAM_MAX_TOTAL", default=200)
 # More bot tokens for the streaming process to read files with (comma-separated), each bot an admin
 # of the storage channel; each stream goes to the least loaded. BOT_TOKEN's bot always reads too.
 STREAM_BOT_TOKENS = env.list("STREAM_BOT_TOKENS", default=[])
+# MiB of file parts one streaming process reads ahead for its streams, all together: each stream
+# always reads its next part (1 MiB at most), and up to 5 more ahead while this lasts. A process's
+# memory for parts is then at most about 1 MiB per open stream plus this.
+STREAM_READ_AHEAD_MB = env.int("STREAM_READ_AHEAD_MB", default=128)
 
 INSTALLED_APPS = [
     # The console's theme (django-unfold): before django.contrib.admin, whose templates it replaces.
@@ -101,7 +105,7 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True  # a typo now and then never adds up to a lock-out
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_LOCKOUT_CALLABLE = "botapp.views.login_locked_out"
-AXES_CLIENT_IP_CALLABLE = "botapp.views.client_ip"
+AXES_CLIENT_IP_CALLABLE = "botapp.addresses.client_ip"
 AXES_VERBOSE = False  # no banner from every process at start; failures and lock-outs are still logged
 # --- Two-factor log-in (django-otp, TOTP; botapp/admin/two_factor.py): optional for every console
 # account, set up at /account/two-factor/; with TOTP_REQUIRED_FOR_SUPERUSERS, required of superusers.

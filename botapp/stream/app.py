@@ -46,10 +46,12 @@ class StreamApp:
                     await send({"type": "lifespan.startup.failed", "message": f"{type(exc).__name__}: {exc}"})
                     return
                 serving_set(self.serving)
+                self.serving.trimmer.start()
                 log.info("streaming process ready: %d bot(s)", len(self.serving.pool.downloaders))
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 if self.serving is not None:
+                    await self.serving.trimmer.stop()
                     await self.serving.pool.stop()
                     await self.serving.slots.close()
                     serving_set(None)

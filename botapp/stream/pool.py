@@ -6,19 +6,22 @@ process starts (botapp/stream/app.py) on its loop.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.conf import settings
 
 from botapp.config import bot_config_load
+from botapp.stream.memory import HeapTrimmer
 from botapp.stream.slots import Slots
 from botapp.telegram.download_pool import DownloaderPool
+from botapp.telegram.downloads import ReadAhead
 
 
 @dataclass
 class Serving:
     pool: DownloaderPool
     slots: Slots
+    trimmer: HeapTrimmer = field(default_factory=HeapTrimmer)  # gives the parts' memory back (memory.py)
 
 
 _serving: Serving | None = None
@@ -47,7 +50,7 @@ async def pool_started() -> DownloaderPool:
     pool = DownloaderPool.from_tokens(
         [config.bot_token, *(t for t in settings.STREAM_BOT_TOKENS if t.strip())], config.session_dir, api_id=config.api_id,
         api_hash=config.api_hash, offline=settings.TELEGRAM_OFFLINE_SOCKET if settings.TELEGRAM_OFFLINE else None,
-        max_flood_wait=settings.TELEGRAM_MAX_FLOOD_WAIT,
+        max_flood_wait=settings.TELEGRAM_MAX_FLOOD_WAIT, read_ahead=ReadAhead(settings.STREAM_READ_AHEAD_MB),
     )  # fmt: skip
     try:
         await pool.start(storage_chat_id=config.storage_channel_id)

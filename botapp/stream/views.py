@@ -20,6 +20,7 @@ from django.http import HttpResponse, StreamingHttpResponse
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_http_methods
 
+from botapp.addresses import client_ip
 from botapp.metrics import STREAM_ANSWERS, STREAM_BYTES, STREAMS_CUT, STREAMS_OPEN
 from botapp.models import BotSettings
 from botapp.services.stream_links import LinkCheck, LinkState, stream_file_gone, stream_token_check
@@ -33,7 +34,6 @@ from botapp.stream.http import (
 )
 from botapp.stream.pool import serving
 from botapp.telegram.downloads import FileGone, FileInfo, StreamBroken
-from botapp.views import client_ip
 
 log = logging.getLogger(__name__)
 
@@ -196,6 +196,7 @@ async def stream_body(downloader, chat_id: int, message_id: int, start: int, end
         STREAMS_OPEN.labels(bot).dec()
         # Shielded: a client that goes away cancels this task, maybe right here; the reads are
         # still closed, the slot given back and the bytes counted.
+        serving().trimmer.ended += 1
         await asyncio.shield(stream_end(reads, slots, member, sent))
 
 

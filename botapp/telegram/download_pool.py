@@ -20,7 +20,7 @@ a stream stays on its bot. The streaming process builds its pool with
 - `offline`: the in-memory Telegram (a TelegramServer or `manage.py telegram_server`'s socket)
   instead of Telegram; `in_memory`: session storage kept in memory (no file).
 - any other keyword goes to each Downloader: `in_flight`, `max_flood_wait`, `call_timeout`,
-  `connections`.
+  `connections`, `read_ahead` (by default one ReadAhead of READ_AHEAD_MB parts, shared by them all).
 
 `start(storage_chat_id=...)` signs every bot in (a refused token fails the start, naming the bot) and
 leaves out of `choose` (with a warning in the log) each that is not an admin of the storage channel;
@@ -40,7 +40,7 @@ from pathlib import Path
 from pyrogram import errors
 
 from botapp.telegram.client import client_build
-from botapp.telegram.downloads import BotAdmin, Downloader
+from botapp.telegram.downloads import READ_AHEAD_MB, BotAdmin, Downloader, ReadAhead
 from botapp.telegram.slots import slot_take
 
 log = logging.getLogger(__name__)
@@ -84,6 +84,7 @@ class DownloaderPool:
                          workdir=Path(sessions_dir), no_updates=True, offline=offline, in_memory=in_memory)
             for token, bot_id in zip(tokens, ids, strict=True)
         ]  # fmt: skip
+        options.setdefault("read_ahead", ReadAhead(READ_AHEAD_MB))  # one budget for the process's streams
         downloaders = [Downloader(c, name=f"bot-{bot_id}", **options) for c, bot_id in zip(clients, ids, strict=True)]
         return cls(downloaders, slot=lock)
 

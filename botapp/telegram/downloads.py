@@ -9,7 +9,11 @@ cached by message. `read` yields exactly bytes [start, end) of a file: the range
 Telegram accepts (limits.DOWNLOAD_*; an unaligned start or end is read aligned and trimmed), up to
 `in_flight` of them asked at once, each handed on in order once the consumer asks for the next. So
 at most `in_flight` parts (1 MB each at most) are held per stream, a slow consumer slows the reads,
-and closing or cancelling the iterator cancels what is in flight.
+and closing or cancelling the iterator cancels what is in flight. The parts a stream asks ahead of
+the one it hands on next also take a share of the process's `ReadAhead` budget (the pool's: one
+for every stream of the process), given back as each part is handed on: a stream always reads its
+next part, and reads further ahead only while the budget lasts, so the process's memory is bounded
+however many streams are open (about one part per stream, plus the budget).
 
 A part Telegram refuses is asked again from its own offset, so no byte is ever skipped, repeated or
 taken from elsewhere: an expired file reference is refreshed by reading the message again
@@ -44,7 +48,14 @@ from botapp.telegram.request import error_to_domain
 
 log = logging.getLogger(__name__)
 
-IN_FLIGHT = 4  # upload.getFile calls one stream keeps in flight (TG-FileStreamBot's choice too)
+# upload.getFile calls one stream keeps in flight. To keep a connection busy, the parts in flight
+# must cover its bandwidth times its round trip, plus the one being received: with a far data
+# centre, 4 (TG-FileStreamBot's choice) leave the stream waiting on each answer's last bytes
+# (docs/benchmarks.md, "Stream and download links"); 6 keep a fast connection full.
+IN_FLIGHT = 6
+# MiB of parts a process's streams may read ahead of what they hand on next, all together
+# (ReadAhead; STREAM_READ_AHEAD_MB).
+READ_AHEAD_MB = 128
 # How long one upload.getFile waits for its answer before it is asked again (a lost answer): kurigram's
 # own wait for any request (Session.WAIT_TIMEOUT), unless the process sets its own.
 CALL_TIMEOUT = 15.0
@@ -154,6 +165,29 @@ def location_of(message) -> Location | None:
     return None
 
 
+class ReadAhead:
+    """A process's budget of parts read ahead (module docstring), in parts of up to 1 MiB: taken
+    without waiting (a stream that finds none left reads one part at a time until some is given
+    back), so no stream ever waits on another's."""
+
+    def __init__(self, parts: int):
+        if parts < 0:
+            raise ValueError("a read-ahead budget is at least 0 parts")
+        self.parts = parts
+        self.left = parts
+
+    def take(self) -> bool:
+        if self.left <= 0:
+            return False
+        self.left -= 1
+        return True
+
+    def give_back(self, n: int = 1) -> None:
+        self.left += n
+        if self.left > self.parts:
+            raise RuntimeError("more read-ahead given back than taken")
+
+
 class Downloader:
     """One bot's reader in the streaming process (module docstring). Runs on the loop that calls
     `start`; every method is called on it."""
@@ -166,6 +200,7 @@ class Downloader:
         max_flood_wait: int = 60,
         call_timeout: float = CALL_TIMEOUT,
         connections: int = CONNECTIONS,
+        read_ahead: ReadAhead | None = None,
         name: str = "",
     ):
         if in_flight < 1 or connections < 1:
@@ -175,6 +210,7 @@ class Downloader:
         self.max_flood_wait = max_flood_wait
         self.call_timeout = call_timeout
         self.connections = connections
+        self.read_ahead = read_ahead if read_ahead is not None else ReadAhead(READ_AHEAD_MB)
         self.name = name or client.name
         self.load = 0  # streams open now
         self.flood_until = 0.0  # time.monotonic() until which Telegram told this bot to wait
@@ -246,29 +282,42 @@ class Downloader:
             raise ValueError(f"range [{start}, {end}) is not within the file's {size} bytes")
         plan = parts(start, end)
         pending: collections.deque[tuple[asyncio.Task, Part]] = collections.deque()
+        ahead = 0  # parts of `pending` counted in the process's read-ahead budget
+        budget = self.read_ahead
         sent = 0  # bytes handed on
+        part = next(plan, None)
         try:
             while True:
-                while len(pending) < self.in_flight and (part := next(plan, None)) is not None:
+                # The next part to hand on is always asked; each further one takes a share of the
+                # budget, or waits until this stream has handed on what it holds.
+                while part is not None and len(pending) < self.in_flight and (not pending or budget.take()):
+                    ahead += bool(pending)
                     pending.append((asyncio.ensure_future(self._part(chat_id, message_id, location, part)), part))
+                    part = next(plan, None)
                 if not pending:
                     return
-                task, part = pending.popleft()
+                task, done = pending.popleft()
                 try:
                     data = await task
                 except FileGone as exc:
                     if sent:
                         raise StreamBroken(f"the file went away after {sent} bytes were read: {exc}") from exc
                     raise
-                expected = max(0, min(part.limit, size - part.offset))
+                expected = max(0, min(done.limit, size - done.offset))
                 if len(data) != expected:
-                    raise StreamBroken(f"Telegram answered {len(data)} bytes at {part.offset}, expected {expected}")
-                cut_from, cut_to = max(start, part.offset) - part.offset, min(end, part.offset + part.limit) - part.offset
+                    raise StreamBroken(f"Telegram answered {len(data)} bytes at {done.offset}, expected {expected}")
+                cut_from, cut_to = max(start, done.offset) - done.offset, min(end, done.offset + done.limit) - done.offset
                 piece = data if (cut_from, cut_to) == (0, len(data)) else data[cut_from:cut_to]
+                del data
                 if piece:
                     sent += len(piece)
                     yield piece
+                del piece
+                if ahead:  # handed on: the part now next no longer reads ahead
+                    ahead -= 1
+                    budget.give_back()
         finally:
+            budget.give_back(ahead)
             for task, _ in pending:
                 task.cancel()
             await asyncio.gather(*(task for task, _ in pending), return_exceptions=True)

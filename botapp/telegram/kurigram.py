@@ -23,7 +23,8 @@ What is used, and where kurigram keeps it (pyrogram/session/session.py unless sa
 - `pyrogram.raw.all.objects` (raw/core/tl_object.py: `TLObject.read` finds each constructor's class
   there): rpc_result's entry is `LeanRpcResult`, which reads a send's answer only as far as its id.
 - `Client._set_server_time(msg_id)` (client.py): the clock offset kurigram's msg ids use.
-- `TCP.crypto_executor` (connection/transport/tcp/tcp.py): where packets are ciphered.
+- `TCP.crypto_executor` (connection/transport/tcp/tcp.py): where packets are ciphered; and
+  `TCP._recv_from_socket` (`reader`, `TIMEOUT`), replaced by a linear-time read.
 - `types.Photo._parse` (types/messages_and_media/photo.py): a photo's file id from raw TL.
 - `Client.loop`: the loop kurigram schedules its own tasks on.
 - Downloads (`media_session_open`, `media_invoke`): `Client.get_session`'s way to a media session
@@ -44,6 +45,7 @@ import asyncio
 import bisect
 import concurrent.futures
 import contextlib
+import hashlib
 import io
 import sqlite3
 import struct
@@ -56,7 +58,8 @@ from pathlib import Path
 
 from pyrogram import Client, errors, raw, types
 from pyrogram.connection.transport import TCPAbridged
-from pyrogram.crypto import mtproto
+from pyrogram.crypto import aes, mtproto
+from pyrogram.errors import SecurityCheckMismatch
 from pyrogram.raw.all import objects as tl_constructors
 from pyrogram.raw.core import Message, MsgContainer
 from pyrogram.session import Auth, Session
@@ -74,7 +77,7 @@ RECHECK = (
     "(Message.read slices each body by its length), kdf; pyrogram/crypto/aes.py",
     "pyrogram/raw/all.py objects and raw/core/tl_object.py TLObject.read; raw/types/rpc_result.py RpcResult.read",
     "pyrogram/client.py: Client._set_server_time, Client.server_time, Client.loop",
-    "pyrogram/connection/transport/tcp/tcp.py: TCP.crypto_executor",
+    "pyrogram/connection/transport/tcp/tcp.py: TCP.crypto_executor, TCP._recv_from_socket (reader, TIMEOUT)",
     "pyrogram/types/messages_and_media/photo.py: Photo._parse",
     "pyrogram/errors/rpc_error.py: RPCError.raise_it, the value of an unknown error ('[420 NAME]')",
     "pyrogram/dispatcher.py: Dispatcher.updates_queue, handler_worker (one packet at a time, handlers awaited), "
@@ -199,8 +202,8 @@ class LoopCrypto(concurrent.futures.Executor):
 # is read as far as that update when it comes first in the answer, as Telegram sends it: the
 # answer's value is a `SentId`. Any other answer (an error, updateShortSentMessage, gzip_packed,
 # another first update) is read whole, as kurigram reads it. Nothing goes unchecked: MTProto's
-# msg_key covers the whole packet (mtproto.unpack), and Message.read slices each message's body
-# by its length, so the part left unread is skipped without being parsed.
+# msg_key covers the whole packet (unpack_lean), and each message's body is parsed only as far as
+# its length (unpack_lean; Message.read in a container), so the part left unread is never parsed.
 UPDATES_ID = 0x74AE4240  # updates#74ae4240 updates:Vector<Update> users:Vector<User> chats:Vector<Chat> date:int seq:int
 VECTOR_ID = 0x1CB5C415
 UPDATE_MESSAGE_ID = raw.types.UpdateMessageID.ID  # updateMessageID#4e90bfd6 id:int random_id:long
@@ -223,9 +226,52 @@ def _unpack(b, session_id: bytes, auth_key: bytes, auth_key_id: bytes):
     """mtproto.unpack, with the session known to LeanRpcResult (Session.handle_packet's call)."""
     _reading.session_id = session_id
     try:
-        return mtproto.unpack(b, session_id, auth_key, auth_key_id)
+        return unpack_lean(b, session_id, auth_key, auth_key_id)
     finally:
         _reading.session_id = None
+
+
+def unpack_lean(b: io.BytesIO, session_id: bytes, auth_key: bytes, auth_key_id: bytes) -> Message:
+    """mtproto.unpack's checks and answer, with one copy of the packet (its decryption) where
+    kurigram's makes six (the ciphertext read out, the body sliced, the payload read out, the
+    msg_key's input concatenated...): a 1 MiB part from upload.getFile cost half again its
+    decryption in copies. The same checks (core.telegram.org/mtproto/security_guidelines), each
+    raising SecurityCheckMismatch as kurigram's does: the auth key id; the msg_key, SHA-256 over
+    the whole decrypted packet, now before anything of it is parsed; the session id; the padding
+    12 to 1024 bytes and the payload a multiple of 4; an odd msg_id. The message body is parsed
+    from the decrypted packet in place (Message.read would slice it out first), as far as its
+    length: the padding after it is never parsed."""
+    packet = b.getbuffer()
+    try:
+        SecurityCheckMismatch.check(packet[:8] == auth_key_id, "b.read(8) == auth_key_id")
+        msg_key = bytes(packet[8:24])
+        aes_key, aes_iv = mtproto.kdf(auth_key, msg_key, False)
+        plain = aes.ige256_decrypt(packet[24:], aes_key, aes_iv)
+    finally:
+        packet.release()  # the BytesIO may be read or closed again
+    check = hashlib.sha256(auth_key[96 : 96 + 32])  # 96 = 88 + 8 (an incoming message)
+    check.update(plain)
+    SecurityCheckMismatch.check(msg_key == check.digest()[8:24], "msg_key == sha256(auth_key[96:128] + data)[8:24]")
+    SecurityCheckMismatch.check(plain[8:16] == session_id, "data.read(8) == session_id")
+    msg_id, seq_no, length = _MESSAGE_HEAD.unpack_from(plain, 16)
+    payload = len(plain) - 32  # after salt, session_id, msg_id, seq_no and length
+    SecurityCheckMismatch.check(12 <= payload - length <= 1024, "12 <= len(padding) <= 1024")
+    SecurityCheckMismatch.check(payload % 4 == 0, "len(payload) % 4 == 0")
+    SecurityCheckMismatch.check(msg_id % 2 != 0, "message.msg_id % 2 != 0")
+    data = io.BytesIO(plain)
+    data.seek(32)
+    try:
+        body = raw.core.TLObject.read(data)
+    except KeyError as e:
+        if e.args[0] == 0:
+            raise ConnectionError("Received empty data. Check your internet connection.") from e
+        raise ValueError(f"The server sent an unknown constructor: {hex(e.args[0])}") from e
+    if data.tell() > 32 + length:
+        raise SecurityCheckMismatch("the message body ran past its length")
+    return Message(body, msg_id, seq_no, length)
+
+
+_MESSAGE_HEAD = struct.Struct("<qii")  # msg_id:long seq_no:int length:int (raw/core/message.py)
 
 
 class LeanRpcResult(raw.types.RpcResult):
@@ -255,12 +301,38 @@ tl_constructors[raw.types.RpcResult.ID] = LeanRpcResult
 
 
 class Abridged(TCPAbridged):
-    """kurigram's default transport (TCP abridged), its crypto run by `LoopCrypto`."""
+    """kurigram's default transport (TCP abridged), its crypto run by `LoopCrypto`, its packets
+    read in linear time (`_recv_from_socket`)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.crypto_executor.shutdown(wait=False)  # the pool TCP made (no thread started yet)
         self.crypto_executor = LoopCrypto()
+
+    async def _recv_from_socket(self, length: int) -> bytes | None:
+        """TCP._recv_from_socket's answer: `length` bytes, or None when the connection closed, failed
+        or gave nothing for TCP.TIMEOUT seconds. Kurigram's joins the pieces as bytes (`data +=
+        chunk`: each piece copies all before it, a 1 MiB packet in 64 KiB pieces copied 8 MiB over)
+        and starts a task per piece (asyncio.wait_for); here they go into one bytearray, under one
+        timer pushed back at each piece."""
+        reader = self.reader
+        if not reader:
+            return None
+        loop = asyncio.get_running_loop()
+        received = bytearray()
+        try:
+            async with asyncio.timeout(None) as timer:
+                while len(received) < length:
+                    timer.reschedule(loop.time() + self.TIMEOUT)
+                    chunk = await reader.read(length - len(received))
+                    if not chunk:
+                        return None  # the connection closed
+                    if not received and len(chunk) == length:
+                        return chunk  # the usual small packet: one piece, no copy
+                    received += chunk
+        except (TimeoutError, OSError):
+            return None
+        return bytes(received)
 
 
 # --- sending requests: several in one container, each serialized once -------------------------------

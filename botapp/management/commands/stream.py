@@ -42,6 +42,7 @@ class Command(BaseCommand):
             sys.executable, "-m", "uvicorn", "config.asgi_stream:application",
             "--host", host, "--port", str(port), "--workers", str(workers),
             "--lifespan", "on",  # the readers start with the process (botapp/stream/app.py)
+            "--loop", "uvloop", "--http", "httptools",  # requirements/base.txt says why
             "--no-server-header",
             # Client addresses for the per-address limit come from X-Forwarded-For as PROXY_COUNT
             # says (botapp/views.py: client_ip), not from uvicorn's rewriting.

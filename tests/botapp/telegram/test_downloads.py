@@ -8,7 +8,7 @@ import random
 import pytest
 
 from botapp.telegram.download_pool import DownloaderPool
-from botapp.telegram.downloads import IN_FLIGHT, Downloader, FileGone, StreamBroken, parts
+from botapp.telegram.downloads import IN_FLIGHT, Downloader, FileGone, ReadAhead, StreamBroken, parts
 from inmemory_telegram import content
 from inmemory_telegram.faults import LOSE_ANSWER
 from inmemory_telegram.methods.upload import download_part_check
@@ -386,7 +386,10 @@ def test_calls_waiting_for_answers_set_no_timer_but_their_deadline(telegram):
             await r.aclose()
         return len(soon), len(deadlines), sessions
 
-    soon, deadlines, sessions = asyncio.run(asyncio.wait_for(_run_one(telegram, scenario, call_timeout=600), timeout=60))
+    budget = ReadAhead(streams * (IN_FLIGHT - 1))  # enough for every stream's calls
+    soon, deadlines, sessions = asyncio.run(
+        asyncio.wait_for(_run_one(telegram, scenario, call_timeout=600, read_ahead=budget), timeout=60)
+    )
     assert deadlines == streams * IN_FLIGHT  # one timer per call: its deadline
     assert soon <= sessions  # kurigram's ping worker of each session; none per call
 
@@ -409,3 +412,54 @@ def test_the_calls_in_flight_spread_over_the_bots_connections_to_the_dc_which_sh
     assert got == data
     assert sessions == connections == 2 and len(keys) == 1
     assert telegram.count("auth.ExportAuthorization") == telegram.count("auth.ImportAuthorization") == 1
+
+
+def test_streams_read_ahead_only_while_the_processs_budget_lasts_and_give_it_back(telegram):
+    """Each stream always has its next part asked; what it asks further ahead takes a share of
+    the process's ReadAhead: with 3 parts of budget, 4 streams never have more than 4 + 3 calls in
+    flight together, each still gets exactly its bytes, and the budget is whole again after."""
+    message_id, data = uploaded(telegram, 6 * MIB + 5)
+    budget = ReadAhead(3)
+    most = 0
+
+    async def scenario(downloader):
+        nonlocal most
+
+        async def one(start):
+            nonlocal most
+            pieces = []
+            async for piece in downloader.read(STORAGE, message_id, start, len(data)):
+                most = max(most, sum(len(s.results) for s in downloader.media_sessions()))
+                pieces.append(piece)
+            return b"".join(pieces)
+
+        return await asyncio.gather(*(one(start) for start in (0, 1, MIB + 7, 4 * MIB)))
+
+    got = asyncio.run(asyncio.wait_for(_run_one(telegram, scenario, read_ahead=budget), timeout=60))
+    assert got == [data[0:], data[1:], data[MIB + 7 :], data[4 * MIB :]]
+    assert 0 < most <= 4 + 3
+    assert budget.left == budget.parts == 3
+
+
+def test_a_stream_with_no_budget_left_reads_one_part_at_a_time_and_a_closed_one_gives_its_share_back(telegram):
+    message_id, data = uploaded(telegram, 5 * MIB)
+    budget = ReadAhead(0)
+
+    async def scenario(downloader):
+        in_flight = []
+        pieces = []
+        async for piece in downloader.read(STORAGE, message_id, 0, len(data)):
+            in_flight.append(sum(len(s.results) for s in downloader.media_sessions()))
+            pieces.append(piece)
+        ahead = ReadAhead(2)
+        downloader.read_ahead = ahead
+        reads = downloader.read(STORAGE, message_id, 0, len(data))
+        await reads.__anext__()
+        taken = ahead.left
+        await reads.aclose()  # the client went away mid-stream
+        return b"".join(pieces), in_flight, taken, ahead.left
+
+    got, in_flight, taken, left = asyncio.run(asyncio.wait_for(_run_one(telegram, scenario, read_ahead=budget), timeout=60))
+    assert got == data
+    assert max(in_flight) <= 1  # only the next part, each asked when the last was handed on
+    assert taken == 0 and left == 2  # both taken while the stream was open, both given back by its closing

@@ -201,13 +201,13 @@ def test_a_packet_read_off_the_loop_knows_its_session_too():
     crypto = kurigram.LoopCrypto()
     seen = []
 
-    def unpack(b, session_id, auth_key, auth_key_id):  # stands for mtproto.unpack, on the crypto thread
+    def unpack(b, session_id, auth_key, auth_key_id):  # stands for unpack_lean, on the crypto thread
         seen.append(kurigram._reading.session_id)
 
     try:
-        original, kurigram.mtproto.unpack = kurigram.mtproto.unpack, unpack
+        original, kurigram.unpack_lean = kurigram.unpack_lean, unpack
         crypto.submit(kurigram.mtproto.unpack, io.BytesIO(b"x" * (SMALL_PACKET + 1)), b"s9", b"k", b"i").result()
     finally:
-        kurigram.mtproto.unpack = original
+        kurigram.unpack_lean = original
         crypto.shutdown()
     assert seen == [b"s9"]
