@@ -6,8 +6,8 @@ A `Downloader` is one bot's reader in one process: its own kurigram client (neve
 of runbot or a worker), up to `connections` media sessions per data centre (kurigram.
 media_session_open; each part to the one with the fewest calls in flight), and the files' locations
 cached by message. `read` yields exactly bytes [start, end) of a file: the range is cut into parts
-Telegram accepts (limits.DOWNLOAD_*; an unaligned start or end is read aligned and trimmed), up to
-`in_flight` of them asked at once, each handed on in order once the consumer asks for the next. So
+Telegram accepts (limits.DOWNLOAD_*; an unaligned start or end is read aligned and trimmed; the
+first part small: `parts`), up to `in_flight` of them asked at once, each handed on in order once the consumer asks for the next. So
 at most `in_flight` parts (1 MB each at most) are held per stream, a slow consumer slows the reads,
 and closing or cancelling the iterator cancels what is in flight. The parts a stream asks ahead of
 the one it hands on next also take a share of the process's `ReadAhead` budget (the pool's: one
@@ -43,7 +43,7 @@ from botapp.metrics import GETFILE_ERRORS, GETFILE_SECONDS
 from botapp.telegram import retry
 from botapp.telegram.gateway import BotUnauthorized, FloodWait
 from botapp.telegram.kurigram import loop_bind, media_invoke, media_session_open, session_tune
-from botapp.telegram.limits import DOWNLOAD_ALIGN, DOWNLOAD_CHUNK
+from botapp.telegram.limits import DOWNLOAD_ALIGN, DOWNLOAD_ALIGN_PRECISE, DOWNLOAD_CHUNK
 from botapp.telegram.request import error_to_domain
 
 log = logging.getLogger(__name__)
@@ -53,6 +53,9 @@ log = logging.getLogger(__name__)
 # centre, 4 (TG-FileStreamBot's choice) leave the stream waiting on each answer's last bytes
 # (docs/benchmarks.md, "Stream and download links"); 6 keep a fast connection full.
 IN_FLIGHT = 6
+# The first part of a read (`parts`): small, so a player's seek gets its first bytes after a short
+# answer; a multiple of DOWNLOAD_ALIGN.
+HEAD_PART = 64 * 1024
 # MiB of parts a process's streams may read ahead of what they hand on next, all together
 # (ReadAhead; STREAM_READ_AHEAD_MB).
 READ_AHEAD_MB = 128
@@ -92,29 +95,33 @@ class Part:
 
     offset: int
     limit: int
+    precise: bool = False  # asked with the precise flag (1 KB steps: `parts`)
 
 
 def parts(start: int, end: int) -> Iterator[Part]:
-    """The parts that cover [start, end), in order. The first starts at `start` rounded down to the
-    smallest power-of-two limit whose aligned part reaches the next 1 MB boundary (or `end`): one
-    call, at most that limit read before `start`. Then whole 1 MB chunks, the last one cut to the
-    smallest limit that reaches `end`."""
+    """The parts that cover [start, end), in order, within Telegram's rules (limits.DOWNLOAD_*).
+    The first is HEAD_PART from `start` rounded down to 4 KB: a seek's first bytes come after a
+    small part's round trip, not a whole MiB's. The next reaches the next 1 MiB boundary (or
+    `end`), then whole 1 MiB chunks, the last cut to the smallest limit that reaches `end`. A part
+    that is not a power of two at a multiple of itself is asked `precise` (1 KB steps): so a read
+    from inside a MiB costs one call more than whole chunks would, and never reads more than 4 KB
+    before `start`."""
     if start >= end:
         return
     pos = start - start % DOWNLOAD_ALIGN
-    target = min(end, (pos // DOWNLOAD_CHUNK + 1) * DOWNLOAD_CHUNK)
-    limit = DOWNLOAD_ALIGN
-    while pos - pos % limit + limit < target:
-        limit *= 2
-    pos -= pos % limit
-    yield Part(pos, limit)
-    pos += limit
+    room = HEAD_PART
     while pos < end:
+        stop = min(end, (pos // DOWNLOAD_CHUNK + 1) * DOWNLOAD_CHUNK, pos + room)
         limit = DOWNLOAD_ALIGN
-        while limit < min(end - pos, DOWNLOAD_CHUNK):
+        while limit < stop - pos:
             limit *= 2
-        yield Part(pos, limit)
+        if pos % limit == 0 and pos // DOWNLOAD_CHUNK == (pos + limit - 1) // DOWNLOAD_CHUNK:
+            yield Part(pos, limit)  # a standard part (at the end of the file it may reach past it)
+        else:
+            limit = -(-(stop - pos) // DOWNLOAD_ALIGN_PRECISE) * DOWNLOAD_ALIGN_PRECISE
+            yield Part(pos, limit, precise=True)
         pos += limit
+        room = DOWNLOAD_CHUNK
 
 
 @dataclass
@@ -327,7 +334,9 @@ class Downloader:
         attempt = migrations = refreshes = 0
         while True:
             generation = location.generation
-            query = raw.functions.upload.GetFile(location=location.input, offset=part.offset, limit=part.limit)
+            query = raw.functions.upload.GetFile(
+                location=location.input, offset=part.offset, limit=part.limit, precise=part.precise or None
+            )
             try:
                 session = await self._session(location.dc_id)
                 self._busy[session] = self._busy.get(session, 0) + 1

@@ -65,7 +65,9 @@ GROUP_CHAT_INTERVAL = 60.0 / GROUP_PER_MINUTE
 # --- downloads (core.telegram.org/api/files, "Downloading files") ---------------------------------
 # upload.getFile without the precise flag: offset and limit divisible by 4 KB, 1 MB divisible by
 # limit, and the part inside one 1 MB chunk (offset // 1 MB == (offset + limit - 1) // 1 MB).
+# With the `precise` flag: offset and limit divisible by 1 KB, limit at most 1 MB, the same chunk.
 DOWNLOAD_ALIGN = 4 * 1024
+DOWNLOAD_ALIGN_PRECISE = 1024
 DOWNLOAD_CHUNK = 1024 * 1024
 
 # --- measuring -----------------------------------------------------------------------------------

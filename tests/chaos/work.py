@@ -111,7 +111,7 @@ def mark(cluster) -> int:
 
 
 def idle(cluster) -> bool:
-    """No task queued, reserved or running on any live worker (asked twice, a moment apart)."""
+    """No task queued, reserved or running on any live worker (asked twice, one after the other)."""
     from config.celery import app
 
     alive = [f"{name}@chaos" for name in cluster.workers.alive()]
@@ -129,10 +129,10 @@ def idle(cluster) -> bool:
             return False  # a worker still starting (or too busy to answer)
         return not any(active.values()) and not any(reserved.values())
 
-    if not quiet():
-        return False
-    time.sleep(0.3)
-    return quiet()
+    # Asked twice: a task a worker took from the queue between the first look's two reads (the
+    # queue's length, then the workers' answers) shows in the second look's, after a round trip
+    # to every worker and back.
+    return quiet() and quiet()
 
 
 def warm(cluster) -> None:

@@ -121,7 +121,7 @@ def test_streams_go_to_the_least_loaded_bot_and_a_bot_in_a_flood_wait_is_skipped
     telegram.bot_add(READER, admin_of=[STORAGE])
     telegram.bot_add(SECOND, admin_of=[STORAGE])
     telegram.enforce_rates = True
-    telegram.rates_set(file_read_rate=3)
+    telegram.rates_set(file_read_rate=4)
     message_id, data = uploaded(telegram, 5 * MIB)
     pool = pool_of(telegram, [telegram.bot.token, READER, SECOND], tmp_path, in_flight=1, max_flood_wait=0)
 

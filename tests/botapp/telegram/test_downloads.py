@@ -8,7 +8,7 @@ import random
 import pytest
 
 from botapp.telegram.download_pool import DownloaderPool
-from botapp.telegram.downloads import IN_FLIGHT, Downloader, FileGone, ReadAhead, StreamBroken, parts
+from botapp.telegram.downloads import HEAD_PART, IN_FLIGHT, Downloader, FileGone, ReadAhead, StreamBroken, parts
 from inmemory_telegram import content
 from inmemory_telegram.faults import LOSE_ANSWER
 from inmemory_telegram.methods.upload import download_part_check
@@ -55,11 +55,16 @@ def test_every_part_asked_keeps_telegrams_rules_and_the_parts_cover_the_range_on
     for start, end in ranges:
         plan = list(parts(start, end))
         for part in plan:
-            download_part_check(part.offset, part.limit, precise=False)  # raises RpcFault on a bad part
+            download_part_check(part.offset, part.limit, precise=part.precise)  # raises RpcFault on a bad part
+            if not part.precise:
+                assert part.offset % part.limit == 0  # the strictest reading of the rules
         if start < end:
             assert plan[0].offset <= start < plan[0].offset + plan[0].limit
+            assert start - plan[0].offset < 4096 and plan[0].limit <= HEAD_PART  # a seek's first bytes come soon
             assert all(a.offset + a.limit == b.offset for a, b in zip(plan, plan[1:], strict=False))
             assert plan[-1].offset + plan[-1].limit >= end > plan[-1].offset
+            assert sum(p.offset < (start // MIB + 1) * MIB for p in plan) <= 2  # one call more than whole chunks
+            assert all(p.limit == MIB and not p.precise for p in plan[2:-1])
         else:
             assert plan == []
 
