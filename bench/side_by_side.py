@@ -125,11 +125,12 @@ def main() -> None:
             print(f"run {i + 1} {side} ({sha[:7]}) done", flush=True)
     print(f"\n{' '.join(bench)}: min / median / max of {args.runs}, alternating")
     print(f"  base {sides['base'][0][:7]} | new {sides['new'][0][:7]}")
-    for key in results["base"][0]:
+    keys = list(dict.fromkeys(k for side in ("base", "new") for r in results[side] for k in r))
+    for key in keys:  # a figure only one side prints (its label changed) shows "—" on the other
         base = [r[key] for r in results["base"] if key in r]
         new = [r[key] for r in results["new"] if key in r]
-        if base and new:
-            print(f"  {key}\n      {spread(base)}  |  {spread(new)}")
+        label = key.replace(" {}", "").replace("{}", "")
+        print(f"  {label}\n      {spread(base) if base else '—'}  |  {spread(new) if new else '—'}")
 
 
 if __name__ == "__main__":

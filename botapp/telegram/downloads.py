@@ -67,6 +67,12 @@ CALL_TIMEOUT = 15.0
 # the parts in flight go to the connection with the fewest. As many as one stream's calls in flight
 # (docs/design.md, the reader: measured with bench/download_connections.py).
 CONNECTIONS = IN_FLIGHT
+# The connections a part goes on: the first part of each read (the one holding its first byte) on
+# a connection of its own per DC, "head", never behind the 1 MiB answers other streams read ahead,
+# nor behind answers still on their way for a stream its client left (MTProto answers what it was
+# asked; kurigram cannot take a request back); every other part on the "bulk" connections.
+HEAD, BULK = "head", "bulk"
+HEAD_CONNECTIONS = 1  # first parts are small (HEAD_PART): one connection per DC carries them
 LOCATIONS_MAX = 10_000  # files whose location (size, DC, reference) a Downloader keeps
 MIGRATIONS_MAX = 2  # FILE_MIGRATE_X answers one part follows before it gives up
 REFRESHES_MAX = 3  # file references one part refreshes in a row before it gives up
@@ -222,9 +228,10 @@ class Downloader:
         self.load = 0  # streams open now
         self.flood_until = 0.0  # time.monotonic() until which Telegram told this bot to wait
         self._locations: collections.OrderedDict[tuple[int, int], Location] = collections.OrderedDict()
-        self._sessions: dict[int, list] = collections.defaultdict(list)  # DC -> its media sessions
+        self._sessions: dict[tuple[int, str], list] = collections.defaultdict(list)  # (DC, lane) -> its media sessions
         self._busy: dict[object, int] = {}  # media session -> its calls in flight
-        self._opening: dict[int, asyncio.Task] = {}  # DC -> the connection being opened there
+        self._opening: dict[tuple[int, str], asyncio.Task] = {}  # (DC, lane) -> the connection being opened
+        self._signing_in: dict[int, asyncio.Lock] = {}  # DC -> held while a connection to it opens
 
     async def start(self) -> None:
         loop_bind(self.client, asyncio.get_running_loop())
@@ -299,7 +306,8 @@ class Downloader:
                 # budget, or waits until this stream has handed on what it holds.
                 while part is not None and len(pending) < self.in_flight and (not pending or budget.take()):
                     ahead += bool(pending)
-                    pending.append((asyncio.ensure_future(self._part(chat_id, message_id, location, part)), part))
+                    lane = HEAD if part.offset + part.limit > start and part.offset <= start else BULK
+                    pending.append((asyncio.ensure_future(self._part(chat_id, message_id, location, part, lane)), part))
                     part = next(plan, None)
                 if not pending:
                     return
@@ -329,8 +337,9 @@ class Downloader:
                 task.cancel()
             await asyncio.gather(*(task for task, _ in pending), return_exceptions=True)
 
-    async def _part(self, chat_id: int, message_id: int, location: Location, part: Part) -> bytes:
-        """One part's bytes, asked again as retry.read_after says (module docstring)."""
+    async def _part(self, chat_id: int, message_id: int, location: Location, part: Part, lane: str = BULK) -> bytes:
+        """One part's bytes, on a connection of `lane`, asked again as retry.read_after says (module
+        docstring)."""
         attempt = migrations = refreshes = 0
         while True:
             generation = location.generation
@@ -338,7 +347,7 @@ class Downloader:
                 location=location.input, offset=part.offset, limit=part.limit, precise=part.precise or None
             )
             try:
-                session = await self._session(location.dc_id)
+                session = await self._session(location.dc_id, lane)
                 self._busy[session] = self._busy.get(session, 0) + 1
                 try:
                     answer = await self._get(session, query)
@@ -390,33 +399,41 @@ class Downloader:
             raise StreamBroken(str(error)) from exc
         await asyncio.sleep(decision.wait)
 
-    async def _session(self, dc_id: int):
-        """The media session on `dc_id` with the fewest calls in flight. When every open one has a
-        call in flight, another is opened (up to `connections`) for the parts that come next; a
-        part waits for an opening only when there is none yet. The opening is the Downloader's
-        task, not the part's: a part cancelled meanwhile leaves it to finish (kurigram's session
-        start is not cut halfway, which could swallow the cancellation)."""
-        sessions = self._sessions[dc_id]
+    async def _session(self, dc_id: int, lane: str = BULK):
+        """The media session of `lane` on `dc_id` with the fewest calls in flight. When every open
+        one has a call in flight, another is opened (up to `connections`; HEAD_CONNECTIONS for the
+        head lane) for the parts that come next; a part waits for an opening only when there is
+        none yet. The opening is the Downloader's task, not the part's: a part cancelled meanwhile
+        leaves it to finish (kurigram's session start is not cut halfway, which could swallow the
+        cancellation)."""
+        key = (dc_id, lane)
+        sessions = self._sessions[key]
+        most = HEAD_CONNECTIONS if lane == HEAD else self.connections
         idle = min(sessions, key=lambda s: self._busy.get(s, 0), default=None)
-        if idle is not None and (self._busy.get(idle, 0) == 0 or len(sessions) >= self.connections):
+        if idle is not None and (self._busy.get(idle, 0) == 0 or len(sessions) >= most):
             return idle
-        opening = self._opening.get(dc_id)
+        opening = self._opening.get(key)
         if opening is None:
-            opening = self._opening[dc_id] = asyncio.ensure_future(self._open(dc_id))
-            opening.add_done_callback(lambda task: self._opened(dc_id, task))
+            opening = self._opening[key] = asyncio.ensure_future(self._open(key))
+            opening.add_done_callback(lambda task: self._opened(key, task))
         if idle is not None:
             return idle
         return await asyncio.shield(opening)
 
-    async def _open(self, dc_id: int):
-        session = await media_session_open(self.client, dc_id, beside=next(iter(self._sessions[dc_id]), None))
-        self._sessions[dc_id].append(session)
+    async def _open(self, key: tuple[int, str]):
+        dc_id = key[0]
+        # One at a time per DC: the first signs the bot in there, the next share its key (every lane).
+        async with self._signing_in.setdefault(dc_id, asyncio.Lock()):
+            beside = next((s for (dc, _), sessions in self._sessions.items() if dc == dc_id for s in sessions), None)
+            session = await media_session_open(self.client, dc_id, beside=beside)
+        self._sessions[key].append(session)
         self._busy[session] = 0
         return session
 
-    def _opened(self, dc_id: int, task: asyncio.Task) -> None:
-        if self._opening.get(dc_id) is task:
-            del self._opening[dc_id]
+    def _opened(self, key: tuple[int, str], task: asyncio.Task) -> None:
+        dc_id = key[0]
+        if self._opening.get(key) is task:
+            del self._opening[key]
         if not task.cancelled() and (exc := task.exception()) is not None:  # the next part asks again
             log.warning("stream bot %s: a connection to DC %s did not open: %r", self.name, dc_id, exc)
 

@@ -7,8 +7,9 @@ import random
 
 import pytest
 
+from botapp.telegram import downloads as downloads_module
 from botapp.telegram.download_pool import DownloaderPool
-from botapp.telegram.downloads import HEAD_PART, IN_FLIGHT, Downloader, FileGone, ReadAhead, StreamBroken, parts
+from botapp.telegram.downloads import HEAD_CONNECTIONS, HEAD_PART, IN_FLIGHT, Downloader, FileGone, ReadAhead, StreamBroken, parts
 from inmemory_telegram import content
 from inmemory_telegram.faults import LOSE_ANSWER
 from inmemory_telegram.methods.upload import download_part_check
@@ -415,7 +416,7 @@ def test_the_calls_in_flight_spread_over_the_bots_connections_to_the_dc_which_sh
 
     got, sessions, keys, connections = run(telegram, scenario, in_flight=4, connections=2)
     assert got == data
-    assert sessions == connections == 2 and len(keys) == 1
+    assert sessions == connections == 2 + HEAD_CONNECTIONS and len(keys) == 1  # the head lane's too
     assert telegram.count("auth.ExportAuthorization") == telegram.count("auth.ImportAuthorization") == 1
 
 
@@ -468,3 +469,29 @@ def test_a_stream_with_no_budget_left_reads_one_part_at_a_time_and_a_closed_one_
     assert got == data
     assert max(in_flight) <= 1  # only the next part, each asked when the last was handed on
     assert taken == 0 and left == 2  # both taken while the stream was open, both given back by its closing
+
+
+def test_the_first_part_of_each_read_goes_on_the_head_connection_the_rest_never_do(telegram):
+    """A seek's first part must not queue behind 1 MiB answers read ahead, its own or other
+    streams': it has a connection of its own, which nothing else uses."""
+    message_id, data = uploaded(telegram, 4 * MIB)
+    asked: list[tuple[str, int]] = []
+
+    async def scenario(downloader):
+        original = downloader._session
+
+        async def session_of(dc_id, lane=downloads_module.BULK):
+            session = await original(dc_id, lane)
+            asked.append((lane, id(session)))
+            return session
+
+        downloader._session = session_of
+        got = [await read(downloader, message_id, start, len(data)) for start in (0, MIB + 5, 3 * MIB - 1)]
+        head = {s for lane, s in asked if lane == downloads_module.HEAD}
+        bulk = {s for lane, s in asked if lane == downloads_module.BULK}
+        return got, [lane for lane, _ in asked], head, bulk
+
+    got, lanes, head, bulk = run(telegram, scenario)
+    assert got == [data[0:], data[MIB + 5 :], data[3 * MIB - 1 :]]
+    assert lanes.count(downloads_module.HEAD) == 3  # one first part per read
+    assert len(head) == HEAD_CONNECTIONS and not head & bulk
