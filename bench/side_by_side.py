@@ -66,6 +66,9 @@ def database_for(sha: str, tag: str = "") -> str:
     return urlunsplit(base._replace(path=f"/{name}"))
 
 
+LOAD = re.compile(r"\s*\(load [\d.]+\)")
+
+
 def figures(output: str) -> dict[str, float]:
     """Each summary figure of one run, keyed by its line with the figure taken out, under the
     heading it is indented below (a bench that prints the same lines for several cases)."""
@@ -75,7 +78,7 @@ def figures(output: str) -> dict[str, float]:
         matches = list(TRIPLE.finditer(line))
         if not matches:
             if line.strip() and not line.startswith(" "):
-                heading = line.strip()
+                heading = LOAD.sub("", line.strip())  # the same heading whatever the load was
             continue
         label = re.sub(r"\s{2,}", " ", TRIPLE.sub("{}", line.strip()))
         if line.startswith("    ") and heading:

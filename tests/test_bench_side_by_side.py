@@ -51,3 +51,9 @@ paid (allowed 1000/s, limiter 955/s):
         "free (allowed 30/s, limiter 28.5/s): achieved/allowed {}": 0.962,
         "paid (allowed 1000/s, limiter 955/s): achieved/allowed {}": 0.957,
     }
+
+
+def test_a_heading_is_the_same_whatever_the_load_it_names():
+    one = "min / median / max of 1 (load 8.35):\n    of which taken, p95, ms   278 / 278 / 278\n"
+    other = "min / median / max of 1 (load 14.13):\n    of which taken, p95, ms   519 / 519 / 519\n"
+    assert figures(one).keys() == figures(other).keys()
