@@ -93,10 +93,7 @@ JOIN_FIRST = "Please join our channel first, then tap <b>Try again</b>."
 JOIN_FIRST_MANY = "Please join our channels first, then tap <b>Try again</b>."
 VERIFY = "Verify once to get your files: tap <b>Verify</b>, pass the page, and come back. Verification lasts {hours}."
 VERIFIED = "✅ You are verified for {hours}."
-VERIFY_STEP = (
-    "Verification {step} of {count}: tap <b>Verify</b>, pass the page, and come back. "
-    "Verifications in a period of {{hours}}: {count}, each some hours after the one before."
-)
+VERIFY_STEP = "Verification {step} of {count} (every {{hours}}): tap <b>Verify</b>, pass the page, and come back."
 BYPASSED = "⚠️ You came back faster than the verification page allows. Nothing was unlocked."
 BYPASS_BANNED = "⚠️ You came back faster than the verification page allows. You are blocked for {ban}."
 BANNED = "You are blocked for {remaining} for skipping verification."

@@ -31,6 +31,7 @@ Status = Notice.Status
 LOG_MESSAGES_PER_RUN = 15  # log messages per run of the minute job: under a channel's 20 a minute
 LEASE = timedelta(minutes=5)  # a claim whose worker is silent this long is taken again
 LINE_LENGTH = 300  # a log line is cut to this (UTF-16 units): one line never fills a message
+LINES_PER_MESSAGE_MAX = 200  # lines claimed per log message at most: more than fit one (they are longer than 20)
 
 
 def notice_log(*, text: str, conf: BotSettings | None = None) -> Notice | None:
@@ -71,7 +72,7 @@ def notices_claim(*, users: int, log_messages: int) -> list[Message]:
     with transaction.atomic():
         base = Notice.objects.select_for_update(skip_locked=True, of=("self",)).filter(_unsent_q(now)).order_by("id")
         to_users = list(base.filter(chat_id__isnull=False)[:users])
-        lines = list(base.filter(chat_id__isnull=True)[: log_messages * 40]) if log_messages > 0 else []
+        lines = list(base.filter(chat_id__isnull=True)[: log_messages * LINES_PER_MESSAGE_MAX]) if log_messages > 0 else []
         batches = {n.batch for n in lines if n.batch is not None}
         if batches:  # the whole of every batch claimed before, even past the slice
             have = {n.pk for n in lines}
