@@ -12,7 +12,17 @@ from django.utils.html import format_html_join
 from unfold.decorators import action, display
 
 from botapp.admin.base import InternalAdmin
-from botapp.models import BotSettings, Notice, RedeemCode, Redemption, Referral
+from botapp.models import (
+    BotSettings,
+    GrowthCount,
+    Notice,
+    RedeemCode,
+    RedeemThrottle,
+    Redemption,
+    Referral,
+    ReferralCode,
+    VerificationProgress,
+)
 from botapp.services.premium import DURATION_HELP, duration_parse
 from botapp.services.redeem import CODES_MAX, USES_MAX, RedeemError, codes_generate
 from botapp.services.referrals import referral_decide
@@ -130,4 +140,63 @@ class NoticeAdmin(InternalAdmin):
 
     list_display = ("created_at", "chat_id", "text", "status", "result")
     list_filter = ("status", "created_at")
+    search_fields = ("text", "=chat_id")
     readonly_fields = ("chat_id", "text", "status", "created_at", "claimed_at", "batch", "result")
+
+
+@admin.register(Redemption)
+class RedemptionAdmin(InternalAdmin):
+    """Who redeemed which code, and the premium plan it gave."""
+
+    list_display = ("redeemed_at", "user", "code", "plan")
+    list_filter = ("redeemed_at",)
+    search_fields = ("=user__telegram_id", "user__username", "code__hint")
+    list_select_related = ("user", "code", "plan")
+    readonly_fields = list_display
+
+
+@admin.register(RedeemThrottle)
+class RedeemThrottleAdmin(InternalAdmin):
+    """Users' wrong codes; deleting a row lifts that user's cool-off."""
+
+    list_display = ("user", "failures", "window_started_at", "blocked_until")
+    list_filter = ("blocked_until",)
+    search_fields = ("=user__telegram_id", "user__username")
+    list_select_related = ("user",)
+    readonly_fields = list_display
+    deletable = True
+
+    def has_delete_permission(self, request, obj=None):
+        return True
+
+
+@admin.register(ReferralCode)
+class ReferralCodeAdmin(InternalAdmin):
+    """Each user's referral code (their link: /start ref_<code>), made by their first /refer."""
+
+    list_display = ("user", "code", "created_at")
+    list_filter = ("created_at",)
+    search_fields = ("=user__telegram_id", "user__username", "=code")
+    list_select_related = ("user",)
+    readonly_fields = list_display
+
+
+@admin.register(VerificationProgress)
+class VerificationProgressAdmin(InternalAdmin):
+    """Where each user is in their verification period (verification in steps)."""
+
+    list_display = ("user", "step", "period_started_at", "last_verified_at")
+    list_filter = ("step", "period_started_at")
+    search_fields = ("=user__telegram_id", "user__username")
+    list_select_related = ("user",)
+    readonly_fields = list_display
+
+
+@admin.register(GrowthCount)
+class GrowthCountAdmin(InternalAdmin):
+    """Day totals of verifications by step, bypasses, bans, referrals and redemptions."""
+
+    list_display = ("day", "kind", "count")
+    list_filter = ("kind", "day")
+    search_fields = ("kind",)
+    readonly_fields = list_display

@@ -161,17 +161,18 @@ class BotSettings(models.Model):
     shortener_api_key = models.CharField("shortener API key", max_length=255, blank=True)
     verify_second_gap_hours = models.PositiveIntegerField(
         "second verification after (hours)",
-        default=0,
-        db_default=0,
-        validators=[MaxValueValidator(VERIFICATION_HOURS_MAX)],
-        help_text="Within one verification period, verify a second time this long after the first. 0: once per period.",
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1), MaxValueValidator(VERIFICATION_HOURS_MAX)],
+        help_text="Within one verification period (above), verify a second time this long after the first. "
+        "Empty: once per period.",
     )
     verify_third_gap_hours = models.PositiveIntegerField(
         "third verification after (hours)",
-        default=0,
-        db_default=0,
-        validators=[MaxValueValidator(VERIFICATION_HOURS_MAX)],
-        help_text="A third time this long after the second (needs the second). 0: no third.",
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1), MaxValueValidator(VERIFICATION_HOURS_MAX)],
+        help_text="A third time this long after the second (needs the second). Empty: no third.",
     )
     verify_second_shortener_url = models.CharField(
         "second verification's shortener API URL", max_length=255, blank=True, db_default="",
@@ -197,10 +198,10 @@ class BotSettings(models.Model):
     )
     referrals_needed = models.PositiveIntegerField(
         "referrals per reward",
-        default=0,
-        db_default=0,
-        validators=[MaxValueValidator(REFERRALS_NEEDED_MAX)],
-        help_text="Every this many counted referrals give the referrer the premium time below. 0: no reward.",
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1), MaxValueValidator(REFERRALS_NEEDED_MAX)],
+        help_text="Every this many counted referrals give the referrer the premium time below. Empty: no reward.",
     )
     referral_premium_hours = models.PositiveIntegerField(
         "referral reward (hours of premium)",
@@ -411,14 +412,12 @@ class BotSettings(models.Model):
             )
         if self.verify_third_gap_hours and not self.verify_second_gap_hours:
             raise ValidationError({"verify_third_gap_hours": "A third verification needs a second one: set its gap too."})
-        if (
-            self.verify_second_gap_hours + self.verify_third_gap_hours >= self.verification_hours > 0
-            and self.verify_second_gap_hours
-        ):
+        gaps = (self.verify_second_gap_hours or 0) + (self.verify_third_gap_hours or 0)
+        if self.verify_second_gap_hours and self.verification_hours and gaps >= self.verification_hours:
             raise ValidationError(
                 {
-                    "verify_second_gap_hours": f"The gaps add up to {self.verify_second_gap_hours + self.verify_third_gap_hours} "
-                    f"hours, the whole period ({self.verification_hours} hours, above) or more: the later steps would never come."
+                    "verify_second_gap_hours": f"The gaps add up to {gaps} hours, the whole period "
+                    f"({self.verification_hours} hours, above) or more: the later steps would never come."
                 }
             )
 

@@ -85,3 +85,18 @@ def growth_today_text() -> str:
     if hits is not None:
         lines.append(f"<b>Limit hits</b>: {hits.get(today, 0)}")
     return "\n".join(lines)
+
+
+def growth_dashboard(*, days: int = 7) -> dict:
+    """The dashboard's growth cards: today's counts and the last `days` days' totals per kind, the
+    limit hits (None when no source is registered)."""
+    counts = growth_counts(days=days)
+    today = clock.today()
+    week = {kind: sum(day[kind] for day in counts.values()) for kind in KINDS}
+    hits = limit_hits_by_day(days=list(counts))
+    return {
+        "today": counts[today],
+        "week": week,
+        "days": days,
+        "limit_hits": None if hits is None else {"today": hits.get(today, 0), "week": sum(hits.values())},
+    }

@@ -32,7 +32,7 @@ def steps_count(*, conf: BotSettings) -> int:
 
 def _gap(conf: BotSettings, step: int) -> timedelta:
     """The gap before `step` (2 or 3)."""
-    return timedelta(hours=conf.verify_second_gap_hours if step == 2 else conf.verify_third_gap_hours)
+    return timedelta(hours=(conf.verify_second_gap_hours if step == 2 else conf.verify_third_gap_hours) or 0)
 
 
 def step_next(*, user: TelegramUser, conf: BotSettings, now: datetime) -> int:

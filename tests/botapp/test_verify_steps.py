@@ -225,6 +225,6 @@ def test_gaps_that_never_come_within_the_period_are_refused(conf):
     )
     assert not form.is_valid() and "the later steps would never come" in str(form.errors)
     form = modelform_factory(BotSettings, form=BotSettingsForm, fields=fields)(
-        data={"verification_hours": 24, "verify_second_gap_hours": 0, "verify_third_gap_hours": 6}, instance=conf
+        data={"verification_hours": 24, "verify_second_gap_hours": "", "verify_third_gap_hours": 6}, instance=conf
     )
     assert not form.is_valid() and "needs a second one" in str(form.errors)
