@@ -81,14 +81,10 @@ class RedeemCodeAdmin(InternalAdmin):
     list_filter = ("created_at", "expires_at")
     search_fields = ("hint", "created_by", "=redemptions__user__telegram_id")
     readonly_fields = ("hint", "premium", "uses_max", "uses", "expires_at", "created_at", "created_by", "redeemed_by")
-    deletable = True
 
     def get_queryset(self, request):
         redemptions = Prefetch("redemptions", queryset=Redemption.objects.select_related("user").order_by("redeemed_at"))
         return super().get_queryset(request).prefetch_related(redemptions)
-
-    def has_delete_permission(self, request, obj=None):
-        return True  # a deleted code can no longer be redeemed; premium given stays
 
     actions_list = ["make_codes"]
 
@@ -165,9 +161,6 @@ class RedeemThrottleAdmin(InternalAdmin):
     list_select_related = ("user",)
     readonly_fields = list_display
     deletable = True
-
-    def has_delete_permission(self, request, obj=None):
-        return True
 
 
 @admin.register(ReferralCode)

@@ -228,3 +228,13 @@ def test_gaps_that_never_come_within_the_period_are_refused(conf):
         data={"verification_hours": 24, "verify_second_gap_hours": "", "verify_third_gap_hours": 6}, instance=conf
     )
     assert not form.is_valid() and "needs a second one" in str(form.errors)
+
+
+def test_an_admins_ban_is_posted_to_the_log_and_counted(box, conf):
+    conf.verification_log_channel_id = LOG
+    conf.save()
+    box.telegram.create_channel(LOG, title="Verification log")
+    out = said(box, "1001: /start", "1000: /ban 1001 2h spam <script>", "wait 1m")
+    (line,) = [r["text"] for r in out if r.get("chat") == LOG]
+    assert line.startswith("🚫 ban: 1001 (@user1001) until ") and line.endswith("; reason: spam <script>")
+    assert growth("ban") == 1
