@@ -59,7 +59,7 @@ class GrowthCommands:
     def start_referred(*, user: TelegramUser, created: bool, payload: str, is_bot: bool) -> bool:
         """A /start that created `user`: whether it came through someone's referral link (and was
         recorded as their pending referral). No query unless the payload is shaped like one."""
-        code = referral_payload(payload) if created else None
+        code = referral_payload(payload=payload) if created else None
         return code is not None and referral_record(referee=user, code=code, is_bot=is_bot) is not None
 
     def referral_gates(self, *, user: TelegramUser, chat_id: int, conf: BotSettings) -> None:

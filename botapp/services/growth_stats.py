@@ -36,7 +36,7 @@ LimitHitsSource = Callable[[list[date]], dict[date, int]]
 _limit_hits: list[LimitHitsSource] = []
 
 
-def limit_hits_source_set(source: LimitHitsSource | None) -> None:
+def limit_hits_source_set(*, source: LimitHitsSource | None) -> None:
     """Register where the fair-use limit hits per day are read (None: no source)."""
     _limit_hits[:] = [source] if source is not None else []
 

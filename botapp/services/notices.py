@@ -143,4 +143,5 @@ def notices_due_next():
 
 
 def notices_waiting() -> int:
+    """How many notices wait to be sent (a lapsed claim's included)."""
     return Notice.objects.filter(_unsent_q(clock.now())).count()

@@ -41,16 +41,18 @@ class RedeemError(ValueError):
     """Input an admin can fix (a count or a use count out of range)."""
 
 
-def code_normal(text: str) -> str:
+def code_normal(*, text: str) -> str:
     """A code as typed (any case, with or without dashes and spaces), as stored before hashing."""
     return "".join(ch for ch in text.upper() if ch not in "- \t")
 
 
-def code_hash(code: str) -> str:
-    return hashlib.sha256(code_normal(code).encode()).hexdigest()
+def code_hash(*, code: str) -> str:
+    """The SHA-256 (hex) of the code as typed, normalised: what is stored, and looked up."""
+    return hashlib.sha256(code_normal(text=code).encode()).hexdigest()
 
 
 def code_new() -> str:
+    """A new code: CODE_CHARS random letters of ALPHABET (secrets), in groups of four."""
     raw = "".join(secrets.choice(ALPHABET) for _ in range(CODE_CHARS))
     return "-".join(raw[i : i + 4] for i in range(0, CODE_CHARS, 4))
 
@@ -79,7 +81,7 @@ def codes_generate(
         for _ in range(count):
             code = code_new()
             row = RedeemCode.objects.create(
-                code_hash=code_hash(code), hint=code[:HINT], premium=premium, uses_max=uses, expires_at=expires,
+                code_hash=code_hash(code=code), hint=code[:HINT], premium=premium, uses_max=uses, expires_at=expires,
                 created_at=now, created_by=by[:64],
             )  # fmt: skip
             made.append(MadeCode(code, row))
@@ -113,7 +115,7 @@ def code_redeem(*, user: TelegramUser, text: str, conf: BotSettings | None = Non
     if throttle is not None and throttle.blocked_until is not None and throttle.blocked_until > now:
         return Redeemed(Redeem.COOLING, until=throttle.blocked_until)
     with transaction.atomic():
-        code = RedeemCode.objects.select_for_update().filter(code_hash=code_hash(text)).first()
+        code = RedeemCode.objects.select_for_update().filter(code_hash=code_hash(code=text)).first()
         if code is None:
             return _wrong(user, conf, now)
         if code.expires_at <= now:

@@ -42,7 +42,7 @@ CODE_LENGTH = 10
 Status = Referral.Status
 
 
-def referral_payload(payload: str) -> str | None:
+def referral_payload(*, payload: str) -> str | None:
     """The referral code in a /start payload, or None when it is not a referral link (no query)."""
     if not payload.startswith(REF_PREFIX):
         return None

@@ -16,7 +16,7 @@ def test_codes_made_through_the_api_are_shown_once_and_listed_with_their_redempt
     assert response.status_code == 201 and response["Cache-Control"] == "no-store"
     body = response.json()
     assert len(body["codes"]) == 2 and [i["premium_seconds"] for i in body["items"]] == [30 * 86400] * 2
-    assert {c.code_hash for c in RedeemCode.objects.all()} == {code_hash(c) for c in body["codes"]}
+    assert {c.code_hash for c in RedeemCode.objects.all()} == {code_hash(code=c) for c in body["codes"]}
     assert RedeemCode.objects.get(hint=body["codes"][0][:4]).created_by == f"api:{client.record.name}"
 
     user = TelegramUserFactory(telegram_id=4242)

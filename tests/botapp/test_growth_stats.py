@@ -20,7 +20,7 @@ def box(telegram, bot, gateway):
 @pytest.fixture
 def no_limit_source():
     yield
-    limit_hits_source_set(None)
+    limit_hits_source_set(source=None)
 
 
 def test_stats_shows_verifications_by_step_referrals_and_redemptions(box, conf, no_limit_source):
@@ -33,7 +33,7 @@ def test_stats_shows_verifications_by_step_referrals_and_redemptions(box, conf, 
     assert "Referrals: 5 counted, 1 held for review" in text and "Codes redeemed: 2" in text
     assert "Limit hits" not in text  # no source registered
 
-    limit_hits_source_set(lambda days: {day: 7 for day in days})
+    limit_hits_source_set(source=lambda days: {day: 7 for day in days})
     assert "Limit hits: 7" in said(box, "1000: /stats").texts(1000)[0]
     assert said(box, "1001: /stats").texts(1001) == ["I did not understand that. Send /help to see what I can do."]
 

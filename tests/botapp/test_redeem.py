@@ -47,7 +47,7 @@ def test_a_code_is_redeemed_once_refused_the_second_time_and_after_expiry(box, c
     assert not PremiumPlan.objects.filter(user__telegram_id=1002).exists()
 
     # Only hashes are kept, and the record of the command names the codes by their first characters.
-    assert {c.code_hash for c in RedeemCode.objects.all()} == {code_hash(first), code_hash(second)}
+    assert {c.code_hash for c in RedeemCode.objects.all()} == {code_hash(code=first), code_hash(code=second)}
     record = AdminCommand.objects.get(command="gencode")
     assert first not in record.result and second not in record.result and f"{first[:4]}…" in record.result
     assert [r.user.telegram_id for r in Redemption.objects.all()] == [1001]
