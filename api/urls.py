@@ -5,12 +5,14 @@ from rest_framework.routers import SimpleRouter
 
 from api import views
 from api.authentication import BearerAuthentication, SchemaAccess
+from api.redeem_codes import RedeemCodeViewSet
 
 router = SimpleRouter()
 router.register("messages", views.MessageViewSet, basename="message")
 router.register("users", views.UserViewSet, basename="user")
 router.register("files", views.FileViewSet, basename="file")
 router.register("broadcasts", views.BroadcastViewSet, basename="broadcast")
+router.register("redeem-codes", RedeemCodeViewSet, basename="redeem-code")
 
 # The schema and the docs: a client's token (read scope), or staff signed in to the admin with the
 # API permission (SchemaAccess).

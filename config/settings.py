@@ -420,6 +420,8 @@ UNFOLD = {
                     _nav("Daily stats", "bar_chart", "admin:botapp_dailystat_changelist"),
                     _nav("Premium plans", "workspace_premium", "admin:botapp_premiumplan_changelist"),
                     _nav("User bans", "block", "admin:botapp_userban_changelist"),
+                    _nav("Referrals", "share", "admin:botapp_referral_changelist"),
+                    _nav("Redeem codes", "redeem", "admin:botapp_redeemcode_changelist"),
                 ],
             },
             {
@@ -430,6 +432,7 @@ UNFOLD = {
                     _nav("Verification tokens", "key", "admin:botapp_verificationtoken_changelist"),
                     _nav("Daily token counts", "pin", "admin:botapp_dailytokencount_changelist"),
                     _nav("Join requests", "how_to_reg", "admin:botapp_channeljoinrequest_changelist"),
+                    _nav("Verification log", "receipt_long", "admin:botapp_notice_changelist"),
                 ],
             },
             {

@@ -297,9 +297,10 @@ class Sandbox:
             self.forcesub(m["title"], duration_parse(m["span"] or ""), requests=bool(m["requests"]))
         elif m := SET_RE.match(line):
             problem = setting_edit(field=m["field"], value=(m["value"] or "").replace("\\n", "\n"))
-            if not problem and m["field"] == "backup_channel_id" and m["value"]:
+            channels = {"backup_channel_id": "Backup", "verification_log_channel_id": "Verification log"}
+            if not problem and m["field"] in channels and m["value"]:
                 # The operator made the channel and added the bot as an admin: here, it exists at once.
-                self.telegram.create_channel(int(m["value"]), title="Backup")
+                self.telegram.create_channel(int(m["value"]), title=channels[m["field"]])
             return self.note_edit(problem, f"Bot settings: {m['field']}")
         elif m := LINK_RE.match(line):
             problem = link_edit(share_id=m["share_id"], field=m["field"], value=m["value"] or "")

@@ -20,9 +20,11 @@ from django.utils import timezone
 from django_celery_beat.models import PeriodicTask
 
 from botapp import clock
-from botapp.models import Broadcast, DailyStat, TelegramUser
+from botapp.models import Broadcast, DailyStat, Referral, TelegramUser
 from botapp.services.autodelete import deletions_expired_count
+from botapp.services.growth_stats import growth_dashboard
 from botapp.services.health import broker_problem, database_problem, processes_state, redis_problem
+from botapp.services.referrals import referrers_top
 from botapp.services.stats import counters_flush
 from botapp.services.stream_stats import stream_stats_24h
 from botapp.services.users import user_counts
@@ -281,6 +283,9 @@ def dashboard_callback(request, context: dict) -> dict:
             "health": dashboard_health(),
             "expired": deletions_expired_count(),
             "streams": stream_stats_24h(),
+            "growth": growth_dashboard(),
+            "referrers": referrers_top(limit=5),
+            "referrals_held": Referral.objects.filter(status=Referral.Status.HELD).count(),
         }
     )
     return context

@@ -8,6 +8,7 @@ from botapp.admin import (  # noqa: F401 - registers the admins
     audit,
     broadcasts,
     files,
+    growth,
     posts_commands,
     premium,
     sequences,

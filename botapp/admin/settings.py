@@ -42,6 +42,34 @@ class BotSettingsAdmin(ModelAdmin):
             },
         ),
         (
+            "Verification in steps and its log",
+            {
+                "fields": (
+                    "verify_second_gap_hours",
+                    "verify_second_shortener_url",
+                    "verify_second_shortener_key",
+                    "verify_third_gap_hours",
+                    "verify_third_shortener_url",
+                    "verify_third_shortener_key",
+                    "verification_log_channel_id",
+                )
+            },
+        ),
+        (
+            "Referrals and redeem codes",
+            {
+                "fields": (
+                    "referrals_needed",
+                    "referral_premium_hours",
+                    "referral_hold_count",
+                    "referral_hold_minutes",
+                    "redeem_code_days",
+                    "redeem_max_failures",
+                    "redeem_cooloff_minutes",
+                )
+            },
+        ),
+        (
             "Texts",
             {
                 "fields": (

@@ -63,6 +63,19 @@ class BotSettingsForm(forms.ModelForm):
         help_text="Never shown once saved. Leave empty to keep the current key; type a single - to remove it.",
     )
 
+    verify_second_shortener_key = forms.CharField(
+        label="Second verification's shortener API key",
+        required=False,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text="Never shown once saved. Leave empty to keep it; a single - removes it.",
+    )
+    verify_third_shortener_key = forms.CharField(
+        label="Third verification's shortener API key",
+        required=False,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text="Never shown once saved. Leave empty to keep it; a single - removes it.",
+    )
+
     class Meta:
         model = BotSettings
         fields = ("shortener_api_key",)  # the admin adds the fieldsets' fields
@@ -76,7 +89,10 @@ class BotSettingsForm(forms.ModelForm):
             self.fields["shortener_api_key"].widget.attrs["placeholder"] = "•••••••• (set)"
 
     def clean_shortener_api_url(self):
-        url = (self.cleaned_data.get("shortener_api_url") or "").strip()
+        return self._shortener_url("shortener_api_url")
+
+    def _shortener_url(self, name: str) -> str:
+        url = (self.cleaned_data.get(name) or "").strip()
         if url and url.lower() != "none":
             parts = urlsplit(url)
             if parts.scheme not in ("https", "http") or not parts.netloc:
@@ -85,11 +101,27 @@ class BotSettingsForm(forms.ModelForm):
                 )
         return url
 
-    def clean_shortener_api_key(self):
-        typed = self.cleaned_data.get("shortener_api_key", "").strip()
+    def _secret(self, name: str) -> str:
+        """A key typed in a password field: kept when left empty, removed by a single -."""
+        typed = (self.cleaned_data.get(name) or "").strip()
         if typed == "-":
             return ""
-        return typed or self.instance.shortener_api_key
+        return typed or getattr(self.instance, name)
+
+    def clean_shortener_api_key(self):
+        return self._secret("shortener_api_key")
+
+    def clean_verify_second_shortener_key(self):
+        return self._secret("verify_second_shortener_key")
+
+    def clean_verify_third_shortener_key(self):
+        return self._secret("verify_third_shortener_key")
+
+    def clean_verify_second_shortener_url(self):
+        return self._shortener_url("verify_second_shortener_url")
+
+    def clean_verify_third_shortener_url(self):
+        return self._shortener_url("verify_third_shortener_url")
 
     def clean(self):
         data = super().clean()

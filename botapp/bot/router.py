@@ -16,12 +16,14 @@ from collections.abc import Callable
 from django.utils.html import escape
 
 from botapp.bot.admin_commands import AdminCommands
+from botapp.bot.growth_commands import GrowthCommands
 from botapp.models import BotSettings, TelegramUser
 from botapp.services import batches, users
 from botapp.services.broadcast_bot import channel_post_broadcast
 from botapp.services.campaign_stats import campaign_stats, campaign_stats_text
 from botapp.services.channel_posts import post_link_attach
 from botapp.services.delivery import Delivery, channels_missing
+from botapp.services.growth_stats import growth_today_text
 from botapp.services.optout import optout_data, optout_handle
 from botapp.services.outgoing import TAP_CALLBACK
 from botapp.services.posts import welcome_send
@@ -66,6 +68,7 @@ Send a file, an album or forward a storage-channel post: it is stored and you ge
 /ban &lt;user id&gt; [duration] [reason], /unban &lt;user id&gt;, /banlist
 /addpremium &lt;user id&gt; &lt;duration&gt;, /delpremium &lt;user id&gt;, /premiumusers
 /autodelete [time]: when delivered files are deleted (e.g. 30, 2h, off)
+/gencode &lt;premium time&gt; [count] [uses]: redeem codes that give premium
 /users, /stats: counts"""
 # What an admin is told when runbot died while handling their message: it is never run twice.
 INTERRUPTED = (
@@ -119,6 +122,8 @@ class Router:
             TAP_CALLBACK: self.cb_tap,
         }
         AdminCommands(self).install()  # admins' commands (premium, bans, broadcasts, links) and /myplan
+        self.growth = GrowthCommands(self)  # /refer, /redeem, /gencode and referral links
+        self.growth.install()
 
     # --- entry points: never raise ------------------------------------------------------------
 
@@ -284,6 +289,7 @@ class Router:
         payload, or a campaign tag) gets the welcome, or "welcome back" for a returning user, who
         is enrolled only in the sequences of a campaign they had not come through yet."""
         user, created = users.user_seen(tg=msg.user, start_payload=payload)
+        referred = self.growth.start_referred(user=user, created=created, payload=payload, is_bot=msg.user.is_bot)
         if created:
             sequences_enroll(user=user)
         else:
@@ -298,6 +304,8 @@ class Router:
             sequences_enroll_campaign(user=user, payload=payload)
         if created:  # the welcome text, or the welcome post, with the welcome buttons
             welcome_send(gateway=self.gateway, conf=conf, user=user, tg=msg.user, chat_id=msg.chat_id)
+            if referred:  # counted once they pass the gates
+                self.growth.referral_gates(user=user, chat_id=msg.chat_id, conf=conf)
             return
         self.gateway.send_text(msg.chat_id, text_render(template=conf.welcome_back_text, tg=msg.user))
 
@@ -366,6 +374,7 @@ class Router:
         shown = ", ".join(f"{escape(key)} {n}" for key, n in list(clicks.items())[:CLICK_KEYS_SHOWN])
         more = f", …and {len(clicks) - CLICK_KEYS_SHOWN} more" if len(clicks) > CLICK_KEYS_SHOWN else ""
         lines.append(f"<b>Button clicks</b>: {sum(clicks.values())}" + (f" ({shown}{more})" if clicks else ""))
+        lines.append(growth_today_text())
         text = "\n".join(lines)
         sequences = campaign_stats()
         if sequences:  # a block per sequence, cut to what one message holds

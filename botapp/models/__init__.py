@@ -14,6 +14,16 @@ from botapp.models.files import (
     StoredFile,
     share_id_new,
 )
+from botapp.models.growth import (
+    GrowthCount,
+    Notice,
+    RedeemCode,
+    RedeemThrottle,
+    Redemption,
+    Referral,
+    ReferralCode,
+    VerificationProgress,
+)
 from botapp.models.outgoing import OutgoingSend, SendStatus
 from botapp.models.posts_commands import KeptChannelPost, PostsCommand
 from botapp.models.premium import AdminCommand, PremiumPlan, UserBan
@@ -41,6 +51,14 @@ __all__ = [
     "DailyStat",
     "DailyTokenCount",
     "ForceSubChannel",
+    "GrowthCount",
+    "Notice",
+    "RedeemCode",
+    "RedeemThrottle",
+    "Redemption",
+    "Referral",
+    "ReferralCode",
+    "VerificationProgress",
     "HandledUpdate",
     "KeptChannelPost",
     "OutgoingSend",

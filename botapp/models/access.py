@@ -30,6 +30,7 @@ class VerificationToken(models.Model):
     created_at = models.DateTimeField(default=clock.now)
     expires_at = models.DateTimeField()
     used_at = models.DateTimeField(null=True, blank=True)
+    step = models.PositiveSmallIntegerField(default=1, db_default=1, help_text="The verification step it is for (1 to 3).")
 
     class Meta:
         indexes = [

@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 
 CACHE_KEY = "botsettings"
 AGAIN_BUTTON_TEXT = "♻️ Get files again"
+REFERRALS_NEEDED_MAX = 10_000
 
 
 def one_button_validate(value: str) -> None:
@@ -158,6 +159,85 @@ class BotSettings(models.Model):
         help_text='e.g. https://shortener.example/api, or empty / "none" for the direct link.',
     )
     shortener_api_key = models.CharField("shortener API key", max_length=255, blank=True)
+    verify_second_gap_hours = models.PositiveIntegerField(
+        "second verification after (hours)",
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1), MaxValueValidator(VERIFICATION_HOURS_MAX)],
+        help_text="Within one verification period (above), verify a second time this long after the first. "
+        "Empty: once per period.",
+    )
+    verify_third_gap_hours = models.PositiveIntegerField(
+        "third verification after (hours)",
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1), MaxValueValidator(VERIFICATION_HOURS_MAX)],
+        help_text="A third time this long after the second (needs the second). Empty: no third.",
+    )
+    verify_second_shortener_url = models.CharField(
+        "second verification's shortener API URL", max_length=255, blank=True, db_default="",
+        help_text="Its own shortener; empty: the shortener above.",
+    )  # fmt: skip
+    verify_second_shortener_key = models.CharField(
+        "second verification's shortener API key", max_length=255, blank=True, db_default=""
+    )
+    verify_third_shortener_url = models.CharField(
+        "third verification's shortener API URL", max_length=255, blank=True, db_default="",
+        help_text="Its own shortener; empty: the shortener above.",
+    )  # fmt: skip
+    verify_third_shortener_key = models.CharField(
+        "third verification's shortener API key", max_length=255, blank=True, db_default=""
+    )
+    verification_log_channel_id = models.BigIntegerField(
+        "verification log channel id",
+        null=True,
+        blank=True,
+        validators=[channel_id_validate],
+        help_text="A channel (-100…, the bot an admin there) where each verification, bypass and ban is posted, "
+        "a few lines per message. Empty: no log.",
+    )
+    referrals_needed = models.PositiveIntegerField(
+        "referrals per reward",
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1), MaxValueValidator(REFERRALS_NEEDED_MAX)],
+        help_text="Every this many counted referrals give the referrer the premium time below. Empty: no reward.",
+    )
+    referral_premium_hours = models.PositiveIntegerField(
+        "referral reward (hours of premium)",
+        default=168,
+        db_default=168,
+        validators=[MinValueValidator(1), MaxValueValidator(VERIFICATION_HOURS_MAX)],
+    )
+    referral_hold_count = models.PositiveIntegerField(
+        "hold referrals from this many",
+        default=5,
+        db_default=5,
+        validators=[MinValueValidator(2), MaxValueValidator(REFERRALS_NEEDED_MAX)],
+        help_text="A referral is held for review when this many of the referrer's referees (it included) first came "
+        "to the bot within the minutes below.",
+    )
+    referral_hold_minutes = models.PositiveIntegerField(
+        "within (minutes)", default=10, db_default=10, validators=[MinValueValidator(1), MaxValueValidator(24 * 60)]
+    )
+    redeem_code_days = models.PositiveIntegerField(
+        "redeem codes valid for (days)",
+        default=30,
+        db_default=30,
+        validators=[MinValueValidator(1), MaxValueValidator(3650)],
+        help_text="How long a code /gencode makes can be redeemed.",
+    )
+    redeem_max_failures = models.PositiveIntegerField(
+        "wrong codes allowed",
+        default=5,
+        db_default=5,
+        validators=[MinValueValidator(1), MaxValueValidator(100)],
+        help_text="A user who sends this many wrong codes to /redeem may not redeem (not even a right code) for the "
+        "cool-off below.",
+    )
+    redeem_cooloff_minutes = models.PositiveIntegerField(
+        "redeem cool-off (minutes)", default=60, db_default=60, validators=[MinValueValidator(1), MaxValueValidator(7 * 24 * 60)]
+    )
     how_to_verify_url = models.URLField('"How to verify" link', blank=True)
     welcome_text = models.TextField(default="Hello {first_name}! I deliver files shared through my links.")
     welcome_buttons = models.TextField(
@@ -329,6 +409,16 @@ class BotSettings(models.Model):
         if self.send_window_start is not None and self.send_window_start == self.send_window_end:
             raise ValidationError(
                 {"send_window_end": "The window opens and closes at the same time: leave both empty to send at any time."}
+            )
+        if self.verify_third_gap_hours and not self.verify_second_gap_hours:
+            raise ValidationError({"verify_third_gap_hours": "A third verification needs a second one: set its gap too."})
+        gaps = (self.verify_second_gap_hours or 0) + (self.verify_third_gap_hours or 0)
+        if self.verify_second_gap_hours and self.verification_hours and gaps >= self.verification_hours:
+            raise ValidationError(
+                {
+                    "verify_second_gap_hours": f"The gaps add up to {gaps} hours, the whole period "
+                    f"({self.verification_hours} hours, above) or more: the later steps would never come."
+                }
             )
 
     def retired_command_note(self, command: str) -> str | None:

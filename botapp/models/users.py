@@ -41,6 +41,9 @@ class TelegramUser(models.Model):
         null=True, blank=True, editable=False, help_text="Premium (no verification) until then: the active plan's end."
     )
     admin_banned = models.BooleanField(default=False, editable=False, help_text="An admin ban (/ban) is on record.")
+    referral_pending = models.BooleanField(
+        default=False, db_default=False, editable=False, help_text="Came through a referral link; not counted yet."
+    )
 
     class Meta:
         verbose_name = "Telegram user"

@@ -36,6 +36,7 @@ from botapp.services.legacy import legacy_file_resolve, legacy_payload_parse, le
 from botapp.services.moderation import ban_in_force, ban_notice
 from botapp.services.outgoing import send_key
 from botapp.services.premium import premium_offer, user_is_premium
+from botapp.services.referrals import referral_gates_passed
 from botapp.services.shortener import shortlink_create
 from botapp.services.stats import delivery_count
 from botapp.services.stream_links import stream_links_for, stream_links_offered
@@ -49,6 +50,7 @@ from botapp.services.verification import (
     user_ban_remaining,
     user_is_verified,
 )
+from botapp.services.verify_steps import step_next, step_shortener, steps_count
 from botapp.telegram.gateway import (
     AlreadySent,
     Button,
@@ -91,6 +93,7 @@ JOIN_FIRST = "Please join our channel first, then tap <b>Try again</b>."
 JOIN_FIRST_MANY = "Please join our channels first, then tap <b>Try again</b>."
 VERIFY = "Verify once to get your files: tap <b>Verify</b>, pass the page, and come back. Verification lasts {hours}."
 VERIFIED = "✅ You are verified for {hours}."
+VERIFY_STEP = "Verification {step} of {count} (every {{hours}}): tap <b>Verify</b>, pass the page, and come back."
 BYPASSED = "⚠️ You came back faster than the verification page allows. Nothing was unlocked."
 BYPASS_BANNED = "⚠️ You came back faster than the verification page allows. You are blocked for {ban}."
 BANNED = "You are blocked for {remaining} for skipping verification."
@@ -210,6 +213,7 @@ class Delivery:
             if verifying and not user_is_verified(user=self.user):
                 self.verify_prompt(share_id)
                 return
+        referral_gates_passed(user=self.user, conf=self.conf)  # no query unless they came through a referral link
         file_deliver(
             gateway=self.gateway, chat_id=self.chat_id, stored=stored, conf=self.conf, user=self.user,
             key=f"{self.update_key}.{stored.pk}" if self.update_key else "", after_id=self.after_id, again=self.again,
@@ -223,36 +227,43 @@ class Delivery:
         rows.append([Button("🔄 Try again", callback_data=f"retry:{share_id}")])
         self.say(JOIN_FIRST if len(missing) == 1 else JOIN_FIRST_MANY, rows)
 
-    def verify_link(self, token: str) -> str:
-        """The Verify button's shortlink, leading back to the bot with the token."""
+    def verify_link(self, token: str, *, step: int = 1) -> str:
+        """The Verify button's shortlink (the step's own shortener, if set), leading back to the bot with the token."""
         link = deep_link(bot_username=self.gateway.bot_username, payload=f"{TOKEN_PREFIX}{token}")
-        return shortlink_create(shortener=self.shortener, url=link)
+        return shortlink_create(shortener=step_shortener(conf=self.conf, step=step, default=self.shortener), url=link)
 
     def verify_prompt(self, share_id: str, *, intro: str | None = None) -> None:
-        issued = token_issue(user=self.user, share_id=share_id, conf=self.conf, link=self.verify_link, new_user=self.new_user)
+        step = step_next(user=self.user, conf=self.conf, now=clock.now())  # no query with steps off
+        issued = token_issue(
+            user=self.user, share_id=share_id, conf=self.conf, link=lambda t: self.verify_link(t, step=step),
+            new_user=self.new_user, step=step,
+        )  # fmt: skip
         if isinstance(issued, LimitReached):
             self.say(LIMIT.format(limit=self.conf.daily_token_limit, remaining=human_span(delta=issued.resets_at - clock.now())))
             return
         if not issued.short_url:  # a pending token whose shortlink was never stored
-            issued.short_url = self.verify_link(issued.token)
+            issued.short_url = self.verify_link(issued.token, step=issued.step)
             VerificationToken.objects.filter(pk=issued.pk).update(short_url=issued.short_url)
         rows = [[Button("✅ Verify", url=issued.short_url)]]
         if self.conf.how_to_verify_url:
             rows.append([Button("ℹ️ How to verify", url=self.conf.how_to_verify_url)])
         offer, offer_rows = premium_offer(conf=self.conf)  # "Get premium" beside Verify
         rows += offer_rows
+        count = steps_count(conf=self.conf)
+        verify = VERIFY_STEP.format(step=issued.step, count=count) if count > 1 else VERIFY
         text = "\n\n".join(
-            filter(None, [VERIFY.format(hours=human_span(delta=timedelta(hours=self.conf.verification_hours))), offer])
+            filter(None, [verify.format(hours=human_span(delta=timedelta(hours=self.conf.verification_hours))), offer])
         )
         self.say(f"{intro}\n\n{text}" if intro else text, rows)
 
     def verify_return(self, token: str) -> None:
         outcome = token_redeem(user=self.user, token=token, conf=self.conf)
-        hours = human_span(delta=timedelta(hours=self.conf.verification_hours))
-        if outcome.result is Redeem.VERIFIED:
-            self.say(VERIFIED.format(hours=hours))
+        if outcome.result is Redeem.VERIFIED:  # until the period ends, or the next step is due
+            self.say(VERIFIED.format(hours=human_span(delta=self.user.verified_until - clock.now())))
             if outcome.token.share_id:
                 self.file(outcome.token.share_id)
+            elif self.user.referral_pending and not channels_missing(gateway=self.gateway, user_id=self.user.telegram_id):
+                referral_gates_passed(user=self.user, conf=self.conf)  # a referred user's Verify, for no file
         elif outcome.result is Redeem.BYPASSED:
             self.say(BYPASS_BANNED.format(ban=human_span(delta=outcome.ban)) if outcome.ban else BYPASSED)
         elif outcome.result is Redeem.EXPIRED:

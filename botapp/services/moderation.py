@@ -18,6 +18,8 @@ from botapp import clock
 from botapp.config import admin_ids_load
 from botapp.models import AdminCommand, TelegramUser, UserBan
 from botapp.services.audit import audit_record
+from botapp.services.growth_stats import growth_count
+from botapp.services.notices import notice_log
 from botapp.services.premium import moment_text
 
 
@@ -37,6 +39,9 @@ def user_ban(*, user: TelegramUser, duration: timedelta | None, reason: str = ""
         TelegramUser.objects.filter(pk=user.pk).update(admin_banned=True)
         until = f"until {ban.until:%Y-%m-%d %H:%M %Z}" if ban.until else "until lifted"
         audit_record(action="user.ban", target=user, detail=f"{until}; reason: {reason}" if reason else until)
+        growth_count(kind="ban")  # the verification log and its counts carry every ban
+        who = f"{user.telegram_id} (@{escape(user.username)})" if user.username else str(user.telegram_id)
+        notice_log(text=f"🚫 ban: {who} {until}" + (f"; reason: {escape(reason[:100])}" if reason else ""))
     user.admin_banned = True
     return ban
 

@@ -6,7 +6,11 @@ Guarantees:
   pending token is reused rather than counted again;
 - redeeming a token faster than `bypass_seconds` after it was issued is a bypass: the token is
   spent, nothing is granted, and repeated bypasses ban the user for longer and longer;
-- a redeemed token verifies the user for `verification_hours`.
+- a redeemed token verifies the user for `verification_hours`, or, with verification in steps
+  (services/verify_steps.py), until their next step falls due;
+- each verification, bypass and bypass ban is counted by day (services/growth_stats.py) and
+  written for the verification log channel (services/notices.py) in the transaction that spends
+  the token.
 """
 
 from __future__ import annotations
@@ -19,10 +23,15 @@ from datetime import datetime, timedelta
 
 from django.db import connection, transaction
 from django.db.models import F
+from django.utils.html import escape
 
 from botapp import clock
 from botapp.models import BotSettings, DailyTokenCount, TelegramUser, VerificationToken
+from botapp.services.growth_stats import growth_count
+from botapp.services.notices import notice_log
 from botapp.services.stats import stat_increment
+from botapp.services.texts import human_span
+from botapp.services.verify_steps import STEP_NAMES, step_pass
 
 Status = VerificationToken.Status
 
@@ -62,6 +71,7 @@ def token_issue(
     conf: BotSettings,
     link: Callable[[str], str] = lambda token: "",
     new_user: bool = False,
+    step: int = 1,
 ) -> VerificationToken | LimitReached:
     """A token for this user (reusing their unexpired pending one), within the daily limit.
 
@@ -74,6 +84,7 @@ def token_issue(
     (at most its timeout), so the ones waiting get the token with its shortlink; it holds back only
     that user's other requests. `new_user`: the user's row was created by this very request, so
     only a request racing it can have made a token: the lookup without the lock is skipped.
+    `step`: the verification step the token is for (services/verify_steps.py), kept on it.
     """
     current = None if new_user else _pending_token(user=user, share_id=share_id)
     if current is not None:
@@ -95,6 +106,7 @@ def token_issue(
             user=user,
             share_id=share_id,
             short_url=link(token),
+            step=step,
             created_at=now,
             expires_at=now + timedelta(minutes=conf.token_ttl_minutes),
         )
@@ -177,14 +189,28 @@ def token_redeem(*, user: TelegramUser, token: str, conf: BotSettings) -> Redeem
                 user.banned_until = now + ban
             TelegramUser.objects.filter(pk=user.pk).update(bypass_count=F("bypass_count") + 1, banned_until=user.banned_until)
             outcome = Redeemed(Redeem.BYPASSED, row, ban=ban or None)
+            growth_count(kind="bypass")
+            notice_log(
+                text=f"⚠️ bypass: {_who(user)}, came back {(now - row.created_at).total_seconds():.0f} s after the link", conf=conf
+            )
+            if ban:
+                growth_count(kind="ban")
+                notice_log(text=f"🚫 ban: {_who(user)} for {human_span(delta=ban)} (bypass {user.bypass_count})", conf=conf)
         else:
             row.status = Status.VERIFIED
-            row.save(update_fields=["status", "used_at"])
-            user.verified_until = now + timedelta(hours=conf.verification_hours)
+            row.step, user.verified_until = step_pass(user=user, conf=conf, now=now)
+            row.save(update_fields=["status", "used_at", "step"])
             TelegramUser.objects.filter(pk=user.pk).update(
                 verified_until=user.verified_until, verification_count=F("verification_count") + 1
             )
             outcome = Redeemed(Redeem.VERIFIED, row)
+            growth_count(kind=f"verify{row.step}")
+            notice_log(text=f"✅ {STEP_NAMES[row.step]} verification: {_who(user)}", conf=conf)
         # Counted in the transaction that spends the token: exactly when it commits.
         stat_increment(field="bypasses" if outcome.result is Redeem.BYPASSED else "verifications")
     return outcome
+
+
+def _who(user: TelegramUser) -> str:
+    """A user as the log channel names them: id, and @username when they have one."""
+    return f"{user.telegram_id} (@{escape(user.username)})" if user.username else str(user.telegram_id)

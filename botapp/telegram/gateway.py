@@ -119,6 +119,7 @@ class TgUser:
     username: str = ""
     language_code: str = ""
     access_hash: int | None = None  # this bot's key to the user, from Telegram's updates
+    is_bot: bool = False  # Telegram's flag: referrals never count a bot
 
 
 @dataclass(frozen=True)

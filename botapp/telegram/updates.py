@@ -56,6 +56,7 @@ def user_from(u: ptypes.User, access_hash: int | None = None) -> TgUser:
         username=clean(u.username),
         language_code=clean(u.language_code),
         access_hash=access_hash,
+        is_bot=bool(u.is_bot),
     )
 
 

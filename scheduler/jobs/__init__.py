@@ -15,5 +15,6 @@ from scheduler.jobs import (  # noqa: F401
     sequence_send,
     tokens,
     backups,
+    notices,
 )
 # isort: on

@@ -114,7 +114,7 @@ def test_waiting_runs_the_jobs_that_fell_due_through_the_scheduler(box, telegram
     notes = [line for line in out.splitlines() if line.startswith(".. jobs run:")]
     assert notes == [
         ".. jobs run: send_broadcasts, prepare_broadcasts, reap_expired_claims, flush_counters, delete_due_messages, end_premium_plans, "
-        "send_sequence_messages, backfill_backups"  # backfill: hourly at :20, which 10:00 + 31 minutes crosses
+        "send_sequence_messages, backfill_backups, send_notices"  # backfill: hourly at :20, which 10:00 + 31 minutes crosses
     ]
     assert ".. job delete_due_messages: 1 processed, 0 failed (1 batch(es))" in out
     assert f"-> {alice.id} delete {' '.join(f'#{i}' for i in delivered[:2])}" in out

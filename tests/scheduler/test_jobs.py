@@ -325,4 +325,5 @@ def test_job_names_never_change_whatever_their_modules_are_called():
         ("cleanup_tokens", "scheduler.jobs.tokens"),
         ("reset_token_counts", "scheduler.jobs.tokens"),
         ("backfill_backups", "scheduler.jobs.backups"),
+        ("send_notices", "scheduler.jobs.notices"),
     ]
