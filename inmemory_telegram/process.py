@@ -21,7 +21,17 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from inmemory_telegram.limits import HOME_DC
-from inmemory_telegram.protocol import CONTROL, CONTROL_ANSWER, CONTROLS, HELLO, PACKET, WRITTEN, frame, read_frame
+from inmemory_telegram.protocol import (
+    CONTROL,
+    CONTROL_ANSWER,
+    CONTROLS,
+    HELLO,
+    PACKET,
+    STREAM_LIMIT,
+    WRITTEN,
+    frame,
+    read_frame,
+)
 from inmemory_telegram.server import TelegramServer
 from inmemory_telegram.state import Media, Profile
 
@@ -98,7 +108,7 @@ async def serve(server: TelegramServer, path: Path, *, ready: Callable[[], objec
                 endpoint.close()
             writer.close()
 
-    unix_server = await asyncio.start_unix_server(handle, path=str(path))
+    unix_server = await asyncio.start_unix_server(handle, path=str(path), limit=STREAM_LIMIT)
     os.chmod(path, 0o600)
     if ready is not None:
         ready()

@@ -25,11 +25,17 @@ CONTROLS = {
 }  # fmt: skip
 
 
+# The socket's read buffer on both sides (asyncio's default is 64 KiB): a 1 MiB file part then
+# arrives without the transport pausing and resuming its reads a dozen times on the way.
+STREAM_LIMIT = 4 * 1024 * 1024
+_HEAD = struct.Struct(">IB")
+
+
 def frame(kind: int, payload: bytes) -> bytes:
-    return struct.pack(">IB", len(payload) + 1, kind) + payload
+    return _HEAD.pack(len(payload) + 1, kind) + payload
 
 
 async def read_frame(reader: asyncio.StreamReader) -> tuple[int, bytes]:
-    (length,) = struct.unpack(">I", await reader.readexactly(4))
-    data = await reader.readexactly(length)
-    return data[0], data[1:]
+    """The next frame's (kind, payload): the head read apart, so the payload is copied once."""
+    length, kind = _HEAD.unpack(await reader.readexactly(_HEAD.size))
+    return kind, await reader.readexactly(length - 1)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from pyrogram.storage import SQLiteStorage
 
 from botapp.telegram.kurigram import LoopCrypto
-from inmemory_telegram.protocol import HELLO, PACKET, WRITTEN, frame, read_frame
+from inmemory_telegram.protocol import HELLO, PACKET, STREAM_LIMIT, WRITTEN, frame, read_frame
 
 if TYPE_CHECKING:  # a client of `manage.py telegram_server` never imports the server
     from inmemory_telegram.server import TelegramServer
@@ -124,7 +124,7 @@ class SocketConnection(_Connection):
 
     async def connect(self) -> None:
         self.queue = asyncio.Queue()
-        self.reader, self.writer = await asyncio.open_unix_connection(self.path)
+        self.reader, self.writer = await asyncio.open_unix_connection(self.path, limit=STREAM_LIMIT)
         key = await self.storage.key_for(self.dc_id)
         self.writer.write(frame(HELLO, key + struct.pack(">H", self.dc_id) + (self.storage.bot_token or "").encode()))
         await self.writer.drain()
