@@ -10,20 +10,26 @@ from unfold.dataclasses import SearchResult
 
 from botapp.models import StoredFile, TelegramUser
 
+BIGINT_END = 2**63
 SHOWN = 8  # records of each kind; the lists' own search finds the rest
 
 
-def records_found(term: str) -> list[SearchResult]:
-    """The users and stored files `term` names, most exact first."""
+def records_found(term: str, *, users_too: bool, files_too: bool) -> list[SearchResult]:
+    """The users and stored files `term` names (those the operator may see), most exact first."""
     name = term.lstrip("@")
-    users = TelegramUser.objects.none()
-    if name.isdigit():
+    if not users_too or not name:
+        users = TelegramUser.objects.none()
+    elif name.isdigit():
+        if int(name) >= BIGINT_END:  # no Telegram id is that long (and PostgreSQL's bigint could not hold it)
+            return []
         users = TelegramUser.objects.filter(telegram_id=int(name))
-    elif name:
+    else:
         users = TelegramUser.objects.filter(
             Q(username__iexact=name) | Q(first_name__istartswith=name) | Q(last_name__istartswith=name)
         ).order_by("-last_seen_at")
-    files = StoredFile.objects.filter(Q(share_id=term) | Q(title__icontains=term)).order_by("-created_at")
+    files = StoredFile.objects.none()
+    if files_too:
+        files = StoredFile.objects.filter(Q(share_id=term) | Q(title__icontains=term)).order_by("-created_at")
     return [
         *(
             SearchResult(
@@ -53,6 +59,10 @@ def console_search(request):
         return HttpResponse()
     response = admin.site.search(request)  # the theme's: screens whose names match
     response.template_name = "admin/search_results.html"
-    found = records_found(term) if request.user.has_perm("botapp.view_telegramuser") else []
+    found = records_found(
+        term,
+        users_too=request.user.has_perm("botapp.view_telegramuser"),
+        files_too=request.user.has_perm("botapp.view_storedfile"),
+    )
     response.context_data.update(results=[*found, *response.context_data["results"]], term=term)
     return response
