@@ -7,7 +7,7 @@ from datetime import timedelta
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import Exists, OuterRef, Q
-from django.http import HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
@@ -185,6 +185,12 @@ class TelegramUserAdmin(ModelAdmin):
         reason = f" Reason: {ban.reason}" if ban.reason else " No reason given."
         return f"Banned {until}, {by}, since {timezone.localtime(ban.created_at):%Y-%m-%d %H:%M}.{reason}"
 
+    @staticmethod
+    def _user(object_id) -> TelegramUser:
+        if not str(object_id).isdigit():  # the action URLs take any path: /1/change/ban/ is no user
+            raise Http404("No such user.")
+        return get_object_or_404(TelegramUser, pk=object_id)
+
     def _user_page_form(self, request, user, *, title, lines, button, form=None, danger=False):
         context = {
             **self.admin_site.each_context(request),
@@ -201,7 +207,7 @@ class TelegramUserAdmin(ModelAdmin):
     @action(description="Ban…", url_path="ban", icon="block", permissions=["change"])
     def ban_user(self, request, object_id):
         """Ban this user for a chosen time with a reason (a GET shows the form, a POST bans)."""
-        user = get_object_or_404(TelegramUser, pk=object_id)
+        user = self._user(object_id)
         form = BanForm(request.POST or None)
         if request.method == "POST" and form.is_valid():
             days = form.cleaned_data["days"]
@@ -213,7 +219,8 @@ class TelegramUserAdmin(ModelAdmin):
             elif longer:
                 self.message_user(request, "Already banned for longer: left as they were.", messages.INFO)
             else:
-                self.message_user(request, f"Banned {user}: {dict(BAN_LENGTHS)[str(days or '')].lower()}.", messages.WARNING)
+                how_long = f"for {dict(BAN_LENGTHS)[str(days)]}" if days else "until lifted"
+                self.message_user(request, f"Banned {user} {how_long}.", messages.WARNING)
             return redirect("admin:botapp_telegramuser_change", user.pk)
         return self._user_page_form(
             request,
@@ -227,7 +234,7 @@ class TelegramUserAdmin(ModelAdmin):
 
     @action(description="Unban…", url_path="unban", icon="lock_open", permissions=["change"])
     def unban_user(self, request, object_id):
-        user = get_object_or_404(TelegramUser, pk=object_id)
+        user = self._user(object_id)
         if request.method == "POST":
             n = users_unban(users=[user])
             self.message_user(request, f"Unbanned {user}." if n else f"{user} was not banned.")

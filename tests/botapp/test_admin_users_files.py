@@ -173,3 +173,16 @@ def test_a_new_stored_file_lands_on_its_link_with_a_copy_button(operator):
     assert f'data-link="{link}"' in page
     listing = operator.get(reverse("admin:botapp_storedfile_changelist")).content.decode()
     assert listing.index(link) < listing.index("Report")
+
+
+def test_ban_and_unban_on_a_users_page_answer_404_for_no_such_user(operator):
+    user = TelegramUserFactory()
+    assert operator.get(f"/botapp/telegramuser/{user.pk}/ban/").status_code == 200
+    for path in (
+        "/botapp/telegramuser/999999/ban/",
+        f"/botapp/telegramuser/{user.pk}/change/ban/",
+        "/botapp/telegramuser/x/unban/",
+    ):
+        assert operator.get(path).status_code == 404, path
+    assert operator.post(f"/botapp/telegramuser/{user.pk}/ban/", {"days": "7", "reason": ""}).status_code == 200  # the form again
+    assert not UserBan.objects.exists()

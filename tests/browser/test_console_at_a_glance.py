@@ -210,6 +210,7 @@ def test_row_14_an_operator_bans_and_unbans_a_user_from_their_page(logged_in):
     page.get_by_label("Reason").fill("Sharing links in spam")
     page.get_by_role("button", name="Ban", exact=True).click()
     page.wait_for_url(re.compile(rf"/botapp/telegramuser/{mallory.pk}/change/$"))
+    page.get_by_text(f"Banned {mallory} for 7 days.").wait_for()
     page.get_by_text("Reason: Sharing links in spam").wait_for()
     ban = UserBan.objects.get(user=mallory)
     assert ban.reason == "Sharing links in spam"
