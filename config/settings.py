@@ -395,6 +395,8 @@ UNFOLD = {
     "SITE_URL": "botapp.admin.site.site_url",
     "SITE_FAVICONS": [{"rel": "icon", "type": "image/svg+xml", "href": "botapp.admin.site.favicon_url"}],
     "SHOW_VIEW_ON_SITE": False,
+    "STYLES": ["botapp.admin.site.console_styles"],
+    "SCRIPTS": ["botapp.admin.site.composer_script"],
     "DASHBOARD_CALLBACK": "scheduler.dashboard.dashboard_callback",
     "SIDEBAR": {
         "show_search": True,

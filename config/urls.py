@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.urls import include, path
 
 from botapp import views
-from botapp.admin import two_factor
+from botapp.admin import search, two_factor
 
 urlpatterns = [
     path("health/", views.health, name="health"),
@@ -12,6 +12,7 @@ urlpatterns = [
     path("", include("api.compat.urls")),  # the moved-in clients' paths (docs/api.md), before the console's catch-all
     path("login/verify/", two_factor.totp_verify, name="totp_verify"),  # before the console's own paths
     path("account/two-factor/", two_factor.totp_setup, name="totp_setup"),
+    path("search/", admin.site.admin_view(search.console_search), name="console_search"),
     path("", admin.site.urls),
 ]
 

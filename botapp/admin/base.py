@@ -2,6 +2,10 @@
 read-only base for the tables the bot and the jobs write (an operator looks at them, and deletes
 where that is safe)."""
 
+from django import forms
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
 from unfold.admin import ModelAdmin as UnfoldModelAdmin
 from unfold.admin import StackedInline as UnfoldStackedInline
 from unfold.admin import TabularInline as UnfoldTabularInline
@@ -15,6 +19,9 @@ class ModelAdmin(UnfoldModelAdmin):
     called recorded it already (an action, or an API client made through its service)."""
 
     warn_unsaved_form = True
+
+    def formfield_for_dbfield(self, db_field, request, **kwargs):
+        return bounds_from_validators(db_field, super().formfield_for_dbfield(db_field, request, **kwargs))
 
     def log_addition(self, request, obj, message):
         entry = super().log_addition(request, obj, message)
@@ -39,8 +46,34 @@ def _audit_console_change(verb: str, obj, detail: str) -> None:
     audit_record(action=f"{obj._meta.model_name}.{verb}", target=obj, detail=detail)
 
 
+def bounds_from_validators(db_field, formfield):
+    """A number field's bounds as its model's validators set them: the browser's own check (the
+    input's min and max) then says what the form would say. Without this a PositiveIntegerField
+    that must be at least 1 let the browser say "≥ 0" for -5, then the form "≥ 1" for 0."""
+    if not isinstance(formfield, forms.IntegerField):
+        return formfield
+    for validator in db_field.validators:
+        if isinstance(validator, MinValueValidator) and (
+            formfield.min_value is None or validator.limit_value > formfield.min_value
+        ):
+            formfield.min_value = validator.limit_value
+            formfield.widget.attrs["min"] = validator.limit_value
+        if isinstance(validator, MaxValueValidator) and (
+            formfield.max_value is None or validator.limit_value < formfield.max_value
+        ):
+            formfield.max_value = validator.limit_value
+            formfield.widget.attrs["max"] = validator.limit_value
+    return formfield
+
+
+def readonly_text(contents: SafeString) -> SafeString:
+    """A read-only text field (already escaped by the theme) with its line breaks kept."""
+    return format_html('<div class="readonly-text">{}</div>', contents)
+
+
 class StackedInline(UnfoldStackedInline):
-    pass
+    def formfield_for_dbfield(self, db_field, request, **kwargs):
+        return bounds_from_validators(db_field, super().formfield_for_dbfield(db_field, request, **kwargs))
 
 
 class TabularInline(UnfoldTabularInline):

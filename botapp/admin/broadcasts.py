@@ -21,12 +21,12 @@ from django.utils.html import format_html_join
 from django.utils.safestring import mark_safe
 from unfold.decorators import action, display
 from unfold.enums import ActionVariant
-from unfold.widgets import UnfoldAdminTextareaWidget
+from unfold.widgets import UnfoldAdminIntegerFieldWidget, UnfoldAdminTextareaWidget
 
 from botapp import clock
-from botapp.admin.base import InternalAdmin, ModelAdmin
+from botapp.admin.base import InternalAdmin, ModelAdmin, readonly_text
 from botapp.admin.broadcast_deletion import BroadcastDeletion
-from botapp.admin.compose import ComposedMessageForm, post_preview_html
+from botapp.admin.compose import ComposedMessageForm, message_preview_html, post_preview_html
 from botapp.config import admin_ids_load
 from botapp.models import (
     Broadcast,
@@ -34,7 +34,6 @@ from botapp.models import (
     BroadcastClaim,
     BroadcastDelivery,
 )
-from botapp.models.buttons import buttons_parse
 from botapp.services.broadcasts import (
     broadcast_cancel,
     broadcast_duplicate,
@@ -78,10 +77,11 @@ class BroadcastForm(ComposedMessageForm):
         )
 
     post_id = forms.IntegerField(
-        label="post",
+        label="Post",
         required=False,
         min_value=1,
         max_value=MESSAGE_ID_MAX,
+        widget=UnfoldAdminIntegerFieldWidget,
         help_text="A post of the posts channel (Bot settings), by its message id: sent as a copy, with its media and "
         "formatting, and the buttons below. Leave text and media empty.",
     )
@@ -129,6 +129,8 @@ class BroadcastAdmin(BroadcastDeletion, ModelAdmin):
     )
     formfield_overrides = {models.TextField: {"widget": UnfoldAdminTextareaWidget(attrs={"rows": 5})}}
     readonly_fields = ("preview", "live", "recipients", "files")
+    # A started broadcast shows its text and buttons read-only: with their line breaks (button rows).
+    readonly_preprocess_fields = {"text": readonly_text, "buttons": readonly_text}
     actions_detail = ["send_test", "start_sending", "resume_sending", "cancel_sending", "duplicate"]
     actions = None  # everything happens on the broadcast's own page, one broadcast at a time
 
@@ -211,13 +213,7 @@ class BroadcastAdmin(BroadcastDeletion, ModelAdmin):
             return "Save to see a preview."
         if obj.origin == "admin" and len(obj.copy_message_ids or []) == 1 and not obj.text:
             return mark_safe(post_preview_html(chat_id=obj.copy_chat_id, message_id=obj.copy_message_ids[0]))  # noqa: S308 - a template, autoescaped
-        try:
-            rows = buttons_parse(text=obj.buttons)
-        except ValidationError as exc:
-            rows, error = [], "; ".join(exc.messages)
-        else:
-            error = ""
-        return render_to_string("admin/botapp/broadcast_preview.html", {"b": obj, "rows": rows, "error": error})
+        return message_preview_html(message=obj)
 
     @display(description="progress")
     def live(self, obj):

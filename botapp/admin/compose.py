@@ -8,6 +8,7 @@ from django.template.loader import render_to_string
 
 from botapp.config import ConfigError, bot_config_load
 from botapp.models import BotSettings
+from botapp.models.buttons import buttons_parse
 from botapp.services import composed
 from botapp.services.posts import post_preview, post_read_checked
 from botapp.telegram.console import console_gateway
@@ -43,9 +44,27 @@ def post_preview_html(*, chat_id: int | None, message_id: int | None) -> str:
     return render_to_string("admin/botapp/post_preview.html", {"p": preview, "message_id": message_id})
 
 
+def message_preview_html(*, message) -> str:
+    """A composed message (a broadcast, a sequence step: text, media, buttons) as users will see
+    it, with what is wrong with its buttons, if anything."""
+    try:
+        rows = buttons_parse(text=message.buttons)
+    except ValidationError as exc:
+        rows, error = [], "; ".join(exc.messages)
+    else:
+        error = ""
+    return render_to_string("admin/botapp/broadcast_preview.html", {"b": message, "rows": rows, "error": error})
+
+
 class ComposedMessageForm(composed.ComposedMessageForm):
     """The services' composed message (botapp/services/composed.py), or a post of the posts
-    channel (`post_id`: the model's field, or the form's own)."""
+    channel (`post_id`: the model's field, or the form's own). The text field carries the composer
+    (botapp/static/courier/composer.js): a formatting toolbar and a live preview."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if "text" in self.fields:
+            self.fields["text"].widget.attrs["data-composer"] = "telegram-html"
 
     def clean_composed(self, data):
         self.post_chat_id = None

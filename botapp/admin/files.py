@@ -9,6 +9,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from unfold.decorators import action
+from unfold.widgets import UnfoldAdminNullBooleanSelectWidget
 
 from botapp import clock
 from botapp.admin.access import FlushCountersFirst
@@ -73,8 +74,21 @@ LINK_SETTINGS = (
 )
 
 
+class FollowsSettingsSelect(UnfoldAdminNullBooleanSelectWidget):
+    """A per-link yes/no whose third choice is "as Bot settings" (the model's None), not "Unknown"."""
+
+    def __init__(self, attrs=None):
+        super().__init__(attrs)
+        self.choices = [("unknown", "As Bot settings"), ("true", "Yes"), ("false", "No")]
+
+
 class StoredFileForm(forms.ModelForm):
     message_ids = MessageIdsField(help_text='Message ids in the storage channel: "12", "12, 15" or a range "10-20".')
+    protect_content = forms.NullBooleanField(
+        required=False,
+        widget=FollowsSettingsSelect,
+        help_text="Yes: users cannot forward or save the delivered copies; No: they can; As Bot settings: as set there.",
+    )
 
     class Meta:
         model = StoredFile
@@ -119,8 +133,7 @@ class StoredFileAdmin(BackupAdminMixin, FlushCountersFirst, ModelAdmin):
         "created_at",
         "created_by",
         "link",
-        "backup_chat_id",
-        "backup_message_ids",
+        "backup",
         "stream_links_shown",
     )
 
@@ -138,8 +151,7 @@ class StoredFileAdmin(BackupAdminMixin, FlushCountersFirst, ModelAdmin):
             "last_delivered_at",
             "created_by",
             "created_at",
-            "backup_chat_id",
-            "backup_message_ids",
+            "backup",
         )
 
     def response_add(self, request, obj, post_url_continue=None):
@@ -154,6 +166,14 @@ class StoredFileAdmin(BackupAdminMixin, FlushCountersFirst, ModelAdmin):
     @admin.display(description="messages")
     def message_count(self, obj):
         return len(obj.message_ids or [])
+
+    @admin.display(description="backup")
+    def backup(self, obj):
+        """Where the copy in the backup channel is, in words (not the raw ids, nor "null")."""
+        if not obj.backup_message_ids:
+            return "None yet: the backup job copies the file once Bot settings name a backup channel."
+        ids = ", ".join(map(str, obj.backup_message_ids))
+        return f"Message(s) {ids} of the backup channel {obj.backup_chat_id}."
 
     @admin.display(description="stream links")
     def stream_links_shown(self, obj):

@@ -5,15 +5,18 @@ import json
 from django.contrib import admin
 from django.db.models import Count
 from django.template.loader import render_to_string
+from django.utils.safestring import mark_safe
+from unfold.forms import PaginationInlineFormSet
 
 from botapp.admin.base import InternalAdmin, ModelAdmin, StackedInline
-from botapp.admin.compose import ComposedMessageForm, post_preview_html
+from botapp.admin.compose import ComposedMessageForm, message_preview_html, post_preview_html
 from botapp.models import (
     Sequence,
     SequenceMessage,
     SequenceStep,
 )
 from botapp.services.campaign_stats import campaign_stats
+from botapp.services.click_keys import click_key_recorded
 
 # The bars of a sequence's statistics, one series per outcome (unfold's chart component, Chart.js).
 STATS_SERIES = (("sent", "#16a34a"), ("skipped", "#a3a3a3"), ("failed", "#dc2626"), ("pending", "#0ea5e9"))
@@ -42,15 +45,53 @@ class SequenceStepForm(ComposedMessageForm):
             "condition_button",
         )
 
+    check_condition_key = True  # the inline's formset checks its steps together (a key may be on a sibling step)
+
+    def clean(self):
+        data = super().clean()
+        if self.check_condition_key:
+            condition_key_check(self, button_texts=[data.get("buttons") or ""])
+        return data
+
     def save(self, commit=True):
         # The channel the post was checked in: a later change of the posts channel leaves this step's post as it was.
         self.instance.post_chat_id = self.post_chat_id if self.instance.post_id else None
         return super().save(commit)
 
 
+def condition_key_check(form, *, button_texts) -> None:
+    """A form error on the step's condition when no button records its key: such a condition
+    never holds (nobody can click it), so the step would never be skipped."""
+    data = getattr(form, "cleaned_data", {})
+    key, condition = data.get("condition_button"), data.get("condition")
+    if not key or condition == SequenceStep.Condition.ALWAYS or "condition_button" in form.errors:
+        return
+    if not click_key_recorded(key=key, button_texts=button_texts):
+        form.add_error(
+            "condition_button",
+            f"No button records clicks on “{key}”, so this condition could never skip anyone. Use the key of a "
+            f"tracked link (“Text | https://… | {key}”) or of a tap button (“Text | tap:{key}”) of a step, a "
+            "broadcast or the welcome.",
+        )
+
+
+class SequenceStepInlineForm(SequenceStepForm):
+    check_condition_key = False
+
+
+class SequenceStepFormSet(PaginationInlineFormSet):
+    def clean(self):
+        super().clean()
+        steps = [f for f in self.forms if getattr(f, "cleaned_data", None) and not f.cleaned_data.get("DELETE")]
+        texts = [f.cleaned_data.get("buttons") or "" for f in steps]
+        for form in steps:
+            condition_key_check(form, button_texts=texts)
+
+
 class SequenceStepInline(StackedInline):
     model = SequenceStep
-    form = SequenceStepForm
+    form = SequenceStepInlineForm
+    formset = SequenceStepFormSet
     extra = 1
 
 
@@ -98,12 +139,17 @@ class SequenceStepAdmin(ModelAdmin):
     list_filter = ("sequence", "condition")
     search_fields = ("text", "sequence__name", "condition_button")
     list_select_related = ("sequence",)
-    fields = ("sequence", *SequenceStepForm.Meta.fields, "post_preview")
-    readonly_fields = ("post_preview",)
+    fields = ("sequence", *SequenceStepForm.Meta.fields, "preview")
+    readonly_fields = ("preview",)
 
-    @admin.display(description="post preview")
-    def post_preview(self, obj):
-        return post_preview_html(chat_id=obj.post_chat_id if obj else None, message_id=obj.post_id if obj else None)
+    @admin.display(description="preview")
+    def preview(self, obj):
+        """What users get at this step: the post of the posts channel, or the composed message."""
+        if obj is None or not obj.pk:
+            return "Save to see a preview."
+        if obj.post_id:
+            return mark_safe(post_preview_html(chat_id=obj.post_chat_id, message_id=obj.post_id))  # noqa: S308 - a template, autoescaped
+        return mark_safe(message_preview_html(message=obj))  # noqa: S308 - a template, autoescaped
 
     @admin.display(description="after", ordering="delay_seconds")
     def delay(self, obj):

@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 
 from django import forms
 from django.core.exceptions import ValidationError
+from unfold.widgets import UnfoldAdminPasswordWidget
 
 from botapp.admin.compose import post_check
 from botapp.config import storage_channel_load
@@ -59,7 +60,7 @@ class BotSettingsForm(forms.ModelForm):
     shortener_api_key = forms.CharField(
         label="Shortener API key",
         required=False,
-        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        widget=UnfoldAdminPasswordWidget(render_value=False, attrs={"autocomplete": "new-password"}),
         help_text="Never shown once saved. Leave empty to keep the current key; type a single - to remove it.",
     )
 
@@ -85,6 +86,8 @@ class BotSettingsForm(forms.ModelForm):
         for name in PERSONAL_TEXTS:
             if name in self.fields:
                 self.fields[name].help_text = PLACEHOLDER_HINT
+        if "faq_text" in self.fields:
+            self.fields["faq_text"].label = "FAQ text"  # the model's name would read "Faq text"
         if self.instance.shortener_api_key and "shortener_api_key" in self.fields:
             self.fields["shortener_api_key"].widget.attrs["placeholder"] = "•••••••• (set)"
 

@@ -22,6 +22,16 @@ def favicon_url(request) -> str:
     return static("courier/favicon.svg")
 
 
+def console_styles(request) -> str:
+    """The console's own styles (the composer, phone widths, dark mode), after the theme's."""
+    return static("courier/console.css")
+
+
+def composer_script(request) -> str:
+    """The composer's toolbar and live preview (static: the Content-Security-Policy allows no inline script)."""
+    return static("courier/composer.js")
+
+
 # Operators are Django users; permissions are given per user, so groups only add a screen.
 admin.site.unregister(Group)
 admin.site.unregister(User)

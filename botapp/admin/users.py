@@ -4,13 +4,18 @@ and clicked) and their button clicks."""
 import csv
 from datetime import timedelta
 
+from django import forms
 from django.contrib import admin, messages
 from django.db.models import Exists, OuterRef, Q
-from django.http import HttpResponse
+from django.http import Http404, HttpResponse
+from django.shortcuts import get_object_or_404, redirect
 from django.template.loader import render_to_string
+from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils import timezone
 from unfold.contrib.filters.admin import FieldTextFilter
 from unfold.decorators import action, display
+from unfold.widgets import UnfoldAdminSelectWidget, UnfoldAdminTextInputWidget
 
 from botapp import clock
 from botapp.admin.base import InternalAdmin, ModelAdmin
@@ -19,13 +24,33 @@ from botapp.models import (
     TelegramUser,
     UserBan,
 )
-from botapp.services.moderation import ban_in_force_q, users_ban, users_unban
+from botapp.services.moderation import ban_in_force, ban_in_force_q, users_ban, users_unban
 from botapp.services.users import users_verification_reset
 
 # What Telegram tells us (and runbot keeps up to date): never typed by an operator.
 TELEGRAM_FIELDS = ("telegram_id", "username", "first_name", "last_name", "language_code", "start_payload", "last_start_payload")
 BAN_DAYS = 30
+# The ban's lengths offered on a user's page ("" : until an admin lifts it, as /ban without a time).
+BAN_LENGTHS = [("1", "1 day"), ("7", "7 days"), ("30", "30 days"), ("365", "1 year"), ("", "Until lifted")]
 ACTIVITY_ROWS = 10  # per kind on a user's page; the rest through "all …"
+
+
+class BanForm(forms.Form):
+    days = forms.TypedChoiceField(
+        label="For",
+        choices=BAN_LENGTHS,
+        initial="30",
+        required=False,
+        coerce=int,
+        empty_value=None,
+        widget=UnfoldAdminSelectWidget,
+    )
+    reason = forms.CharField(
+        label="Reason",
+        max_length=255,
+        widget=UnfoldAdminTextInputWidget,
+        help_text="Shown on the user's page and told to the user when they open a link (“Reason: …”).",
+    )
 
 
 def admin_ban_now() -> Exists:
@@ -104,7 +129,7 @@ class TelegramUserAdmin(ModelAdmin):
     fieldsets = (
         (None, {"fields": (*TELEGRAM_FIELDS, "state", "joined_at", "last_seen_at")}),
         ("Access", {"fields": ("verified_until", "verification_count", "bypass_count", "banned_until")}),
-        ("Premium and admin bans", {"fields": ("premium_until", "admin_banned")}),
+        ("Premium and admin bans", {"fields": ("premium_until", "ban_shown")}),
         ("Activity", {"fields": ("activity",)}),
     )
     readonly_fields = (
@@ -116,9 +141,10 @@ class TelegramUserAdmin(ModelAdmin):
         "bypass_count",
         "activity",
         "premium_until",
-        "admin_banned",
+        "ban_shown",
     )
     actions = ("ban", "unban", "reset_verification", "export_csv")
+    actions_detail = ("ban_user", "unban_user")
     list_per_page = 100
 
     def has_add_permission(self, request):
@@ -133,17 +159,93 @@ class TelegramUserAdmin(ModelAdmin):
         full = " ".join(filter(None, [obj.first_name, obj.last_name]))
         return f"{full} (@{obj.username})" if obj.username else full or "—"
 
-    @display(description="verified", boolean=True)
+    # Words, not ✓ and ✗: a green tick for "banned" and a red cross for "not banned" read backwards.
+    @display(description="verified", label={"verified": "success"})
     def verified(self, obj):
-        return bool(obj.verified_until and obj.verified_until > clock.now())
+        return "verified" if obj.verified_until and obj.verified_until > clock.now() else ""
 
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(admin_ban_now=admin_ban_now())
 
-    @display(description="banned", boolean=True)
+    @display(description="banned", label={"banned": "danger"})
     def banned(self, obj):
-        """An admin ban or a verification-bypass ban in force."""
-        return bool(getattr(obj, "admin_ban_now", False) or (obj.banned_until and obj.banned_until > clock.now()))
+        """An admin ban or a verification-bypass ban in force: "banned" in red; nothing otherwise."""
+        return "banned" if getattr(obj, "admin_ban_now", False) or (obj.banned_until and obj.banned_until > clock.now()) else ""
+
+    @display(description="admin ban")
+    def ban_shown(self, obj):
+        """The ban in force: until when, why, by whom (Ban… and Unban… above change it)."""
+        if obj is None or not obj.pk:
+            return "—"
+        ban = ban_in_force(user=obj)
+        if ban is None:
+            return "Not banned."
+        until = f"until {timezone.localtime(ban.until):%Y-%m-%d %H:%M %Z}" if ban.until else "until lifted"
+        by = f"by admin {ban.banned_by}" if ban.banned_by else "from the console"
+        reason = f" Reason: {ban.reason}" if ban.reason else " No reason given."
+        return f"Banned {until}, {by}, since {timezone.localtime(ban.created_at):%Y-%m-%d %H:%M}.{reason}"
+
+    @staticmethod
+    def _user(object_id) -> TelegramUser:
+        if not str(object_id).isdigit():  # the action URLs take any path: /1/change/ban/ is no user
+            raise Http404("No such user.")
+        return get_object_or_404(TelegramUser, pk=object_id)
+
+    def _user_page_form(self, request, user, *, title, lines, button, form=None, danger=False):
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": title,
+            "lines": lines,
+            "button": button,
+            "form": form or (),
+            "telegram_user": user,
+            "danger": danger,
+        }
+        return TemplateResponse(request, "admin/botapp/user_ban.html", context)
+
+    @action(description="Ban…", url_path="ban", icon="block", permissions=["change"])
+    def ban_user(self, request, object_id):
+        """Ban this user for a chosen time with a reason (a GET shows the form, a POST bans)."""
+        user = self._user(object_id)
+        form = BanForm(request.POST or None)
+        if request.method == "POST" and form.is_valid():
+            days = form.cleaned_data["days"]
+            n, admins, longer = users_ban(
+                users=[user], duration=timedelta(days=days) if days else None, reason=form.cleaned_data["reason"]
+            )
+            if admins:
+                self.message_user(request, "Admins cannot be banned (ADMIN_IDS): left as they were.", messages.ERROR)
+            elif longer:
+                self.message_user(request, "Already banned for longer: left as they were.", messages.INFO)
+            else:
+                how_long = f"for {dict(BAN_LENGTHS)[str(days)]}" if days else "until lifted"
+                self.message_user(request, f"Banned {user} {how_long}.", messages.WARNING)
+            return redirect("admin:botapp_telegramuser_change", user.pk)
+        return self._user_page_form(
+            request,
+            user,
+            title=f"Ban {user}",
+            lines=["A banned user gets no files from links, as with the bot's /ban; the ban shows on their page."],
+            button="Ban",
+            form=form,
+            danger=True,
+        )
+
+    @action(description="Unban…", url_path="unban", icon="lock_open", permissions=["change"])
+    def unban_user(self, request, object_id):
+        user = self._user(object_id)
+        if request.method == "POST":
+            n = users_unban(users=[user])
+            self.message_user(request, f"Unbanned {user}." if n else f"{user} was not banned.")
+            return redirect("admin:botapp_telegramuser_change", user.pk)
+        return self._user_page_form(
+            request,
+            user,
+            title=f"Unban {user}",
+            lines=["Lifts the admin ban and a verification-bypass ban, if either is in force: links work for them again."],
+            button="Unban",
+        )
 
     @display(description="what they got")
     def activity(self, obj):

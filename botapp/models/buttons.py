@@ -92,7 +92,11 @@ def _button(number: int, part: str, *, check_links: bool, depth: int = 0) -> But
     if key and not KEY_RE.match(key):
         raise ValidationError(f"Line {number}: a click key uses a-z, 0-9, _ and - only (got {escape(key)!s}).")
     if key and not settings.PUBLIC_URL:
-        raise ValidationError(f"Line {number}: tracking clicks needs PUBLIC_URL (the admin's public https address).")
+        raise ValidationError(
+            f"Line {number}: clicks cannot be tracked on this server yet: a tracked link goes through the console's "
+            "public address, which whoever runs Courier has not set (PUBLIC_URL, docs/operating.md). "
+            f"Remove “| {escape(key)}” to send the link untracked."
+        )
     return ButtonSpec(label, url, key)
 
 

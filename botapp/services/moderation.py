@@ -60,20 +60,21 @@ def user_unban(*, user: TelegramUser, lifted_by: int | None = None) -> bool:
 
 
 def users_ban(
-    *, users: Iterable[TelegramUser], duration: timedelta, reason: str
+    *, users: Iterable[TelegramUser], duration: timedelta | None, reason: str
 ) -> tuple[int, list[TelegramUser], list[TelegramUser]]:
-    """The console's *Ban*: each user banned as `/ban` would (`user_ban`), except admins (ADMIN_IDS),
-    whom the bot refuses to ban too, and users whose ban in force lasts longer (a /ban until
-    /unban is not cut down to `duration`). Returns how many were banned, the admins left alone,
-    and the users already banned for longer."""
+    """The console's *Ban*: each user banned as `/ban` would (`user_ban`; `duration` None: until
+    lifted), except admins (ADMIN_IDS), whom the bot refuses to ban too, and users whose ban in
+    force lasts longer (a /ban until /unban is not cut down to `duration`). Returns how many were
+    banned, the admins left alone, and the users already banned for longer."""
     admins = admin_ids_load()
-    ends = clock.now() + duration
+    ends = clock.now() + duration if duration else None
     banned, skipped, longer = 0, [], []
     for user in users:
         if user.telegram_id in admins:
             skipped.append(user)
             continue
-        if (ban := ban_in_force(user=user)) is not None and (ban.until is None or ban.until >= ends):
+        ban = ban_in_force(user=user)
+        if ban is not None and ends is not None and (ban.until is None or ban.until >= ends):
             longer.append(user)
             continue
         user_ban(user=user, duration=duration, reason=reason)
