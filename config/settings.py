@@ -390,6 +390,7 @@ UNFOLD = {
     # learnt the bot's username.
     "SITE_URL": "botapp.admin.site.site_url",
     "SITE_FAVICONS": [{"rel": "icon", "type": "image/svg+xml", "href": "botapp.admin.site.favicon_url"}],
+    "SCRIPTS": ["botapp.admin.site.console_script_url"],
     "SHOW_VIEW_ON_SITE": False,
     "DASHBOARD_CALLBACK": "scheduler.dashboard.dashboard_callback",
     "SIDEBAR": {

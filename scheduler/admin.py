@@ -123,6 +123,8 @@ class BackgroundJobAdmin(InternalAdmin):
             "can_run": request.user.has_perm("scheduler.run_backgroundjob"),
             "time_zone": settings.TIME_ZONE,
             "scheduler_stats": scheduler_stats(),
+            # A job queued ("Run now") or running: the page reloads its part every 2 s until none is.
+            "waiting": any(r.queued_at or (r.last and r.last.status == JobRun.Status.RUNNING) for r in rows),
         }
         return TemplateResponse(request, "admin/scheduler/jobs.html", context)
 

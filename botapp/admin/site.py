@@ -22,6 +22,12 @@ def favicon_url(request) -> str:
     return static("courier/favicon.svg")
 
 
+def console_script_url(request) -> str:
+    """The console's own behaviour (Copy buttons): a static file, as the Content-Security-Policy
+    allows no inline handler or script."""
+    return static("courier/console.js")
+
+
 # Operators are Django users; permissions are given per user, so groups only add a screen.
 admin.site.unregister(Group)
 admin.site.unregister(User)
