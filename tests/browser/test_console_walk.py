@@ -15,6 +15,7 @@ import pytest
 from django.contrib import admin
 from django.test import RequestFactory
 from django.urls import NoReverseMatch, reverse
+from django_celery_beat.models import PeriodicTask
 
 from botapp import clock
 from botapp.models import AuditEntry, Broadcast, BroadcastClaim, BroadcastDelivery, SequenceMessage
@@ -194,6 +195,11 @@ def test_every_console_page_and_control_works_under_the_policy(walker, operator_
     for path in pages:
         visit(tab, path)
     assert len(pages) > 80, pages  # every model's pages were found
+
+    # celery-beat's schedule form: the crontab in words, from a static file instead of its inline script.
+    task = PeriodicTask.objects.filter(crontab__isnull=False).order_by("pk").first()
+    visit(tab, f"/django_celery_beat/periodictask/{task.pk}/change/")
+    assert tab.locator(".crontab-in-words").inner_text() == f"In words: {task.crontab.human_readable}"
 
     # Copy (a stored file's deep link), and Revoke stream links' confirmation.
     visit(tab, f"/botapp/storedfile/{data['stored'].pk}/change/")
