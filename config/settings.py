@@ -396,7 +396,8 @@ UNFOLD = {
     "SITE_FAVICONS": [{"rel": "icon", "type": "image/svg+xml", "href": "botapp.admin.site.favicon_url"}],
     "SHOW_VIEW_ON_SITE": False,
     "STYLES": ["botapp.admin.site.console_styles"],
-    "SCRIPTS": ["botapp.admin.site.composer_script"],
+    # Static files only: the Content-Security-Policy allows no inline script (Copy buttons; the composer).
+    "SCRIPTS": ["botapp.admin.site.console_script_url", "botapp.admin.site.composer_script"],
     "DASHBOARD_CALLBACK": "scheduler.dashboard.dashboard_callback",
     "SIDEBAR": {
         "show_search": True,

@@ -9,6 +9,7 @@ import logging
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from urllib.parse import urlencode
 
 import redis
 from cron_descriptor import Options, get_description
@@ -24,6 +25,7 @@ from botapp.models import Broadcast, DailyStat, Referral, TelegramUser
 from botapp.services.autodelete import deletions_expired_count
 from botapp.services.growth_stats import growth_dashboard
 from botapp.services.health import broker_problem, database_problem, processes_state, redis_problem
+from botapp.services.outcomes import SequenceOutcome, sequences_outcome_since
 from botapp.services.referrals import referrers_top
 from botapp.services.stats import counters_flush
 from botapp.services.stream_stats import stream_stats_24h
@@ -192,6 +194,9 @@ CHART_OPTIONS = {
     "plugins": {"legend": {"display": False}},
     "scales": {"y": {"beginAtZero": True, "ticks": {"precision": 0}}, "x": {"grid": {"display": False}}},
 }
+# How long a finished broadcast (or scheduled message) stays on the dashboard with its result, and
+# the window of the sequences' card (docs/operator-guide.md says so).
+RECENT = timedelta(hours=24)
 COLORS = {"new users": "#7c3aed", "deliveries": "#0ea5e9", "verifications": "#16a34a", "bypasses": "#f59e0b"}
 
 
@@ -247,6 +252,31 @@ def dashboard_health() -> list[dict]:
     return lines
 
 
+def _sequence_row(row: SequenceOutcome, since: datetime) -> dict:
+    """A sequence's last RECENT for the dashboard: a bar by outcome, each count a link to those messages."""
+    base = {"step__sequence__id__exact": row.sequence.pk}
+    messages = reverse("admin:botapp_sequencemessage_changelist")
+    segments = [
+        ("sent", row.sent, "#16a34a", {"status__exact": "sent", "sent_at__gte": since.isoformat()}),
+        ("failed", row.failed, "#dc2626", {"status__in": "failed,interrupted", "due_at__gte": since.isoformat()}),
+        ("skipped", row.skipped, "#94a3b8", {"status__exact": "skipped", "due_at__gte": since.isoformat()}),
+    ]
+    return {
+        "row": row,
+        "page": reverse("admin:botapp_sequence_change", args=[row.sequence.pk]),
+        "segments": [
+            {
+                "label": label,
+                "n": n,
+                "colour": colour,
+                "width": f"{100 * n / row.total:.3f}",
+                "url": f"{messages}?{urlencode({**base, **query})}",
+            }
+            for label, n, colour, query in segments
+        ],
+    }
+
+
 def dashboard_callback(request, context: dict) -> dict:
     """The console's home page (django-unfold's DASHBOARD_CALLBACK): users, 30-day charts,
     broadcasts being sent, jobs that failed or missed their run, the health of every process, and
@@ -258,6 +288,12 @@ def dashboard_callback(request, context: dict) -> dict:
         Broadcast.objects.filter(
             status__in=[Broadcast.Status.QUEUED, Broadcast.Status.SENDING, Broadcast.Status.PAUSED]
         ).order_by("started_at")[:10]
+    )
+    since = clock.now() - RECENT
+    finished = list(
+        Broadcast.objects.filter(status__in=[Broadcast.Status.DONE, Broadcast.Status.CANCELLED], finished_at__gte=since).order_by(
+            "-finished_at"
+        )[:10]
     )
     rows = jobs_overview()
     context.update(
@@ -277,6 +313,16 @@ def dashboard_callback(request, context: dict) -> dict:
                 }
                 for b in sending
             ],
+            "finished": [
+                {
+                    "b": b,
+                    "url": reverse("admin:botapp_broadcast_progress", args=[b.pk]) + "?page=dashboard",
+                    "page": reverse("admin:botapp_broadcast_change", args=[b.pk]),
+                }
+                for b in finished
+            ],
+            "recent_hours": int(RECENT.total_seconds() // 3600),
+            "sequences": [_sequence_row(row, since) for row in sequences_outcome_since(since=since)],
             "job_problems": [r for r in rows if r.failing or r.stale],
             "jobs_never_run": [r.job.name for r in rows if r.last is None],
             "jobs_count": len(rows),

@@ -1,33 +1,29 @@
-"""Broadcasts: compose with a live-checked preview, then everything on the broadcast's own page:
-Send a test (each admin's result shown), Start sending… (a confirmation that states the audience),
-Cancel…, Duplicate as draft, and progress that updates by itself. Writes go through
+"""Broadcasts: compose with a live-checked preview (Save lands on the broadcast's page), then
+everything on the broadcast's own page: Send a test (each admin's result shown), Start sending… (a
+confirmation that states the audience), Cancel…, Duplicate as draft (botapp/admin/broadcast_actions.py),
+and progress that updates by itself, coloured by outcome (botapp/admin/outcome.py). Writes go through
 botapp/services/broadcasts.py."""
-
-from collections.abc import Callable
-from typing import TypeVar
 
 from django import forms
 from django.contrib import admin, messages
-from django.core.exceptions import ValidationError
 from django.db import models
-from django.http import Http404
-from django.shortcuts import get_object_or_404, redirect
+from django.http import HttpResponseRedirect
+from django.shortcuts import redirect
 from django.template.defaultfilters import filesizeformat
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
-from django.utils import timezone
 from django.utils.html import format_html_join
 from django.utils.safestring import mark_safe
-from unfold.decorators import action, display
-from unfold.enums import ActionVariant
+from unfold.decorators import display
 from unfold.widgets import UnfoldAdminIntegerFieldWidget, UnfoldAdminTextareaWidget
 
 from botapp import clock
 from botapp.admin.base import InternalAdmin, ModelAdmin, readonly_text
+from botapp.admin.broadcast_actions import ACTIVE, BroadcastActions
 from botapp.admin.broadcast_deletion import BroadcastDeletion
 from botapp.admin.compose import ComposedMessageForm, message_preview_html, post_preview_html
-from botapp.config import admin_ids_load
+from botapp.admin.outcome import broadcast_outcome, outcome_count_html
 from botapp.models import (
     Broadcast,
     BroadcastAttachment,
@@ -35,30 +31,12 @@ from botapp.models import (
     BroadcastDelivery,
 )
 from botapp.services.broadcasts import (
-    broadcast_cancel,
-    broadcast_duplicate,
     broadcast_progress_text,
-    broadcast_recipients_text,
-    broadcast_resume,
-    broadcast_start,
-    broadcast_test_request,
 )
-from botapp.services.health import broker_problem, processes_state
+from botapp.services.health import processes_state
 from botapp.telegram.limits import MESSAGE_ID_MAX
 
-ACTIVE = (Broadcast.Status.QUEUED, Broadcast.Status.SENDING)
-T = TypeVar("T")
 RECIPIENTS_SHOWN = 20  # listed users' ids on a broadcast's page; the rest counted
-
-
-def _unprepared(broadcast: Broadcast) -> str:
-    """What a cancel leaves out beyond the rows made: while a worker still prepares the
-    recipients, the rest of the audience too (its size, once the worker has counted it)."""
-    if broadcast.prepare_after is None:
-        return ""
-    if broadcast.audience_size is None:
-        return ", nor will the rest of the audience (not prepared yet)"
-    return f", nor will the {max(0, broadcast.audience_size - broadcast.total):,} users not prepared yet"
 
 
 class BroadcastForm(ComposedMessageForm):
@@ -118,9 +96,19 @@ def progress_of(b: Broadcast) -> dict:
 
 
 @admin.register(Broadcast)
-class BroadcastAdmin(BroadcastDeletion, ModelAdmin):
+class BroadcastAdmin(BroadcastActions, BroadcastDeletion, ModelAdmin):
     form = BroadcastForm
-    list_display = ("title", "status", "progress", "scheduled_at", "delete_after_minutes", "created_at")
+    list_display = (
+        "title",
+        "status",
+        "progress",
+        "sent_count",
+        "failed_count",
+        "blocked_count",
+        "scheduled_at",
+        "delete_after_minutes",
+        "created_at",
+    )
     list_filter = ("kind", "status", "origin", "pin", "media_kind", "created_at")
     search_fields = ("title", "text")
     fieldsets = (
@@ -167,6 +155,15 @@ class BroadcastAdmin(BroadcastDeletion, ModelAdmin):
         )
         return [progress, *super().get_urls()]
 
+    def response_add(self, request, obj, post_url_continue=None):
+        """Save on a new broadcast lands on its page: the preview, Send a test and Start are there."""
+        if "_addanother" in request.POST or "_popup" in request.POST or "_continue" in request.POST:
+            return super().response_add(request, obj, post_url_continue)
+        self.message_user(
+            request, f"“{obj}” is saved as a draft: check the preview, send a test, then start it.", messages.SUCCESS
+        )
+        return HttpResponseRedirect(reverse("admin:botapp_broadcast_change", args=[obj.pk]))
+
     # --- list ---
 
     @display(description="progress")
@@ -176,7 +173,21 @@ class BroadcastAdmin(BroadcastDeletion, ModelAdmin):
         p = progress_of(obj)
         if obj.prepare_after is not None and obj.status in ACTIVE:
             return f"{p['done']:,}/{obj.total:,}, {broadcast_progress_text(broadcast=obj)}"
-        return f"{p['done']:,}/{obj.total:,} ({p['percent']}%)"
+        return render_to_string(
+            "admin/botapp/broadcast_list_progress.html", {"b": obj, "p": p, "o": broadcast_outcome(obj, why=False)}
+        )
+
+    @display(description="sent", ordering="sent")
+    def sent_count(self, obj):
+        return outcome_count_html(obj, "sent")
+
+    @display(description="failed", ordering="failed")
+    def failed_count(self, obj):
+        return outcome_count_html(obj, "failed")
+
+    @display(description="blocked", ordering="blocked")
+    def blocked_count(self, obj):
+        return outcome_count_html(obj, "blocked")
 
     # --- the page ---
 
@@ -221,17 +232,24 @@ class BroadcastAdmin(BroadcastDeletion, ModelAdmin):
             return "—"
         return mark_safe(self._live_html(obj))  # noqa: S308 - a template, autoescaped
 
-    def _live_html(self, b: Broadcast) -> str:
+    def _live_html(self, b: Broadcast, *, compact: bool = False) -> str:
+        """The live part: progress and outcome; on the broadcast's page (not `compact`, as on the
+        dashboard) also the last test's results, or that it waits for a worker and whether one runs."""
         test_waiting = bool(b.test_requested_at and not b.test_results)
+        worker = processes_state()["worker"] if test_waiting and not compact else None
         return render_to_string(
             "admin/botapp/broadcast_progress.html",
             {
                 "b": b,
                 "p": progress_of(b),
+                "o": broadcast_outcome(b),
+                "compact": compact,
+                "no_worker": worker is not None and not worker.ok and not worker.unknown,
                 "preparing": broadcast_progress_text(broadcast=b) if b.prepare_after is not None and b.status in ACTIVE else "",
-                "poll": b.status in ACTIVE or test_waiting,
+                "poll": b.status in ACTIVE or (test_waiting and not compact),
                 "test_waiting": test_waiting,
-                "url": reverse("admin:botapp_broadcast_progress", args=[b.pk]) + f"?from={b.status}&page=change",
+                "url": reverse("admin:botapp_broadcast_progress", args=[b.pk])
+                + f"?from={b.status}&page={'dashboard' if compact else 'change'}",
             },
         )
 
@@ -246,171 +264,13 @@ class BroadcastAdmin(BroadcastDeletion, ModelAdmin):
         # htmx reloads the page on HX-Refresh: no inline script, which the Content-Security-Policy forbids.
         ended = request.GET.get("from") in ACTIVE and broadcast.status not in ACTIVE
         response = TemplateResponse(
-            request, "admin/botapp/broadcast_progress_fragment.html", {"html": self._live_html(broadcast)}
+            request,
+            "admin/botapp/broadcast_progress_fragment.html",
+            {"html": self._live_html(broadcast, compact=request.GET.get("page") != "change")},
         )
         if ended and request.GET.get("page") == "change":
             response["HX-Refresh"] = "true"
         return response
-
-    # --- the actions on the page (each asks for confirmation: a GET shows, a POST acts) ---
-
-    def _broadcast(self, object_id) -> Broadcast:
-        if not str(object_id).isdigit():  # the action URLs take any path: /1/change/start/ is no broadcast
-            raise Http404("No such broadcast.")
-        return get_object_or_404(Broadcast, pk=object_id)
-
-    def _with_status(self, object_id, statuses) -> bool:
-        return object_id is None or (
-            str(object_id).isdigit() and Broadcast.objects.filter(pk=object_id, status__in=statuses).exists()
-        )
-
-    def _back(self, broadcast):
-        return redirect("admin:botapp_broadcast_change", broadcast.pk)
-
-    def _confirm(self, request, broadcast, *, title, lines, button, danger=False, warning=""):
-        return TemplateResponse(
-            request,
-            "admin/botapp/broadcast_confirm.html",
-            {
-                **self.admin_site.each_context(request),
-                "opts": self.model._meta,
-                "title": title,
-                "b": broadcast,
-                "lines": lines,
-                "button": button,
-                "danger": danger,
-                "warning": warning,
-            },
-        )
-
-    def _act(self, request, broadcast, act: Callable[[], T], done: Callable[[T], None]):
-        """The POST of an action: `act()` calls the service; its refusal (ValidationError) is shown
-        as an error, otherwise `done(what act returned)` tells the operator what happened. Then
-        back to the broadcast's page."""
-        try:
-            result = act()
-        except ValidationError as exc:
-            self.message_user(request, exc.messages[0], messages.ERROR)
-        else:
-            done(result)
-        return self._back(broadcast)
-
-    def has_send_test_permission(self, request, object_id=None):
-        return self.has_change_permission(request)
-
-    def has_start_permission(self, request, object_id=None):
-        return self.has_change_permission(request) and self._with_status(object_id, [Broadcast.Status.DRAFT])
-
-    def has_cancel_permission(self, request, object_id=None):
-        return self.has_change_permission(request) and self._with_status(
-            object_id, [Broadcast.Status.SCHEDULED, Broadcast.Status.PAUSED, *ACTIVE]
-        )
-
-    def has_resume_permission(self, request, object_id=None):
-        return self.has_change_permission(request) and self._with_status(object_id, [Broadcast.Status.PAUSED])
-
-    def has_duplicate_permission(self, request, object_id=None):
-        return self.has_add_permission(request)
-
-    @action(description="Send a test", url_path="send-test", icon="science", permissions=["send_test"])
-    def send_test(self, request, object_id):
-        broadcast = self._broadcast(object_id)
-        admins = sorted(admin_ids_load())
-        if request.method != "POST":
-            return self._confirm(
-                request,
-                broadcast,
-                title=f"Send a test of “{broadcast.title}”",
-                lines=[
-                    f"A worker sends it to the {len(admins)} admin(s) in ADMIN_IDS ({', '.join(map(str, admins)) or 'none set'}), "
-                    "exactly as users would get it; tracked buttons are not tracked.",
-                    "Each admin's result shows on the broadcast's page.",
-                ],
-                button="Send the test",
-                warning=broker_problem(),
-            )
-        return self._act(
-            request,
-            broadcast,
-            lambda: broadcast_test_request(broadcast=broadcast, admin_count=len(admins)),
-            lambda _: self.message_user(request, f"A test is on its way to {len(admins)} admin(s); their results appear below."),
-        )
-
-    @action(description="Start sending…", url_path="start", icon="send", variant=ActionVariant.PRIMARY, permissions=["start"])
-    def start_sending(self, request, object_id):
-        broadcast = self._broadcast(object_id)
-        later = bool(broadcast.scheduled_at and broadcast.scheduled_at > clock.now())
-        if request.method != "POST":
-            # Counted for the confirmation only: the start itself answers at once (at millions of
-            # users, this count was most of the POST's time; docs/benchmarks.md).
-            audience, who = broadcast_recipients_text(broadcast=broadcast)
-            if later:
-                when = f"{timezone.localtime(broadcast.scheduled_at):%Y-%m-%d %H:%M %Z}"
-                # Listed users are fixed; the others are whoever is active when it starts.
-                then = who if broadcast.audience == Broadcast.Audience.USERS else f"those active at that time ({who} now)"
-                lines = [f"It is scheduled for {when}: it goes then to {then}."]
-            else:
-                lines = [f"It goes now to {who}."]
-            if broadcast.delete_after_minutes:
-                lines.append(f"Each copy is deleted {broadcast.delete_after_minutes} minutes after it is sent.")
-            lines.append("Once started, the message can no longer be edited.")
-            return self._confirm(
-                request,
-                broadcast,
-                title=f"Start sending “{broadcast.title}”?",
-                lines=lines,
-                button="Schedule it" if later else f"Send to {audience:,} user{'s' if audience != 1 else ''}",
-                warning=broker_problem(),
-            )
-        return self._act(
-            request,
-            broadcast,
-            lambda: broadcast_start(broadcast=broadcast),
-            lambda total: self._started(request, broadcast, total),
-        )
-
-    def _started(self, request, broadcast: Broadcast, total: int) -> None:
-        """What Start sending… tells the operator once `total` deliveries are queued (or scheduled)."""
-        users = f"{total:,} users"
-        if broadcast.prepare_after is not None:  # too many to queue at once: a worker makes the rest
-            users = f"the first {total:,} users (a worker is preparing the rest)"
-        if broadcast.status == Broadcast.Status.SCHEDULED:
-            self.message_user(request, f"Scheduled for {timezone.localtime(broadcast.scheduled_at):%Y-%m-%d %H:%M %Z}.")
-        elif problem := broker_problem():
-            self.message_user(
-                request,
-                f"Not sending yet: {problem} The deliveries to {users} are saved; "
-                "sending starts within a minute of the task queue coming back.",
-                messages.WARNING,
-            )
-        elif (worker := processes_state()["worker"]) and not worker.ok and not worker.unknown:
-            self.message_user(
-                request,
-                f"Queued for {users}, but no worker is running: sending starts when one does "
-                "(celery -A config worker; the jobs page shows the processes).",
-                messages.WARNING,
-            )
-        else:
-            self.message_user(request, f"Sending to {users}: progress below updates by itself.")
-
-    @action(description="Resume…", url_path="resume", icon="play_arrow", variant=ActionVariant.PRIMARY, permissions=["resume"])
-    def resume_sending(self, request, object_id):
-        broadcast = self._broadcast(object_id)
-        if request.method != "POST":
-            pending = broadcast.deliveries.filter(status=BroadcastDelivery.Status.PENDING).count()
-            return self._confirm(
-                request,
-                broadcast,
-                title=f"Resume “{broadcast.title}”?",
-                lines=[broadcast.paused_reason, f"{pending:,} users have not got it yet; sending to them starts again."],
-                button="Resume sending",
-            )
-        return self._act(
-            request,
-            broadcast,
-            lambda: broadcast_resume(broadcast=broadcast),
-            lambda left: self.message_user(request, f"Resumed: sending to the {left:,} users left."),
-        )
 
     def render_change_form(self, request, context, add=False, change=False, form_url="", obj=None):
         if obj is not None and obj.status == Broadcast.Status.PAUSED and request.method == "GET":
@@ -419,49 +279,6 @@ class BroadcastAdmin(BroadcastDeletion, ModelAdmin):
             # Nothing on the page can be changed any more: no Save buttons that would save nothing.
             context.update(show_save=False, show_save_and_continue=False, show_save_and_add_another=False)
         return super().render_change_form(request, context, add, change, form_url, obj)
-
-    @action(description="Cancel…", url_path="cancel", icon="cancel", permissions=["cancel"])
-    def cancel_sending(self, request, object_id):
-        broadcast = self._broadcast(object_id)
-        if request.method != "POST":
-            pending = broadcast.deliveries.filter(status=BroadcastDelivery.Status.PENDING).count()
-            return self._confirm(
-                request,
-                broadcast,
-                title=f"Cancel “{broadcast.title}”?",
-                lines=[
-                    f"{pending:,} users have not got it yet and will not get it{_unprepared(broadcast)}.",
-                    "Messages already sent stay (and are still deleted at the end of their lifetime).",
-                ],
-                button="Cancel sending",
-                danger=True,
-            )
-        return self._act(
-            request,
-            broadcast,
-            lambda: broadcast_cancel(broadcast=broadcast),
-            lambda left: self.message_user(
-                request, f"Cancelled; {left:,} users will not get it{_unprepared(broadcast)}.", messages.WARNING
-            ),
-        )
-
-    @action(description="Duplicate as draft", url_path="duplicate", icon="content_copy", permissions=["duplicate"])
-    def duplicate(self, request, object_id):
-        broadcast = self._broadcast(object_id)
-        if request.method != "POST":
-            return self._confirm(
-                request,
-                broadcast,
-                title=f"Duplicate “{broadcast.title}” as a new draft?",
-                lines=[
-                    "The copy has the same text, media, files, buttons, options and recipients; "
-                    "nothing is sent until you start it."
-                ],
-                button="Create the draft",
-            )
-        copy = broadcast_duplicate(broadcast=broadcast)
-        self.message_user(request, f"“{copy.title}” is a new draft: edit it, test it, then start it.")
-        return redirect("admin:botapp_broadcast_change", copy.pk)
 
 
 @admin.register(BroadcastDelivery)

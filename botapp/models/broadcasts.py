@@ -169,6 +169,8 @@ class BroadcastDelivery(OutgoingSend):
             models.Index(fields=["broadcast"], name="delivery_expired", condition=Q(status="expired")),
             # Scheduler statistics: messages sent in the last 24 h.
             models.Index(fields=["sent_at"], name="delivery_sent_at", condition=Q(sent_at__isnull=False)),
+            # A broadcast's page: the most common error of its failed sends (services/outcomes.py).
+            models.Index(fields=["broadcast", "error"], name="delivery_failed", condition=Q(status="failed")),
         ]
 
     def __str__(self) -> str:

@@ -139,6 +139,8 @@ class SequenceMessage(OutgoingSend):
             models.Index(fields=["lease_until"], name="seqmsg_lease", condition=Q(status="sending")),
             # Scheduler statistics: messages sent in the last 24 h.
             models.Index(fields=["sent_at"], name="seqmsg_sent_at", condition=Q(sent_at__isnull=False)),
+            # The dashboard: messages failed, interrupted or skipped in the last 24 h (services/outcomes.py).
+            models.Index(fields=["due_at"], name="seqmsg_unsent", condition=Q(status__in=["failed", "skipped", "interrupted"])),
         ]
 
     def __str__(self) -> str:

@@ -150,7 +150,10 @@ def test_the_actions_offered_follow_the_status(operator):
     page = operator.get(reverse("admin:botapp_broadcast_change", args=[sending.pk])).content.decode()
     assert "Start sending…" not in page and "Cancel…" in page
     assert 'hx-trigger="every 2s"' in page  # progress updates by itself while it is sent
-    assert operator.post(reverse("admin:botapp_broadcast_start_sending", args=[sending.pk])).status_code == 403
+    # A stale tab's Start: a page saying why, not a bare 403; nothing changes.
+    refused = operator.post(reverse("admin:botapp_broadcast_start_sending", args=[sending.pk]))
+    assert refused.status_code == 409 and "only a draft can be started" in refused.content.decode()
+    assert Broadcast.objects.get(pk=sending.pk).status == "sending"
 
 
 def test_cancel_asks_first_then_leaves_the_rest_unsent(operator):
