@@ -21,7 +21,7 @@ class Outcome:
     field: str  # the counter on Broadcast
     statuses: str  # the deliveries' status(es) it counts, for the link
     label: str
-    colour: str
+    colour: str  # its part of the bar; its counts' text takes courier/console.css's .outcome-<field>, readable light and dark
     bad: bool  # a user did not get it
 
 
@@ -66,7 +66,7 @@ def outcome_count_html(b: Broadcast, field: str):
     n = getattr(b, field)
     if not n:
         return "—"
-    style = f"color: {o.colour}; font-weight: 600;" if o.bad else ""
+    style = "font-weight: 600;" if o.bad else ""
     return format_html(
-        '<a href="{}" class="outcome-{}" style="{}">{}</a>', deliveries_url(b.pk, o.statuses), field, style, f"{n:,}"
+        '<a href="{}" class="outcome-text outcome-{}" style="{}">{}</a>', deliveries_url(b.pk, o.statuses), field, style, f"{n:,}"
     )
