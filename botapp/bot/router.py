@@ -16,6 +16,7 @@ from collections.abc import Callable
 from django.utils.html import escape
 
 from botapp.bot.admin_commands import AdminCommands
+from botapp.bot.gates import Gates
 from botapp.models import BotSettings, TelegramUser
 from botapp.services import batches, users
 from botapp.services.broadcast_bot import channel_post_broadcast
@@ -26,6 +27,7 @@ from botapp.services.optout import optout_data, optout_handle
 from botapp.services.outgoing import TAP_CALLBACK
 from botapp.services.posts import welcome_send
 from botapp.services.posts_commands import channel_post_keep, posts_command_answer, posts_command_channels
+from botapp.services.premium import user_is_premium
 from botapp.services.sequences import sequence_payloads, sequences_enroll, sequences_enroll_campaign
 from botapp.services.shortener import shortener_for
 from botapp.services.stats import button_clicks_by_key, stat_today
@@ -45,6 +47,7 @@ from botapp.telegram.gateway import (
     UserBlocked,
     UserDeactivated,
 )
+from botapp.telegram.limiter import REPLY_PREMIUM, reply_class_raise
 from botapp.telegram.limits import TEXT_LENGTH, utf16_length
 
 log = logging.getLogger(__name__)
@@ -119,6 +122,8 @@ class Router:
             TAP_CALLBACK: self.cb_tap,
         }
         AdminCommands(self).install()  # admins' commands (premium, bans, broadcasts, links) and /myplan
+        self.gates = Gates(self)  # fair use and owner-only mode, before an update is handled
+        self.gates.install()  # /authorize, /unauthorize
 
     # --- entry points: never raise ------------------------------------------------------------
 
@@ -126,17 +131,20 @@ class Router:
         # Everything an admin sends is once-only (commands, files to store, /batch steps); a user's
         # message can be handled again if runbot died midway (its sends carry fixed random_ids).
         once = msg.user.id in self.admin_ids
-        self._guarded(
-            msg.user.id,
-            lambda: self._once(
-                Kind.MESSAGE,
-                msg.chat_id,
-                msg.message_id,
-                once,
-                lambda: self._dispatch_message(msg),
-                lambda: self._interrupted(msg),
-            ),
-        )
+
+        def gated() -> None:
+            with self.gates.passed(msg.user, chat_id=msg.chat_id) as passed:
+                if passed:
+                    self._once(
+                        Kind.MESSAGE,
+                        msg.chat_id,
+                        msg.message_id,
+                        once,
+                        lambda: self._dispatch_message(msg),
+                        lambda: self._interrupted(msg),
+                    )
+
+        self._guarded(msg.user.id, gated)
 
     def handle_callback(self, cq: CallbackQuery) -> None:
         def run():
@@ -149,7 +157,12 @@ class Router:
 
         # Telegram never sends a callback query again after a restart (getDifference has none), so
         # one that comes twice is twice in one run: once-only.
-        self._guarded(cq.user.id, lambda: self._once(Kind.CALLBACK, cq.user.id, int(cq.id), True, run))
+        def gated() -> None:
+            with self.gates.passed(cq.user, chat_id=cq.chat_id, callback=cq) as passed:
+                if passed:
+                    self._once(Kind.CALLBACK, cq.user.id, int(cq.id), True, run)
+
+        self._guarded(cq.user.id, gated)
 
     def _once(self, kind: int, chat_id: int, update_id: int, once: bool, handle: Callable[[], None], interrupted=None) -> None:
         """`handle()` unless this update was handled before (services/updates.py: update_claim); done
@@ -284,6 +297,8 @@ class Router:
         payload, or a campaign tag) gets the welcome, or "welcome back" for a returning user, who
         is enrolled only in the sequences of a campaign they had not come through yet."""
         user, created = users.user_seen(tg=msg.user, start_payload=payload)
+        if user_is_premium(user=user):
+            reply_class_raise(REPLY_PREMIUM)  # queued before other users' replies
         if created:
             sequences_enroll(user=user)
         else:

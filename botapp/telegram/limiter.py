@@ -37,6 +37,7 @@ lane's own Redis connection, are in limiter_scripts.py.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import os
@@ -67,6 +68,53 @@ from botapp.telegram.limits import GROUP_CHAT_INTERVAL, PRIVATE_CHAT_BURST, PRIV
 # the per-chat rate holds over time. The global rate has no burst: sends are spaced evenly.
 CHAT_BURST = PRIVATE_CHAT_BURST
 REPLY, BULK = "reply", "bulk"
+
+# The reply lane's classes, first to last: the owner and admins, premium users, other users, and
+# the later messages of any answer but an admin's (a chat sent to within its interval: ACQUIRE).
+# A reply is queued behind the replies of its class and the classes before it only.
+REPLY_OWNER, REPLY_PREMIUM, REPLY_USER, REPLY_LATER = range(4)
+REPLY_CLASSES = 4
+_reply_class = threading.local()
+
+
+@contextlib.contextmanager
+def reply_class(value: int):
+    """The class of the replies this thread sends inside the block (runbot's router sets it per
+    update from who wrote); outside any block, REPLY_USER."""
+    before = getattr(_reply_class, "value", REPLY_USER)
+    _reply_class.value = value
+    try:
+        yield
+    finally:
+        _reply_class.value = before
+
+
+def reply_class_raise(value: int) -> None:
+    """Inside a reply_class block: its replies from now on go in `value` when that is before the
+    block's class (the router learns a user is premium once it has read their row)."""
+    _reply_class.value = min(value, reply_class_current())
+
+
+def reply_class_current() -> int:
+    return getattr(_reply_class, "value", REPLY_USER)
+
+
+# A user's share of the free budget (Bot settings' fair use): the reply lane spaces the messages
+# to one user at least this far apart, on top of the chat's own pace. Set by the router per update
+# (it reads the settings); outside it, the chat's pace alone.
+_user_pace = threading.local()
+
+
+@contextlib.contextmanager
+def user_pace(interval: float):
+    """Inside the block, messages to one private chat are at least `interval` seconds apart (0:
+    the chat's own pace, Telegram's about one a second)."""
+    before = getattr(_user_pace, "value", 0.0)
+    _user_pace.value = interval
+    try:
+        yield
+    finally:
+        _user_pace.value = before
 
 
 class Limiter(Protocol):
@@ -288,13 +336,14 @@ class RedisLimiter:
         rates = [(self.global_key, self.interval)]
         if self.free_interval is not None and not paid:
             rates.append((self.free_key, self.free_interval))
-        # A reply's slot is paced among replies alone (their own queues), not behind the slots
-        # a broadcast reserved; it takes its slots from the shared queues all the same (the
-        # broadcast's next batch moves back by them), and the windows give it the first place.
-        own = [f"{k}:replies" for k, _ in rates] if not bulk else []
+        # A reply's slot is paced among the replies of its class and the classes before it (their
+        # own queues: reply_class), not behind the slots a broadcast reserved; it takes its slots
+        # from the shared queues all the same (the broadcast's next batch moves back by them), and
+        # the windows give it the first place.
+        own = [f"{k}:replies:{c}" for c in range(REPLY_CLASSES) for k, _ in rates] if not bulk else []
         keys = [chat_key, f"{chat_key}:pause", *(k for k, _ in rates), *own, *self._pause_keys(paid)]
         args = [
-            chat_interval(chat_id) if chat_id is not None else 0,
+            self._chat_pace(chat_id) if chat_id is not None else 0,
             CHAT_BURST,
             self.interval * count if bulk else -1,
             self._late(paid) if bulk else 0,
@@ -302,7 +351,8 @@ class RedisLimiter:
             count,
             len(rates),
             *(i for _, i in rates),
-            int(bool(own)),
+            0 if bulk else REPLY_CLASSES,
+            reply_class_current(),
         ]
         # A reply's id while it waits for the windows (bulk calls leave it a place: WINDOW).
         who = "-" if bulk else f"{self._process}:{next(self._replies)}"
@@ -419,6 +469,12 @@ class RedisLimiter:
             waited += self._admit(granted, paid)
         LIMITER_WAIT.labels(self.lane).observe(waited)
         return granted
+
+    def _chat_pace(self, chat_id: int) -> float:
+        """The interval a reply keeps to in `chat_id`: the chat's, or the user's share of the
+        budget when that is longer (user_pace)."""
+        pace = chat_interval(chat_id)
+        return max(pace, getattr(_user_pace, "value", 0.0)) if chat_id > 0 else pace
 
     def _chat_key(self, chat_id: int) -> str:
         return f"{self.prefix}:chat:{chat_id}"
