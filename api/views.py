@@ -334,6 +334,7 @@ class ApiRootView(APIView):
             "users": "api:user-list",
             "files": "api:file-list",
             "broadcasts": "api:broadcast-list",
+            "allowed_users": "api:alloweduser-list",
             "scheduler_stats": "api:scheduler-stats",
             "schema": "api:schema",
             "docs": "api:docs",

@@ -416,6 +416,7 @@ UNFOLD = {
                     _nav("Daily stats", "bar_chart", "admin:botapp_dailystat_changelist"),
                     _nav("Premium plans", "workspace_premium", "admin:botapp_premiumplan_changelist"),
                     _nav("User bans", "block", "admin:botapp_userban_changelist"),
+                    _nav("Allowed users", "verified_user", "admin:botapp_alloweduser_changelist"),
                 ],
             },
             {

@@ -60,6 +60,20 @@ class BotSettingsAdmin(ModelAdmin):
                 )
             },
         ),
+        (
+            "Fair use (per user; admins are never limited)",
+            {
+                "fields": (
+                    "fair_use_enabled",
+                    "fair_use_commands_per_minute",
+                    "fair_use_deliveries_per_minute",
+                    "fair_use_deliveries_per_day",
+                    "fair_use_share_percent",
+                    "fair_use_strikes",
+                )
+            },
+        ),
+        ("Owner-only mode (the allow-list: Allowed users)", {"fields": ("allow_list_enabled", "allow_list_text")}),
         ("Links", {"fields": ("channel_post_links", "legacy_channel_id")}),
         ("Stream and download links", {"fields": ("stream_links", "stream_lifetime_hours")}),
         ("Prepared posts", {"fields": ("posts_channel_id",)}),
