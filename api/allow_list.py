@@ -7,7 +7,7 @@ from drf_spectacular.utils import extend_schema, extend_schema_view, inline_seri
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.response import Response
 
-from api.views import ERRORS, READ_ONE_ERRORS, WRITE_ERRORS, ById
+from api.views import ERRORS, READ_ONE_ERRORS, WRITE_ERRORS, ById, FieldErrors
 from botapp.models import AllowedUser
 from botapp.services.allow_list import allow_list_add, allow_list_remove
 from botapp.telegram.limits import USER_ID_MAX
@@ -34,7 +34,8 @@ Added = inline_serializer("AllowedUsersAdded", {"added": serializers.IntegerFiel
 
 @extend_schema_view(
     list=extend_schema(
-        summary="The allow-list, oldest first (cursor pagination)", responses={200: AllowedUserSerializer(many=True), **ERRORS}
+        summary="The allow-list, oldest first (cursor pagination)",
+        responses={200: AllowedUserSerializer(many=True), 400: FieldErrors, **ERRORS},
     ),
     retrieve=extend_schema(summary="One allowed user, by Telegram id", responses={200: AllowedUserSerializer, **READ_ONE_ERRORS}),
     create=extend_schema(
