@@ -38,29 +38,32 @@ class Gates:
         self.gateway = router.gateway
 
     @contextlib.contextmanager
-    def passed(self, tg: TgUser, *, chat_id: int, callback: CallbackQuery | None = None) -> Iterator[bool]:
+    def passed(self, tg: TgUser, *, chat_id: int, key: str, callback: CallbackQuery | None = None) -> Iterator[bool]:
         """Yields whether the update from `tg` may be handled (refused: the user was answered as
-        the gates say); the block's replies go in the reply lane's class of the user."""
+        the gates say); the block's replies go in the reply lane's class of the user. `key` names
+        the update: an answer of the gates carries a random_id derived from it, so an update that
+        Telegram hands over again after a crash is not answered twice (a refused update is not
+        claimed: that would cost a row for each message of a flood)."""
         admin = tg.id in self.router.admin_ids
         conf = BotSettings.load()
         with reply_class(REPLY_OWNER if admin else REPLY_USER), user_pace(0.0 if admin else fair_use_pace(conf=conf)):
-            yield admin or self._pass(tg, chat_id, conf, callback)
+            yield admin or self._pass(tg, chat_id, conf, f"{key}.gate", callback)
 
-    def _pass(self, tg: TgUser, chat_id: int, conf: BotSettings, callback: CallbackQuery | None) -> bool:
+    def _pass(self, tg: TgUser, chat_id: int, conf: BotSettings, key: str, callback: CallbackQuery | None) -> bool:
         refused = fair_use_message(user_id=tg.id, conf=conf)
         if refused is not None:
-            self._answer(chat_id, refused.text, callback)
+            self._answer(chat_id, refused.text, key, callback)
             return False
         if allow_list_blocks(user_id=tg.id, conf=conf, admin_ids=self.router.admin_ids):
-            self._answer(chat_id, text_render(template=conf.allow_list_text, tg=tg), callback)
+            self._answer(chat_id, text_render(template=conf.allow_list_text, tg=tg), key, callback)
             return False
         return True
 
-    def _answer(self, chat_id: int, text: str, callback: CallbackQuery | None) -> None:
+    def _answer(self, chat_id: int, text: str, key: str, callback: CallbackQuery | None) -> None:
         if callback is not None:  # a tap is answered either way (the button stops spinning)
             self.gateway.answer_callback(callback.id, text or None, alert=bool(text))
         elif text:
-            self.gateway.send_text(chat_id, text)
+            self.gateway.send_text(chat_id, text, key=key)
 
     # --- /authorize, /unauthorize ---------------------------------------------------------------
 

@@ -133,7 +133,7 @@ class Router:
         once = msg.user.id in self.admin_ids
 
         def gated() -> None:
-            with self.gates.passed(msg.user, chat_id=msg.chat_id) as passed:
+            with self.gates.passed(msg.user, chat_id=msg.chat_id, key=f"m{msg.chat_id}.{msg.message_id}") as passed:
                 if passed:
                     self._once(
                         Kind.MESSAGE,
@@ -158,7 +158,7 @@ class Router:
         # Telegram never sends a callback query again after a restart (getDifference has none), so
         # one that comes twice is twice in one run: once-only.
         def gated() -> None:
-            with self.gates.passed(cq.user, chat_id=cq.chat_id, callback=cq) as passed:
+            with self.gates.passed(cq.user, chat_id=cq.chat_id, key=f"c{cq.id}", callback=cq) as passed:
                 if passed:
                     self._once(Kind.CALLBACK, cq.user.id, int(cq.id), True, run)
 
