@@ -2,10 +2,11 @@
 
 Guarantees, while the limits are on:
 - a user's messages (commands, texts, button taps) beyond `fair_use_commands_per_minute` in any
-  minute are not answered, and file deliveries beyond `fair_use_deliveries_per_minute` in any
-  minute or `fair_use_deliveries_per_day` in the calendar day (TIME_ZONE) are not made;
+  minute, or faster than their chat can be answered (PACE), are not answered, and file
+  deliveries beyond `fair_use_deliveries_per_minute` in any minute or `fair_use_deliveries_per_day`
+  in the calendar day (TIME_ZONE) are not made;
 - the first refused one in a window is answered, once, with the limit and when to try again; the
-  ones after it until then get nothing;
+  ones after it until then get nothing (too fast for the chat: told at most once a minute);
 - a user told `fair_use_strikes` times within an hour is banned from files (an admin ban, as /ban
   makes: /unban and the console lift it), for longer each time (FAIR_USE_BANS);
 - admins (ADMIN_IDS) are never limited;
@@ -23,7 +24,7 @@ from botapp import clock
 from botapp.models import BotSettings, TelegramUser, UserBan
 from botapp.services.moderation import ban_in_force, user_ban
 from botapp.services.texts import human_span
-from botapp.telegram.limits import GLOBAL_RATE
+from botapp.telegram.limits import GLOBAL_RATE, PRIVATE_CHAT_BURST, PRIVATE_CHAT_INTERVAL
 from botapp.telegram.quotas import Refusal, Window, quotas
 
 log = logging.getLogger(__name__)
@@ -34,6 +35,11 @@ STRIKE_SPAN = 3600.0  # seconds within which the told refusals count toward a ba
 FAIR_USE_BANS = (timedelta(hours=1), timedelta(hours=6), timedelta(hours=24), timedelta(days=7))
 BAN_REASON = "Fair use: limits hit {strikes} times within an hour"
 
+# Messages faster than one chat can be answered (Telegram's burst, then about one a second) are not
+# handled: each would hold a handler thread until its chat's next slot, and a flood of them would
+# hold every thread. Told at most once a minute, and not a strike (a quick typist is no abuser).
+PACE = Window("pace", PRIVATE_CHAT_BURST * PRIVATE_CHAT_INTERVAL, PRIVATE_CHAT_BURST)
+TOO_QUICK = "⏳ One message at a time, please: I answer about one a second. Messages sent faster than that are not answered."
 TOO_FAST = "⏳ You are sending faster than this bot answers: at most {limit} messages a minute. Try again in {wait}; until then your messages are not answered."
 FILES_MINUTE = "⏳ You have had {limit} file links delivered in the last minute, the most one user can. Try again in {wait}."
 FILES_DAY = "⏳ You have had {limit} file links delivered today, the most one user can. More from midnight, in {wait}."
@@ -54,10 +60,14 @@ def _wait_text(seconds: float) -> str:
 
 
 def fair_use_message(*, user_id: int, conf: BotSettings) -> Refused | None:
-    """Count one message (a command, a text, a button tap) of `user_id`; a Refused when it is
-    over their per-minute limit (see the module). Admins are the caller's to leave out."""
+    """Count one message (a command, a text, a button tap) of `user_id`; a Refused when it comes
+    faster than their chat can be answered (PACE: told at most once a minute, never a strike) or
+    is over their per-minute limit (see the module). Admins are the caller's to leave out."""
     if not conf.fair_use_enabled:
         return None
+    paced = quotas().take(user_id, "pace", [PACE], now=_now(), quiet=MINUTE, strike=False)
+    if paced is not None:
+        return Refused(TOO_QUICK if paced.tell else "", timedelta(seconds=paced.retry_after))
     limit = conf.fair_use_commands_per_minute
     refusal = quotas().take(user_id, "messages", [Window("messages", MINUTE, limit)], now=_now(), strike_span=STRIKE_SPAN)
     if refusal is None:

@@ -279,10 +279,12 @@ return string.format('%.6f', wait)
 # day's count. Their time is the caller's (botapp.clock, which tests and the sandbox move on), the
 # first ARGV. KEYS: the told key, the strikes key, the N windows, the day's counter. ARGV: now, N,
 # then span_i cap_i per window, then the day's cap (0: none), the seconds to the day's end, the
-# strikes' span. A call within every quota is counted in each and answers "ok"; one over any is
-# not counted and answers "over <seconds until it fits> <told> <strikes> <which>": told 1 for the
-# first refusal until then (the told key holds that time: the user is told once a window), and
-# strikes, the refusals told within the strikes' span (a sorted set of when each was told).
+# strikes' span, the least time between two refusals told, and whether a refusal told is a strike
+# (1/0). A call within every quota is counted in each and answers "ok"; one over any is not
+# counted and answers "over <seconds until it fits> <told> <strikes> <which>": told 1 for the
+# first refusal until then, or until that least time has passed if longer (the told key holds
+# that time: the user is told once a window), and strikes, the refusals told within the strikes'
+# span (a sorted set of when each was told).
 QUOTA = """
 local now = tonumber(table.remove(ARGV, 1))
 local n = tonumber(ARGV[1])
@@ -305,11 +307,14 @@ if wait > 0 then
   -- told: the first refusal since the quota filled (the told key holds until when, on this clock)
   local told = tonumber(redis.call('GET', KEYS[1]) or '0') <= now
   local strike_span = tonumber(ARGV[2 * n + 4])
+  local quiet = math.max(wait, tonumber(ARGV[2 * n + 5]))
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - strike_span)
   if told then
-    redis.call('SET', KEYS[1], string.format('%.6f', now + wait), 'PX', math.ceil(wait * 1000) + 60000)
-    redis.call('ZADD', KEYS[2], now, string.format('%.6f', now))
-    redis.call('PEXPIRE', KEYS[2], math.ceil(strike_span * 1000) + 60000)
+    redis.call('SET', KEYS[1], string.format('%.6f', now + quiet), 'PX', math.ceil(quiet * 1000) + 60000)
+    if ARGV[2 * n + 6] == '1' then
+      redis.call('ZADD', KEYS[2], now, string.format('%.6f', now))
+      redis.call('PEXPIRE', KEYS[2], math.ceil(strike_span * 1000) + 60000)
+    end
   end
   return string.format('over %.3f %d %d %d', wait, told and 1 or 0, redis.call('ZCARD', KEYS[2]), which)
 end

@@ -69,10 +69,14 @@ class RedisQuotas:
         now: float,
         day: tuple[str, int, float] | None = None,
         strike_span: float = 3600.0,
+        quiet: float = 0.0,
+        strike: bool = True,
     ) -> Refusal | None:
         """Count one call of `kind` by `user_id` in each of `windows` and in `day` ((the day's
         name, cap, seconds until it ends), or None) at `now` (seconds, the caller's clock), or,
-        over any of them, count nothing and say why (a Refusal). Its told flag is per `kind`; its strikes are the user's, over every kind."""
+        over any of them, count nothing and say why (a Refusal). Its told flag is per `kind`: told
+        once until the call would fit, or for `quiet` seconds if longer; its strikes are the
+        user's, over every kind (a refusal told counts one unless `strike` is False)."""
         if time.monotonic() < self._down_until:
             return None
         day_name, day_cap, day_left = day if day is not None else ("", 0, 0.0)
@@ -82,7 +86,7 @@ class RedisQuotas:
         args: list = [now, len(windows)]
         for w in windows:
             args += [w.span, w.cap]
-        args += [day_cap, max(day_left, 1.0), strike_span]
+        args += [day_cap, max(day_left, 1.0), strike_span, quiet, int(strike)]
         try:
             answer = decoded(self._script(keys=keys, args=args))
         except redis.RedisError as exc:
