@@ -132,19 +132,18 @@ class Router:
         # message can be handled again if runbot died midway (its sends carry fixed random_ids).
         once = msg.user.id in self.admin_ids
 
-        def gated() -> None:
-            with self.gates.passed(msg.user, chat_id=msg.chat_id, key=f"m{msg.chat_id}.{msg.message_id}") as passed:
-                if passed:
-                    self._once(
-                        Kind.MESSAGE,
-                        msg.chat_id,
-                        msg.message_id,
-                        once,
-                        lambda: self._dispatch_message(msg),
-                        lambda: self._interrupted(msg),
-                    )
+        def run() -> None:
+            with self.gates.replies(msg.user):
+                self._once(
+                    Kind.MESSAGE,
+                    msg.chat_id,
+                    msg.message_id,
+                    once,
+                    lambda: self._dispatch_message(msg),
+                    lambda: self._interrupted(msg),
+                )
 
-        self._guarded(msg.user.id, gated)
+        self._guarded(msg.user.id, run)
 
     def handle_callback(self, cq: CallbackQuery) -> None:
         def run():
@@ -157,12 +156,11 @@ class Router:
 
         # Telegram never sends a callback query again after a restart (getDifference has none), so
         # one that comes twice is twice in one run: once-only.
-        def gated() -> None:
-            with self.gates.passed(cq.user, chat_id=cq.chat_id, key=f"c{cq.id}", callback=cq) as passed:
-                if passed:
-                    self._once(Kind.CALLBACK, cq.user.id, int(cq.id), True, run)
+        def replied() -> None:
+            with self.gates.replies(cq.user):
+                self._once(Kind.CALLBACK, cq.user.id, int(cq.id), True, run)
 
-        self._guarded(cq.user.id, gated)
+        self._guarded(cq.user.id, replied)
 
     def _once(self, kind: int, chat_id: int, update_id: int, once: bool, handle: Callable[[], None], interrupted=None) -> None:
         """`handle()` unless this update was handled before (services/updates.py: update_claim); done
@@ -223,6 +221,26 @@ class Router:
                 self.gateway.send_text(user_id, SORRY)
             except TelegramError:
                 pass
+
+    def admit(self, update: object) -> bool:
+        """Whether runbot handles `update` (gates.py: fair use, owner-only mode); a user refused is
+        answered as the gates say. Never raises."""
+        user = getattr(update, "user", None)
+        admitted = [False]  # the gates failed: the user was told "Sorry" (_guarded)
+
+        def gates() -> None:
+            admitted[0] = self.gates.admit(update)
+
+        if user is None:
+            return True
+        self._guarded(user.id, gates)
+        return admitted[0]
+
+    def update_priority(self, update: object) -> int:
+        """Which waiting updates runbot handles first (gates.py: admins, then users it has not
+        heard from in the last seconds, then the rest). On the event loop: no database."""
+        user = getattr(update, "user", None)
+        return self.gates.priority(user.id if user is not None else None)
 
     def handle_bot_stopped(self, *, user_id: int, stopped: bool) -> None:
         """The user blocked the bot (stopped) or unblocked it."""

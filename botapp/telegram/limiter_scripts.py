@@ -24,10 +24,9 @@ local now = tonumber(now_parts[1]) + tonumber(now_parts[2]) / 1000000
 # interval, then C (0: a bulk call, no own queues) and the reply's class (0 first). A reply is
 # paced among the replies of its class and the classes before it: its slot is found in its own
 # class's queues, and the queues of the classes after it and the shared ones move on by the slots
-# it took (the broadcast's next batch, a later class's next reply move back by them). A reply to a
-# chat that was sent to within its interval (its bucket is ahead of now: the second and later
-# messages of one answer, a user asking again at once) goes in the last class unless it is in the
-# first (the owner and admins): each user's first message goes before other users' later ones. A
+# it took (the broadcast's next batch, a later class's next reply move back by them). The last
+# class (later messages) asks as bulk calls do (max_ahead: a slot due within one interval, else
+# "-"), so it never holds a slot that a first message, coming after, would have to share. A
 # call of `count` messages takes `count` consecutive slots and goes at the last of them (so no span
 # of a second ever holds more than the rate). A rate queue moves on from the slot that rate gives
 # the call, not from a later one its chat's pace or another rate sets: a reply that waits for its
@@ -54,11 +53,7 @@ local start = now - late
 local chat_tat = nil
 if has_chat then
   local chat_pause = tonumber(redis.call('GET', KEYS[2]) or '0')
-  local before = tonumber(redis.call('GET', KEYS[1]) or '0')
-  if classes > 0 and class > 0 and before > now then
-    class = classes - 1
-  end
-  local tat = math.max(before, now, chat_pause)
+  local tat = math.max(tonumber(redis.call('GET', KEYS[1]) or '0'), now, chat_pause)
   chat_tat = tat + chat_interval
   start = math.max(chat_tat - burst * chat_interval, start, chat_pause)
 end
@@ -72,6 +67,7 @@ for i = first_pause, #KEYS do
 end
 local slot = math.max(start, pause)
 local rate_slot = {}
+local rate_due = pause
 for i = 1, g do
   local interval = tonumber(ARGV[7 + i])
   local tat = tonumber(redis.call('GET', classes > 0 and own_key(class, i) or KEYS[2 + i]) or '0')
@@ -79,10 +75,13 @@ for i = 1, g do
     tat = now
   end
   rate_slot[i] = math.max(tat, now - late, pause) + (count - 1) * interval
+  rate_due = math.max(rate_due, rate_slot[i])
   slot = math.max(slot, math.max(tat, start, pause) + (count - 1) * interval)
 end
-if max_ahead >= 0 and slot - now > max_ahead then
-  return '-' .. string.format('%.6f', slot - now)
+-- a reply's max_ahead is about its rates' slots (what another reply could share), not its chat's pace
+local due = classes > 0 and rate_due or slot
+if max_ahead >= 0 and due - now > max_ahead then
+  return '-' .. string.format('%.6f', due - now)
 end
 if has_chat then
   redis.call('SET', KEYS[1], string.format('%.6f', chat_tat), 'PX', math.ceil((chat_tat - now) * 1000) + 1000)

@@ -146,3 +146,17 @@ def test_the_counts_are_shared_by_every_process_and_kept_through_restarts(prefix
     assert again is not None and not again.tell and again.strikes == 1
     assert process().take(7, "messages", window, now=now + 60.5) is None  # the first count aged out
     assert process().take(8, "messages", window, now=now + 4) is None  # another user's own counts
+
+
+def test_runbot_handles_admins_first_then_users_it_has_not_heard_from_lately(router, alice):
+    from botapp.telegram.gateway import IncomingMessage
+
+    def message(user) -> IncomingMessage:
+        return IncomingMessage(message_id=1, chat_id=user.id, user=user, text="/start")
+
+    admin, bob = TgUser(id=ADMIN, first_name="Admin"), TgUser(id=2002, first_name="Bob")
+    assert router.update_priority(message(alice)) == 1  # never heard from
+    assert router.update_priority(message(alice)) == 2  # again within seconds: behind new users
+    assert router.update_priority(message(bob)) == 1
+    assert router.update_priority(message(admin)) == router.update_priority(message(admin)) == 0
+    assert router.update_priority(None) == 1  # an event that is no user's (a channel post)

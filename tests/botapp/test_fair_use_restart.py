@@ -27,7 +27,8 @@ PRIVATE = "Private bot: ask the owner."
 
 @contextlib.contextmanager
 def runbot(env: dict):
-    """`manage.py runbot` with one handler thread (updates handled in the order they came), once it
+    """`manage.py runbot` with one handler thread (and one gate thread: updates through the gates in
+    the order they came), once it
     is listening; SIGKILLed on the way out (a crash: nothing is written on the way down)."""
     proc = subprocess.Popen(
         [sys.executable, "manage.py", "runbot", "--threads", "1"], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True
@@ -66,13 +67,13 @@ def test_limits_and_owner_only_mode_survive_runbot_being_killed_and_started_agai
                 for _ in range(2):  # over the limit of 1 a minute, within the chat's pace (a burst of 3)
                     remote.user_sends(alice, "/help")
                 remote.user_sends(bob, "/help")
-                wait_for(lambda: len(texts(bob)) == 1, timeout=60, what="Bob's answer")
-                assert len(texts(alice)) == 2 and texts(alice)[-1].startswith("⏳ You are sending faster")
+                wait_for(lambda: len(texts(bob)) == 1 and len(texts(alice)) == 2, timeout=60, what="their answers")
+                assert sum(text.startswith("⏳ You are sending faster") for text in texts(alice)) == 1  # told once
                 assert texts(bob) == [PRIVATE]
             with runbot(env):  # a new process: nothing of the first one's memory
                 remote.user_sends(alice, "/help")  # the third of her burst: only the minute's limit holds it
                 remote.user_sends(carol, "/help")  # a stranger who never wrote before
-                remote.user_sends(admin, "/help")  # handled after theirs (one thread, in order)
+                remote.user_sends(admin, "/help")  # through the gates after theirs (one thread, in order)
                 wait_for(lambda: texts(admin), timeout=60, what="the admin's answer")
                 assert len(texts(alice)) == 2  # still over the limit, and not told a second time
                 assert texts(carol) == [PRIVATE]  # owner-only mode still on
