@@ -220,7 +220,8 @@ class RedisLimiter:
     """`lane`: REPLY (runbot: never queued behind bulk) or BULK (workers: take what replies leave).
     `rate`: the overall pace; `free_rate`: the pace of calls without the paid flag when it is lower
     (paid broadcasts on). `allowed` / `free_allowed`: Telegram's own figures, which the windows
-    admit calls against (None: no window, only the paced slots); `span`: the windows' length."""
+    admit calls against (None: no window, only the paced slots); `span`: the windows' length;
+    `free_span`: the free window's, when longer (paid broadcasts on: TELEGRAM_FREE_RATE_SPAN)."""
 
     def __init__(
         self,
@@ -231,6 +232,7 @@ class RedisLimiter:
         allowed: float | None = None,
         free_allowed: float | None = None,
         span: float = 1.0,
+        free_span: float | None = None,
         prefix: str = "courier:limit",
         lane: str = REPLY,
         sleep=time.sleep,
@@ -243,6 +245,7 @@ class RedisLimiter:
         self.allowed = allowed
         self.free_allowed = free_allowed if free_rate else None
         self.span = span
+        self.free_span = max(span, free_span or span)
         self.prefix = prefix
         self.lane = lane
         self.sleep = sleep
@@ -292,6 +295,7 @@ class RedisLimiter:
         if settings.TELEGRAM_PAID_BROADCASTS:  # one overall budget, of which the free part is 30/s
             return cls(
                 client, rate=global_rate(), allowed=float(settings.TELEGRAM_PAID_RATE), span=settings.TELEGRAM_RATE_SPAN,
+                free_span=settings.TELEGRAM_FREE_RATE_SPAN,
                 free_rate=free * settings.TELEGRAM_RATE_HEADROOM, free_allowed=free, lane=lane,
             )  # fmt: skip
         return cls(client, rate=global_rate(), allowed=free, span=settings.TELEGRAM_RATE_SPAN, lane=lane)
@@ -446,7 +450,8 @@ class RedisLimiter:
         if not windows:
             return [], []
         keys = [k for key, _ in windows for k in (key, f"{key}:sum")] + [f"{self.prefix}:window:waiting"]
-        return keys, [self.span, *(cap for _, cap in windows), who, *([] if count is None else [count])]
+        spans = [self.free_span if key.endswith(":free") else self.span for key, _ in windows]
+        return keys, [self.span, *(cap for _, cap in windows), *spans, who, *([] if count is None else [count])]
 
     def _admit(self, count: int, paid: bool, who: str = "-") -> float:
         """Wait until the windows admit a call of `count` messages leaving now (see WINDOW)."""

@@ -194,7 +194,9 @@ return string.format('%.6f', math.max(until_, current) - now)
 # late, a slow hop to the loop or the network's jitter can bunch them on the way. So right before a
 # call leaves, it is admitted against a log of what actually left: at most ARGV[2+i] messages in
 # any ARGV[1] seconds (a little over one second: TELEGRAM_RATE_SPAN), per window (KEYS[2i-1]: the
-# log, "time count" entries; KEYS[2i]: their sum). ARGV[2]... the windows' caps; then who asks
+# log, "time count" entries; KEYS[2i]: their sum). ARGV[2]... the windows' caps; then each
+# window's own span, when it has one longer than ARGV[1] (the free budget's with paid broadcasts
+# on: TELEGRAM_FREE_RATE_SPAN); then who asks
 # (a reply's own id, or "-" for a bulk call); the last ARGV is the call's count. The last KEYS:
 # the replies waiting for a place (a sorted set, each id scored with when its wait ends). A
 # broadcast fills the windows to their caps; a reply told to wait registers there, and bulk calls
@@ -207,7 +209,6 @@ WAITING_GRACE = 0.05  # seconds a waiting reply keeps its place after its wait (
 WINDOW = (
     NOW
     + """
-local span = tonumber(ARGV[1])
 local count = tonumber(ARGV[#ARGV])
 local who = ARGV[#ARGV - 1]
 local waiting_key = KEYS[#KEYS]
@@ -219,9 +220,12 @@ end
 local wait = 0
 local sums = {}
 local windows = (#KEYS - 1) / 2
+local spans = {}
 for w = 1, windows do
   local log, sum_key = KEYS[2 * w - 1], KEYS[2 * w]
   local cap = tonumber(ARGV[1 + w]) - yield
+  local span = tonumber(ARGV[1 + windows + w] or ARGV[1])
+  spans[w] = span
   local sum = tonumber(redis.call('GET', sum_key) or '0')
   while true do
     local head = redis.call('LINDEX', log, 0)
@@ -250,7 +254,7 @@ for w = 1, windows do
   end
 end
 for w = 1, windows do
-  local ttl = math.ceil(span * 1000) + 1000
+  local ttl = math.ceil(spans[w] * 1000) + 1000
   if wait > 0 then
     redis.call('SET', KEYS[2 * w], sums[w], 'PX', ttl)
     redis.call('PEXPIRE', KEYS[2 * w - 1], ttl)
