@@ -361,7 +361,7 @@ TELEGRAM_PAID_RATE_HEADROOM = env.float("TELEGRAM_PAID_RATE_HEADROOM", default=0
 # With paid broadcasts on, the free 30/s are admitted over this longer span: a worker's 1000/s on
 # one connection and runbot's replies on another reach Telegram interleaved, and a reply counted a
 # little after its arrival stays in Telegram's second longer than in ours; when a burst of file
-# answers keeps the free budget full, 40 ms was not room enough (docs/benchmarks.md, the burst).
+# answers keeps the free budget full, TELEGRAM_RATE_SPAN's room was not enough (docs/benchmarks.md).
 TELEGRAM_FREE_RATE_SPAN = env.float("TELEGRAM_FREE_RATE_SPAN", default=1.12)
 # A send whose outcome is unknown (a worker killed mid-call, an answer lost) is sent again with the
 # same random_id, which Telegram refuses to deliver twice, for this many seconds after its first
@@ -421,13 +421,13 @@ UNFOLD = {
                     _nav("Daily stats", "bar_chart", "admin:botapp_dailystat_changelist"),
                     _nav("Premium plans", "workspace_premium", "admin:botapp_premiumplan_changelist"),
                     _nav("User bans", "block", "admin:botapp_userban_changelist"),
-                    _nav("Allowed users", "verified_user", "admin:botapp_alloweduser_changelist"),
                 ],
             },
             {
                 "title": "Access",
                 "separator": True,
                 "items": [
+                    _nav("Allowed users", "verified_user", "admin:botapp_alloweduser_changelist"),
                     _nav("Force-subscribe channels", "campaign", "admin:botapp_forcesubchannel_changelist"),
                     _nav("Verification tokens", "key", "admin:botapp_verificationtoken_changelist"),
                     _nav("Daily token counts", "pin", "admin:botapp_dailytokencount_changelist"),
