@@ -24,7 +24,7 @@ from botapp import clock
 from botapp.models import BotSettings, TelegramUser, UserBan
 from botapp.services.moderation import ban_in_force, user_ban
 from botapp.services.texts import human_span
-from botapp.telegram.limits import GLOBAL_RATE, PRIVATE_CHAT_BURST, PRIVATE_CHAT_INTERVAL
+from botapp.telegram.limits import GLOBAL_RATE, PRIVATE_CHAT_INTERVAL
 from botapp.telegram.quotas import Refusal, Window, quotas
 
 log = logging.getLogger(__name__)
@@ -35,10 +35,13 @@ STRIKE_SPAN = 3600.0  # seconds within which the told refusals count toward a ba
 FAIR_USE_BANS = (timedelta(hours=1), timedelta(hours=6), timedelta(hours=24), timedelta(days=7))
 BAN_REASON = "Fair use: limits hit {strikes} times within an hour"
 
-# Messages faster than one chat can be answered (Telegram's burst, then about one a second) are not
-# handled: each would hold a handler thread until its chat's next slot, and a flood of them would
-# hold every thread. Told at most once a minute, and not a strike (a quick typist is no abuser).
-PACE = Window("pace", PRIVATE_CHAT_BURST * PRIVATE_CHAT_INTERVAL, PRIVATE_CHAT_BURST)
+# Messages faster than one chat can be answered are not handled: each would hold a handler thread
+# until its chat's next slot, and a flood of them held every thread. PACE_MESSAGES in any
+# PACE_MESSAGES seconds: a message and a tap right after it, then one a second, the chat's pace
+# (three at once, the chat's burst, made a flood of new users' first seconds three times as heavy:
+# docs/benchmarks.md). Told at most once a minute, and not a strike (a quick typist is no abuser).
+PACE_MESSAGES = 2
+PACE = Window("pace", PACE_MESSAGES * PRIVATE_CHAT_INTERVAL, PACE_MESSAGES)
 TOO_QUICK = "⏳ One message at a time, please: I answer about one a second. Messages sent faster than that are not answered."
 TOO_FAST = "⏳ You are sending faster than this bot answers: at most {limit} messages a minute. Try again in {wait}; until then your messages are not answered."
 FILES_MINUTE = "⏳ You have had {limit} file links delivered in the last minute, the most one user can. Try again in {wait}."

@@ -30,7 +30,7 @@ log = logging.getLogger("botapp.runbot")
 
 # Updates kurigram hands the pump at once, per handler thread: the rest of a flood waits in
 # kurigram's queue in arrival order, these in the pump's by priority.
-UPDATES_PER_THREAD = 4
+UPDATES_PER_THREAD = 16
 
 
 class Command(BaseCommand):
