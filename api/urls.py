@@ -3,7 +3,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.routers import SimpleRouter
 
-from api import views
+from api import allow_list, views
 from api.authentication import BearerAuthentication, SchemaAccess
 from api.redeem_codes import RedeemCodeViewSet
 
@@ -13,6 +13,7 @@ router.register("users", views.UserViewSet, basename="user")
 router.register("files", views.FileViewSet, basename="file")
 router.register("broadcasts", views.BroadcastViewSet, basename="broadcast")
 router.register("redeem-codes", RedeemCodeViewSet, basename="redeem-code")
+router.register("allowed-users", allow_list.AllowedUserViewSet, basename="alloweduser")
 
 # The schema and the docs: a client's token (read scope), or staff signed in to the admin with the
 # API permission (SchemaAccess).

@@ -335,6 +335,7 @@ class ApiRootView(APIView):
             "files": "api:file-list",
             "broadcasts": "api:broadcast-list",
             "redeem_codes": "api:redeem-code-list",
+            "allowed_users": "api:alloweduser-list",
             "scheduler_stats": "api:scheduler-stats",
             "schema": "api:schema",
             "docs": "api:docs",

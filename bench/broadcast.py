@@ -14,6 +14,13 @@ Modes: `free` (TELEGRAM_PAID_BROADCASTS=0: everything in 30/s), `paid` and `burs
 (TELEGRAM_PAID_BROADCASTS=1 for both processes, as a deployment sets it: the worker's sends carry
 the paid flag, 1000/s; replies stay in the free 30/s).
 
+`--link N` (with `burst`): instead of plain /start, `--link-users` new users (60) open a link of N
+stored files (2: each gets a copy of each file and the "deleted in 30 min" notice, three messages
+into one chat) at `--reply-rate`, from `--link-after` seconds after the broadcast's start (while it
+is under way). Measured besides: the broadcast's sends / allowed from the first user's /start to
+the last message they got; each user's first message p95 (the "reply" figures) and their whole
+answer's p95.
+
 Each run: a text broadcast to every active user (the `--users`) is started through the admin's
 service, `broadcast_start` (the first 10,000 rows in the call, the worker makes the rest), and at
 the same moment brand-new users start writing `/start` (no payload: what a user who taps Start
@@ -36,6 +43,7 @@ when each message was accepted; `flood_waits`):
 Per run, then min / median / max of `--runs`.
 
     .venv/bin/python bench/broadcast.py [--mode free|paid|burst] [--users 20000] [--reply-rate R] [--runs 3]
+    .venv/bin/python bench/broadcast.py --mode burst --users 10000 --link 2 [--link-users 60] [--link-after 2]
 """
 
 from __future__ import annotations
@@ -47,17 +55,19 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import _setup  # noqa: F401
 import redis
 from _setup import ROOT, spread
-from _telegram import offline_env, process_cpu, production_process, telegram_process
+from _telegram import STORAGE, offline_env, process_cpu, production_process, telegram_process
 from django.conf import settings
 from django.core.management import call_command
 
-from botapp.models import Broadcast, HandledUpdate, Sequence, TelegramUser, UpdatePosition
+from botapp.models import Broadcast, HandledUpdate, PendingDeletion, Sequence, StoredFile, TelegramUser, UpdatePosition
 from botapp.services.broadcasts import broadcast_start
+from botapp.services.files import file_store
 from botapp.services.send_window import send_window_current
 from botapp.telegram.gateway import TgUser
 from botapp.telegram.limits import GLOBAL_RATE, PAID_RATE
@@ -87,34 +97,48 @@ def tree_cpu(pid: int) -> float:
     return total
 
 
-def users_write(path, first: int, rate: float, stop: threading.Event, sent: dict[int, float]) -> None:
-    """New users write /start at `rate` per second, evenly, until `stop`; `sent`: id -> when."""
+def users_write(path, first: int, rate: float, stop: threading.Event, sent: dict[int, float], link: Link | None = None) -> None:
+    """New users write /start at `rate` per second, evenly, until `stop`; `sent`: id -> when. With
+    a `link`: `link.users` of them, from `link.after` seconds on, each opening the file link."""
     remote = RemoteTelegram(path, timeout=60)
-    start, n = time.monotonic(), 0
-    while not stop.is_set():
+    start, n = time.monotonic() + (link.after if link else 0.0), 0
+    text = f"/start {link.share}" if link else "/start"
+    while not stop.is_set() and (link is None or n < link.users):
         due = start + n / rate
         if stop.wait(max(0.0, due - time.monotonic())):
             break
         user_id = first + n
         sent[user_id] = time.monotonic()
-        remote.user_sends(TgUser(id=user_id, first_name="New", language_code="en"), "/start")
+        remote.user_sends(TgUser(id=user_id, first_name="New", language_code="en"), text)
         n += 1
     remote.close()
 
 
+@dataclass(frozen=True)
+class Link:
+    """The burst's file link (`--link N`): its share id, how many users open it, and how long after
+    the broadcast's start they begin."""
+
+    share: str
+    files: int
+    users: int
+    after: float
+
+
 def clean_new(first: int, last: int) -> None:
+    PendingDeletion.objects.filter(chat_id__gte=first, chat_id__lt=last).delete()
     TelegramUser.objects.filter(telegram_id__gte=first, telegram_id__lt=last).delete()
     HandledUpdate.objects.filter(chat_id__gte=first, chat_id__lt=last).delete()
 
 
-def run_once(path, remote, pids, *, users: int, rate: float, allowed: float, first_new: int) -> dict:
+def run_once(path, remote, pids, *, users: int, rate: float, allowed: float, first_new: int, link: Link | None = None) -> dict:
     Broadcast.objects.filter(title=TITLE).delete()
     since, calls_since = remote.events_count(), len(remote.call_times())
     floods = remote.flood_waits()
     cpu = {name: tree_cpu(pid) for name, pid in pids.items()}
     broadcast = Broadcast.objects.create(title=TITLE, text=TEXT)
     stop, asked = threading.Event(), {}
-    writer = threading.Thread(target=users_write, args=(path, first_new, rate, stop, asked))
+    writer = threading.Thread(target=users_write, args=(path, first_new, rate, stop, asked, link))
     writer.start()
     called = time.monotonic()
     queued = broadcast_start(broadcast=broadcast)
@@ -129,17 +153,20 @@ def run_once(path, remote, pids, *, users: int, rate: float, allowed: float, fir
     finally:
         stop.set()
         writer.join()
-    # Every user who wrote gets the welcome (runbot may still be answering the last few).
+    # Every user who wrote gets the welcome, or the link's files and notice (runbot may still be
+    # answering the last few).
     replied: dict[int, float] = {}
     sends: list[tuple[int, float, str]] = []
+    whole = (link.files + 1) if link else 1  # messages each user gets: the welcome, or the files and the notice
     wait_until = time.monotonic() + 60
     while True:
         sends = remote.send_times(since)
-        replied = {}
+        replied, got = {}, collections.Counter()
         for chat, at, text in sends:
-            if chat in asked and not text.startswith(TEXT) and chat not in replied:
-                replied[chat] = at
-        if len(replied) == len(asked) or time.monotonic() > wait_until:
+            if chat in asked and not text.startswith(TEXT):
+                got[chat] += 1
+                replied.setdefault(chat, at)
+        if (len(replied) == len(asked) and all(got[c] >= whole for c in asked)) or time.monotonic() > wait_until:
             break
         time.sleep(0.25)
     if len(replied) < len(asked):
@@ -158,6 +185,17 @@ def run_once(path, remote, pids, *, users: int, rate: float, allowed: float, fir
     within = sorted(at for _, at, _ in sends if first <= at <= last)
     gaps = [b - a for a, b in zip(within, within[1:], strict=False)]
     latencies = [replied[c] - asked[c] for c in asked]
+    burst = {}
+    if link is not None:  # the burst: from the first user's /start to the last message they got
+        began = min(asked.values())
+        ended = max(at for chat, at, text in sends if chat in asked)
+        during = [at for _, at, text in sends if text.startswith(TEXT) and began <= at <= ended]
+        burst = {
+            "span": ended - began,
+            "bcast": len(during) / (ended - began) / allowed,
+            "whole": pct([max(at for chat, at, _ in sends if chat == c) - asked[c] for c in asked], 0.95),
+            "short": sum(got[c] < whole for c in asked),
+        }
     runs = JobRun.objects.filter(job="send_broadcasts", started_at__gte=b.started_at or b.created_at).order_by("started_at")
     return {
         "queued": queued,
@@ -176,6 +214,7 @@ def run_once(path, remote, pids, *, users: int, rate: float, allowed: float, fir
         "cpu": cpu,
         "per_second": collections.Counter(int(at - first) for at in within),
         "refused": [flood_context(at, chat, sends, first) for at, chat in refused],
+        "burst": burst,
     }
 
 
@@ -209,6 +248,9 @@ def main():
     parser.add_argument("--reply-rate", type=float, default=None, help="/start per second (default: 4, burst 20)")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--logs", default=None, help="keep runbot's and the worker's output in this directory")
+    parser.add_argument("--link", type=int, default=0, help="burst: new users open a link of this many files instead")
+    parser.add_argument("--link-users", type=int, default=60, help="with --link: how many open it (at --reply-rate)")
+    parser.add_argument("--link-after", type=float, default=2.0, help="with --link: seconds after the broadcast's start")
     args = parser.parse_args()
     paid, default_rate = MODES[args.mode]
     rate = args.reply_rate or default_rate
@@ -232,9 +274,17 @@ def main():
 
     keep = Path(args.logs) if args.logs else None
     with (
-        telegram_process("--latency", str(LATENCY)) as (path, remote, server),
+        telegram_process("--latency", str(LATENCY), "--channel", str(STORAGE)) as (path, remote, server),
         tempfile.TemporaryDirectory(prefix="courier-bench-") as tmp,
     ):
+        link = None
+        if args.link:  # a stored link of that many files, with the auto-delete notice (Bot settings' default)
+            StoredFile.objects.filter(title=TITLE).delete()
+            ids = [
+                remote.post(STORAGE, f"File {n + 1}", media={"kind": "document", "file": f"f{n}.pdf"}) for n in range(args.link)
+            ]
+            share = file_store(source_chat_id=STORAGE, message_ids=ids, title=TITLE).share_id
+            link = Link(share=share, files=args.link, users=args.link_users, after=args.link_after)
         hashes: dict[int, int] = {}
         for start in range(0, args.users, 5000):
             hashes.update(remote.users_meet(list(audience[start : start + 5000])))
@@ -262,7 +312,7 @@ def main():
             pids = {"runbot": bot.pid, "worker": celery.pid, "telegram_server": server.pid}
             for run in range(args.runs):
                 first_new = NEW + run * 100_000
-                r = run_once(path, remote, pids, users=args.users, rate=rate, allowed=allowed, first_new=first_new)
+                r = run_once(path, remote, pids, users=args.users, rate=rate, allowed=allowed, first_new=first_new, link=link)
                 clean_new(first_new, first_new + 100_000)
                 found.append(r)
                 per_second = [r["per_second"][s] for s in sorted(r["per_second"])]
@@ -279,7 +329,16 @@ def main():
                 )
                 for line in r["refused"]:
                     print(f"    FLOOD_WAIT: {line}", flush=True)
+                if r["burst"]:
+                    b = r["burst"]
+                    print(
+                        f"    link burst: {r['replies']} users over {b['span']:.1f} s (first ask to last message): broadcast "
+                        f"{b['bcast']:.3f} of allowed meanwhile; first message p95 {r['p95'] * 1000:.0f} ms, whole answer "
+                        f"p95 {b['whole'] * 1000:.0f} ms; users short of a message: {b['short']}",
+                        flush=True,
+                    )
         Broadcast.objects.filter(title=TITLE).delete()
+        StoredFile.objects.filter(title=TITLE).delete()
 
     print(f"\n{args.mode}, {args.users:,} users, /start at {rate:g}/s; min / median / max of {args.runs}:")
     print(f"  all sends / allowed ({allowed:.0f}/s)   {spread([r['all'] for r in found], '{:.3f}')}")
@@ -289,6 +348,11 @@ def main():
     print(f"  reply p95, ms                {spread([r['p95'] * 1000 for r in found], '{:.0f}')}")
     print(f"  start to first send, s       {spread([r['start'] for r in found], '{:.2f}')}")
     print(f"  longest gap between sends, ms {spread([r['gap'] * 1000 for r in found], '{:.0f}')}")
+    if link is not None:
+        print(f"  {args.link}-file link burst ({args.link_users} users at {rate:g}/s): broadcast / allowed meanwhile "
+              f"{spread([r['burst']['bcast'] for r in found], '{:.3f}')}; first message p95, ms "
+              f"{spread([r['p95'] * 1000 for r in found], '{:.0f}')}; whole answer p95, ms "
+              f"{spread([r['burst']['whole'] * 1000 for r in found], '{:.0f}')}")  # fmt: skip
 
 
 if __name__ == "__main__":

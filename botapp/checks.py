@@ -43,4 +43,6 @@ def telegram_limits_are_sane(app_configs=None, **kwargs):
             problems.append(f"{name} must be above 0 and at most 1 (the fraction of the rate paced).")
     if not 1 <= settings.TELEGRAM_RATE_SPAN <= 2:
         problems.append("TELEGRAM_RATE_SPAN must be from 1 to 2 seconds (Telegram counts any second).")
+    if not 1 <= settings.TELEGRAM_FREE_RATE_SPAN <= 2:
+        problems.append("TELEGRAM_FREE_RATE_SPAN must be from 1 to 2 seconds (Telegram counts any second).")
     return [Error(problem, id="botapp.E003") for problem in problems]

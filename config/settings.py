@@ -362,6 +362,11 @@ SENDS_IN_FLIGHT: int | None = None
 TELEGRAM_PAID_BROADCASTS = env.bool("TELEGRAM_PAID_BROADCASTS", default=False)
 TELEGRAM_PAID_RATE = env.float("TELEGRAM_PAID_RATE", default=1000.0)
 TELEGRAM_PAID_RATE_HEADROOM = env.float("TELEGRAM_PAID_RATE_HEADROOM", default=0.96)
+# With paid broadcasts on, the free 30/s are admitted over this longer span: a worker's 1000/s on
+# one connection and runbot's replies on another reach Telegram interleaved, and a reply counted a
+# little after its arrival stays in Telegram's second longer than in ours; when a burst of file
+# answers keeps the free budget full, TELEGRAM_RATE_SPAN's room was not enough (docs/benchmarks.md).
+TELEGRAM_FREE_RATE_SPAN = env.float("TELEGRAM_FREE_RATE_SPAN", default=1.12)
 # A send whose outcome is unknown (a worker killed mid-call, an answer lost) is sent again with the
 # same random_id, which Telegram refuses to deliver twice, for this many seconds after its first
 # attempt; later it is recorded `interrupted`. How long Telegram remembers a random_id is not
@@ -431,6 +436,7 @@ UNFOLD = {
                 "title": "Access",
                 "separator": True,
                 "items": [
+                    _nav("Allowed users", "verified_user", "admin:botapp_alloweduser_changelist"),
                     _nav("Force-subscribe channels", "campaign", "admin:botapp_forcesubchannel_changelist"),
                     _nav("Verification tokens", "key", "admin:botapp_verificationtoken_changelist"),
                     _nav("Daily token counts", "pin", "admin:botapp_dailytokencount_changelist"),

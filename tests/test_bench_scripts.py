@@ -19,6 +19,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 SCRIPTS = {
     "broadcast.py": (["--runs", "1", "--users", "300", "--mode", "burst"], "all sends / allowed"),
+    "broadcast.py --link=2": (
+        ["--runs", "1", "--users", "300", "--mode", "burst", "--link-users", "6", "--link-after", "0.2"],
+        "2-file link burst",
+    ),
+    "abuse.py": (["--runs", "1", "--abusers", "2", "--rate", "5", "--others", "5", "--seconds", "3"], "answers per abuser"),
     "calls.py": (["--runs", "1"], "Telegram calls per operation"),
     "lateness.py": (["--runs", "1", "--rows", "20", "--spread", "3", "--lead", "5"], "idle beat round"),
     "start.py": (["--runs", "1", "--users", "5", "--burst", "10"], "runbot updates/s"),

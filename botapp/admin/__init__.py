@@ -5,6 +5,7 @@ from django.contrib import admin
 
 from botapp.admin import (  # noqa: F401 - registers the admins
     access,
+    allow_list,
     audit,
     broadcasts,
     files,

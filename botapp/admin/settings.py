@@ -86,6 +86,25 @@ SECTIONS = (
             "retired_commands",
         ),
     ),
+    (
+        "fair-use",
+        "Fair use (per user; admins are never limited)",
+        "What one user can make the bot do in a minute or a day, and their share of Telegram's 30 messages a second.",
+        (
+            "fair_use_enabled",
+            "fair_use_commands_per_minute",
+            "fair_use_deliveries_per_minute",
+            "fair_use_deliveries_per_day",
+            "fair_use_share_percent",
+            "fair_use_strikes",
+        ),
+    ),
+    (
+        "owner-only",
+        "Owner-only mode (the allow-list: Allowed users)",
+        "The bot answers only the users on the allow-list; everyone else gets this text.",
+        ("allow_list_enabled", "allow_list_text"),
+    ),
     ("links", "Links", "Links of another bot or channel that this bot answers too.", ("channel_post_links", "legacy_channel_id")),
     (
         "streams",

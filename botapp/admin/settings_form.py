@@ -24,7 +24,7 @@ from botapp.telegram.gateway import TgUser
 # The placeholders text_render fills for the user who wrote (botapp/services/texts.py).
 USER_PLACEHOLDERS = ("first_name", "last_name", "username", "mention", "id", "user_id", "chat_id")
 # Texts sent to one user, with those placeholders; the rest are sent as written.
-PERSONAL_TEXTS = ("welcome_text", "welcome_back_text", "help_text", "about_text", "faq_text")
+PERSONAL_TEXTS = ("welcome_text", "welcome_back_text", "help_text", "about_text", "faq_text", "allow_list_text")
 PLAIN_TEXTS = ("deleted_notice_text", "file_caption", "premium_text")  # file_caption: its own placeholders, checked below
 # The user the texts' lengths are checked for: every placeholder at its longest (Telegram's limits).
 LONGEST_USER = TgUser(

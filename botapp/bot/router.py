@@ -17,6 +17,7 @@ from django.utils.html import escape
 
 from botapp.bot.admin_commands import AdminCommands
 from botapp.bot.growth_commands import GrowthCommands
+from botapp.bot.gates import Gates
 from botapp.models import BotSettings, TelegramUser
 from botapp.services import batches, users
 from botapp.services.broadcast_bot import channel_post_broadcast
@@ -28,6 +29,7 @@ from botapp.services.optout import optout_data, optout_handle
 from botapp.services.outgoing import TAP_CALLBACK
 from botapp.services.posts import welcome_send
 from botapp.services.posts_commands import channel_post_keep, posts_command_answer, posts_command_channels
+from botapp.services.premium import user_is_premium
 from botapp.services.sequences import sequence_payloads, sequences_enroll, sequences_enroll_campaign
 from botapp.services.shortener import shortener_for
 from botapp.services.stats import button_clicks_by_key, stat_today
@@ -47,6 +49,7 @@ from botapp.telegram.gateway import (
     UserBlocked,
     UserDeactivated,
 )
+from botapp.telegram.limiter import REPLY_PREMIUM, reply_class_raise
 from botapp.telegram.limits import TEXT_LENGTH, utf16_length
 
 log = logging.getLogger(__name__)
@@ -124,6 +127,8 @@ class Router:
         AdminCommands(self).install()  # admins' commands (premium, bans, broadcasts, links) and /myplan
         self.growth = GrowthCommands(self)  # /refer, /redeem, /gencode and referral links
         self.growth.install()
+        self.gates = Gates(self)  # fair use and owner-only mode, before an update is handled
+        self.gates.install()  # /authorize, /unauthorize
 
     # --- entry points: never raise ------------------------------------------------------------
 
@@ -131,17 +136,19 @@ class Router:
         # Everything an admin sends is once-only (commands, files to store, /batch steps); a user's
         # message can be handled again if runbot died midway (its sends carry fixed random_ids).
         once = msg.user.id in self.admin_ids
-        self._guarded(
-            msg.user.id,
-            lambda: self._once(
-                Kind.MESSAGE,
-                msg.chat_id,
-                msg.message_id,
-                once,
-                lambda: self._dispatch_message(msg),
-                lambda: self._interrupted(msg),
-            ),
-        )
+
+        def run() -> None:
+            with self.gates.replies(msg.user):
+                self._once(
+                    Kind.MESSAGE,
+                    msg.chat_id,
+                    msg.message_id,
+                    once,
+                    lambda: self._dispatch_message(msg),
+                    lambda: self._interrupted(msg),
+                )
+
+        self._guarded(msg.user.id, run)
 
     def handle_callback(self, cq: CallbackQuery) -> None:
         def run():
@@ -154,7 +161,11 @@ class Router:
 
         # Telegram never sends a callback query again after a restart (getDifference has none), so
         # one that comes twice is twice in one run: once-only.
-        self._guarded(cq.user.id, lambda: self._once(Kind.CALLBACK, cq.user.id, int(cq.id), True, run))
+        def replied() -> None:
+            with self.gates.replies(cq.user):
+                self._once(Kind.CALLBACK, cq.user.id, int(cq.id), True, run)
+
+        self._guarded(cq.user.id, replied)
 
     def _once(self, kind: int, chat_id: int, update_id: int, once: bool, handle: Callable[[], None], interrupted=None) -> None:
         """`handle()` unless this update was handled before (services/updates.py: update_claim); done
@@ -215,6 +226,26 @@ class Router:
                 self.gateway.send_text(user_id, SORRY)
             except TelegramError:
                 pass
+
+    def admit(self, update: object) -> bool:
+        """Whether runbot handles `update` (gates.py: fair use, owner-only mode); a user refused is
+        answered as the gates say. Never raises."""
+        user = getattr(update, "user", None)
+        admitted = [False]  # the gates failed: the user was told "Sorry" (_guarded)
+
+        def gates() -> None:
+            admitted[0] = self.gates.admit(update)
+
+        if user is None:
+            return True
+        self._guarded(user.id, gates)
+        return admitted[0]
+
+    def update_priority(self, update: object) -> int:
+        """Which waiting updates runbot handles first (gates.py: admins, then users it has not
+        heard from in the last seconds, then the rest). On the event loop: no database."""
+        user = getattr(update, "user", None)
+        return self.gates.priority(user.id if user is not None else None)
 
     def handle_bot_stopped(self, *, user_id: int, stopped: bool) -> None:
         """The user blocked the bot (stopped) or unblocked it."""
@@ -290,6 +321,8 @@ class Router:
         is enrolled only in the sequences of a campaign they had not come through yet."""
         user, created = users.user_seen(tg=msg.user, start_payload=payload)
         referred = self.growth.start_referred(user=user, created=created, payload=payload, is_bot=msg.user.is_bot)
+        if user_is_premium(user=user):
+            reply_class_raise(REPLY_PREMIUM)  # queued before other users' replies
         if created:
             sequences_enroll(user=user)
         else:

@@ -2,6 +2,7 @@
 status (docs/architecture.md, "Scheduled work: durable rows, swept"); each index names the query it serves."""
 
 from botapp.models.access import ChannelJoinRequest, CounterEntry, DailyStat, DailyTokenCount, ForceSubChannel, VerificationToken
+from botapp.models.allow_list import AllowedUser
 from botapp.models.audit import AuditEntry
 from botapp.models.broadcasts import Broadcast, BroadcastAttachment, BroadcastClaim, BroadcastDelivery
 from botapp.models.files import (
@@ -34,6 +35,7 @@ from botapp.models.updates import HandledUpdate, UpdatePosition
 from botapp.models.users import ButtonClick, TelegramUser
 
 __all__ = [
+    "AllowedUser",
     "AuditEntry",
     "AdminCommand",
     "AlbumClaim",

@@ -23,6 +23,9 @@ from botapp.telegram.limits import MESSAGE_ID_MAX
 log = logging.getLogger(__name__)
 
 CACHE_KEY = "botsettings"
+FAIR_USE_PER_MINUTE_MAX = 600
+FAIR_USE_PER_DAY_MAX = 100_000
+ALLOW_LIST_TEXT = "This bot is private: it answers only the people its owner has allowed."
 AGAIN_BUTTON_TEXT = "♻️ Get files again"
 REFERRALS_NEEDED_MAX = 10_000
 
@@ -386,6 +389,67 @@ class BotSettings(models.Model):
         default=24,
         validators=[MinValueValidator(1), MaxValueValidator(STREAM_LIFETIME_HOURS_MAX)],
         help_text="How long a stream or download link works once given; the user gets a new one by opening the file link again.",
+    )
+
+    # Fair use (services/fair_use.py) and the allow-list (services/allow_list.py). Each with a
+    # database default too: a release before them keeps writing this row.
+    fair_use_enabled = models.BooleanField(
+        "fair use limits",
+        default=False,
+        db_default=False,
+        help_text="Limit what one user can make the bot do (below). Admins are never limited.",
+    )
+    fair_use_commands_per_minute = models.PositiveIntegerField(
+        "messages per minute",
+        default=20,
+        db_default=20,
+        validators=[MinValueValidator(1), MaxValueValidator(FAIR_USE_PER_MINUTE_MAX)],
+        help_text="Commands, texts and button taps one user may send in any minute; more are not answered "
+        f"(the user is told once, with when to try again). 1 to {FAIR_USE_PER_MINUTE_MAX}.",
+    )
+    fair_use_deliveries_per_minute = models.PositiveIntegerField(
+        "file deliveries per minute",
+        default=5,
+        db_default=5,
+        validators=[MinValueValidator(1), MaxValueValidator(FAIR_USE_PER_MINUTE_MAX)],
+        help_text=f"File links one user may have delivered in any minute. 1 to {FAIR_USE_PER_MINUTE_MAX}.",
+    )
+    fair_use_deliveries_per_day = models.PositiveIntegerField(
+        "file deliveries per day",
+        default=100,
+        db_default=100,
+        validators=[MaxValueValidator(FAIR_USE_PER_DAY_MAX)],
+        help_text=f"File links one user may have delivered in a day (from midnight, TIME_ZONE). 0: no daily limit; "
+        f"at most {FAIR_USE_PER_DAY_MAX}.",
+    )
+    fair_use_share_percent = models.PositiveIntegerField(
+        "one user's share of the 30/s (%)",
+        default=10,
+        db_default=10,
+        validators=[MinValueValidator(1), MaxValueValidator(100)],
+        help_text="The most of Telegram's 30 messages/s the bot spends on one user: their messages are spaced "
+        "accordingly. Telegram's own one message/s per chat is about 3%, so only a lower figure changes anything.",
+    )
+    fair_use_strikes = models.PositiveIntegerField(
+        "limit hits before a ban",
+        default=3,
+        db_default=3,
+        validators=[MaxValueValidator(100)],
+        help_text="A user told this many times within an hour that they hit a limit is banned from files for a while: "
+        "1 h, then 6 h, 24 h, 7 days for each ban after. 0: never banned for it.",
+    )
+    allow_list_enabled = models.BooleanField(
+        "owner-only mode",
+        default=False,
+        db_default=False,
+        help_text="The bot answers only admins and the users on the allow-list (Allowed users; /authorize). "
+        "Switching it on or off changes no stored data.",
+    )
+    allow_list_text = models.TextField(
+        "text for everyone else",
+        default=ALLOW_LIST_TEXT,
+        db_default=ALLOW_LIST_TEXT,
+        help_text="What a user who is not on the allow-list gets while owner-only mode is on (Telegram HTML).",
     )
 
     class Meta:

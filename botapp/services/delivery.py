@@ -29,6 +29,7 @@ from botapp.models import (
 )
 from botapp.services.autodelete import DELIVERY_GRACE, deletion_delivered, deletion_intent, deletion_warning
 from botapp.services.captions import caption_render
+from botapp.services.fair_use import fair_use_delivery
 from botapp.services.files import deep_link, file_removed
 from botapp.services.invites import force_sub_channels, invite_link_current
 from botapp.services.legacy import SHARE_PREFIX as LEGACY_SHARE_PREFIX
@@ -212,6 +213,10 @@ class Delivery:
                     return
             if verifying and not user_is_verified(user=self.user):
                 self.verify_prompt(share_id)
+                return
+            if (refused := fair_use_delivery(user=self.user, conf=self.conf)) is not None:
+                if refused.text:  # told once until they may have files again
+                    self.say(refused.text)
                 return
         referral_gates_passed(user=self.user, conf=self.conf)  # no query unless they came through a referral link
         file_deliver(

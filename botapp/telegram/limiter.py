@@ -37,6 +37,7 @@ lane's own Redis connection, are in limiter_scripts.py.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import os
@@ -67,6 +68,56 @@ from botapp.telegram.limits import GROUP_CHAT_INTERVAL, PRIVATE_CHAT_BURST, PRIV
 # the per-chat rate holds over time. The global rate has no burst: sends are spaced evenly.
 CHAT_BURST = PRIVATE_CHAT_BURST
 REPLY, BULK = "reply", "bulk"
+
+# The reply lane's classes, first to last: the owner and admins, premium users, other users, and
+# the later messages of any answer but an admin's (a chat replied to within its interval:
+# RedisLimiter._reply_class). A reply is queued behind the replies of its class and the classes
+# before it only; a later message takes its slot only once it is due (ACQUIRE's max_ahead).
+REPLY_OWNER, REPLY_PREMIUM, REPLY_USER, REPLY_LATER = range(4)
+REPLY_CLASSES = 4
+_reply_class = threading.local()
+
+
+@contextlib.contextmanager
+def reply_class(value: int):
+    """The class of the replies this thread sends inside the block (runbot's router sets it per
+    update from who wrote); outside any block, REPLY_USER, and a reply is never a later message
+    (a call of the console's, a test's)."""
+    before = getattr(_reply_class, "value", None)
+    _reply_class.value = value
+    try:
+        yield
+    finally:
+        _reply_class.value = before
+
+
+def reply_class_raise(value: int) -> None:
+    """Inside a reply_class block: its replies from now on go in `value` when that is before the
+    block's class (the router learns a user is premium once it has read their row)."""
+    _reply_class.value = min(value, reply_class_current())
+
+
+def reply_class_current() -> int:
+    value = getattr(_reply_class, "value", None)
+    return REPLY_USER if value is None else value
+
+
+# A user's share of the free budget (Bot settings' fair use): the reply lane spaces the messages
+# to one user at least this far apart, on top of the chat's own pace. Set by the router per update
+# (it reads the settings); outside it, the chat's pace alone.
+_user_pace = threading.local()
+
+
+@contextlib.contextmanager
+def user_pace(interval: float):
+    """Inside the block, messages to one private chat are at least `interval` seconds apart (0:
+    the chat's own pace, Telegram's about one a second)."""
+    before = getattr(_user_pace, "value", 0.0)
+    _user_pace.value = interval
+    try:
+        yield
+    finally:
+        _user_pace.value = before
 
 
 class Limiter(Protocol):
@@ -169,7 +220,8 @@ class RedisLimiter:
     """`lane`: REPLY (runbot: never queued behind bulk) or BULK (workers: take what replies leave).
     `rate`: the overall pace; `free_rate`: the pace of calls without the paid flag when it is lower
     (paid broadcasts on). `allowed` / `free_allowed`: Telegram's own figures, which the windows
-    admit calls against (None: no window, only the paced slots); `span`: the windows' length."""
+    admit calls against (None: no window, only the paced slots); `span`: the windows' length;
+    `free_span`: the free window's, when longer (paid broadcasts on: TELEGRAM_FREE_RATE_SPAN)."""
 
     def __init__(
         self,
@@ -180,6 +232,7 @@ class RedisLimiter:
         allowed: float | None = None,
         free_allowed: float | None = None,
         span: float = 1.0,
+        free_span: float | None = None,
         prefix: str = "courier:limit",
         lane: str = REPLY,
         sleep=time.sleep,
@@ -192,6 +245,7 @@ class RedisLimiter:
         self.allowed = allowed
         self.free_allowed = free_allowed if free_rate else None
         self.span = span
+        self.free_span = max(span, free_span or span)
         self.prefix = prefix
         self.lane = lane
         self.sleep = sleep
@@ -221,6 +275,10 @@ class RedisLimiter:
         self._due = {False: 0.0, True: 0.0}
         self._process = f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
         self._replies = itertools.count()  # thread-safe: next() on a count holds the GIL
+        # When this process last took a reply slot for each chat (its clock): a reply to a chat
+        # within its interval of the last is a later message (REPLY_LATER). Replies come from
+        # runbot alone, so its own record is the whole story (ACQUIRE also sees a worker's sends).
+        self._replied: dict[int, float] = {}
 
     @classmethod
     def from_settings(cls, *, lane: str = REPLY) -> RedisLimiter:
@@ -237,6 +295,7 @@ class RedisLimiter:
         if settings.TELEGRAM_PAID_BROADCASTS:  # one overall budget, of which the free part is 30/s
             return cls(
                 client, rate=global_rate(), allowed=float(settings.TELEGRAM_PAID_RATE), span=settings.TELEGRAM_RATE_SPAN,
+                free_span=settings.TELEGRAM_FREE_RATE_SPAN,
                 free_rate=free * settings.TELEGRAM_RATE_HEADROOM, free_allowed=free, lane=lane,
             )  # fmt: skip
         return cls(client, rate=global_rate(), allowed=free, span=settings.TELEGRAM_RATE_SPAN, lane=lane)
@@ -284,28 +343,33 @@ class RedisLimiter:
         wait for a reserved slot, one more trip if the sleep was long enough for a pause to have
         arrived meanwhile, and one to be admitted by the windows."""
         bulk = self.lane == BULK
+        cls = REPLY_USER if bulk else self._reply_class(chat_id)
         chat_key = self._chat_key(chat_id) if chat_id is not None else self.global_key
         rates = [(self.global_key, self.interval)]
         if self.free_interval is not None and not paid:
             rates.append((self.free_key, self.free_interval))
-        # A reply's slot is paced among replies alone (their own queues), not behind the slots
-        # a broadcast reserved; it takes its slots from the shared queues all the same (the
-        # broadcast's next batch moves back by them), and the windows give it the first place.
-        own = [f"{k}:replies" for k, _ in rates] if not bulk else []
+        # A reply's slot is paced among the replies of its class and the classes before it (their
+        # own queues: reply_class), not behind the slots a broadcast reserved; it takes its slots
+        # from the shared queues all the same (the broadcast's next batch moves back by them), and
+        # the windows give it the first place.
+        own = [f"{k}:replies:{c}" for c in range(REPLY_CLASSES) for k, _ in rates] if not bulk else []
         keys = [chat_key, f"{chat_key}:pause", *(k for k, _ in rates), *own, *self._pause_keys(paid)]
         args = [
-            chat_interval(chat_id) if chat_id is not None else 0,
+            self._chat_pace(chat_id) if chat_id is not None else 0,
             CHAT_BURST,
-            self.interval * count if bulk else -1,
+            self._ahead(count, paid) if bulk or cls == REPLY_LATER else -1,
             self._late(paid) if bulk else 0,
             int(chat_id is not None),
             count,
             len(rates),
             *(i for _, i in rates),
-            int(bool(own)),
+            0 if bulk else REPLY_CLASSES,
+            cls,
         ]
         # A reply's id while it waits for the windows (bulk calls leave it a place: WINDOW).
-        who = "-" if bulk else f"{self._process}:{next(self._replies)}"
+        # A reply's id while it waits for the windows (bulk calls, and a later message of a reply,
+        # leave it a place: WINDOW); a later message is not given one itself.
+        who = "-" if bulk or cls == REPLY_LATER else f"{self._process}:{next(self._replies)}"
         window_keys, window_args = self._windows(count, paid, who)
         if window_keys:  # the windows asked in the same trip when the slot is now (ACQUIRE_ADMIT)
             acquire, keys, args = self._acquire_admit, [*keys, *window_keys], [len(keys), len(args), *args, *window_args]
@@ -336,8 +400,13 @@ class RedisLimiter:
         said it would be, or, told "-" (a reply or another process took it), when Redis says the
         next one is. Each sleep ends in a grant unless someone else took that slot meanwhile: no
         loop of "not yet", and a slot asked for when due is admitted by the windows in that trip."""
-        if self.lane != BULK:
-            return decoded(script(keys=keys, args=args)).split(), 0.0
+        if self.lane != BULK:  # a reply asks once; a later message (max_ahead) when its slot is due
+            waited = 0.0
+            while (answer := decoded(script(keys=keys, args=args))).startswith("-"):
+                wait = float(answer[1:])
+                self.sleep(wait)
+                waited += wait
+            return answer.split(), waited
         waited = 0.0
         with self._gate:
             due = self._due[paid] - self.clock()
@@ -351,6 +420,17 @@ class RedisLimiter:
             fields = answer.split()
             self._due[paid] = self.clock() + float(fields[1])
         return fields, waited
+
+    def _ahead(self, count: int, paid: bool) -> float:
+        """How far ahead a call that takes what others leave (a bulk call, a later message of a
+        reply) may reserve its slot: one interval of its tightest rate per message (a later
+        message one more: the slot after the one a first message may be taking). Further, it is
+        told when to ask again (ACQUIRE's "-"), and a reply of a class before it, asking
+        meanwhile, takes that slot: no two hold one slot for long."""
+        if self.lane == BULK:
+            return self.interval * count
+        interval = self.free_interval if self.free_interval is not None and not paid else self.interval
+        return interval * (count + 1)
 
     def _late(self, paid: bool) -> float:
         """How late a bulk sender may ask for a slot it was told of and still have it (ACQUIRE's
@@ -370,7 +450,8 @@ class RedisLimiter:
         if not windows:
             return [], []
         keys = [k for key, _ in windows for k in (key, f"{key}:sum")] + [f"{self.prefix}:window:waiting"]
-        return keys, [self.span, *(cap for _, cap in windows), who, *([] if count is None else [count])]
+        spans = [self.free_span if key.endswith(":free") else self.span for key, _ in windows]
+        return keys, [self.span, *(cap for _, cap in windows), *spans, who, *([] if count is None else [count])]
 
     def _admit(self, count: int, paid: bool, who: str = "-") -> float:
         """Wait until the windows admit a call of `count` messages leaving now (see WINDOW)."""
@@ -420,6 +501,27 @@ class RedisLimiter:
         LIMITER_WAIT.labels(self.lane).observe(waited)
         return granted
 
+    def _reply_class(self, chat_id: int | None) -> int:
+        """The class of a reply to `chat_id`: the thread's (reply_class), or REPLY_LATER for a
+        chat this process replied to within its interval (unless the thread's is REPLY_OWNER)."""
+        cls = reply_class_current()
+        if chat_id is None or getattr(_reply_class, "value", None) is None:
+            return cls
+        now = self.clock()
+        last = self._replied.get(chat_id)
+        if len(self._replied) > 10_000:
+            self._replied.clear()
+        self._replied[chat_id] = now
+        if cls != REPLY_OWNER and last is not None and now - last < chat_interval(chat_id):
+            return REPLY_LATER
+        return cls
+
+    def _chat_pace(self, chat_id: int) -> float:
+        """The interval a reply keeps to in `chat_id`: the chat's, or the user's share of the
+        budget when that is longer (user_pace)."""
+        pace = chat_interval(chat_id)
+        return max(pace, getattr(_user_pace, "value", 0.0)) if chat_id > 0 else pace
+
     def _chat_key(self, chat_id: int) -> str:
         return f"{self.prefix}:chat:{chat_id}"
 
@@ -465,14 +567,18 @@ class RedisLimiter:
         return [self._pause_key(lane, budget) for budget in budgets for lane in lanes]
 
     def _chat_was_busy(self, chat_id: int) -> bool:
-        """Inferred: Telegram does not say which limit a FLOOD_WAIT is for. If this chat's bucket
-        holds more than the call just made (the chat was also sent to within its interval before
-        it), the per-chat limit is the likely one."""
+        """Inferred: Telegram does not say which limit a FLOOD_WAIT is for. The calls to one chat
+        keep to its burst and pace (ACQUIRE), so its own limit is the likely one only when more
+        than a burst is queued for it (the chat is being paced, and a late or bunched arrival
+        could break its pace); a call within a chat's burst (a file answer's copies and notice)
+        was refused by a budget, which must pause for everyone: pausing the chat alone let the
+        next replies meet the budget's wait too (the 2-file link burst: four more FLOOD_WAITs)."""
         tat = self.redis.get(self._chat_key(chat_id))
         if tat is None:
             return False
         seconds, micros = self.redis.time()
-        return float(tat) - (seconds + micros / 1_000_000) > chat_interval(chat_id) + 0.001
+        interval = self._chat_pace(chat_id)
+        return float(tat) - (seconds + micros / 1_000_000) > CHAT_BURST * interval + 0.001
 
     def paused_for(self, *, paid: bool = False) -> float:
         """Seconds until this lane may send again (calls with the paid flag: `paid`), 0 or less:

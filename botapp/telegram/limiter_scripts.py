@@ -18,12 +18,20 @@ local now = tonumber(now_parts[1]) + tonumber(now_parts[2]) / 1000000
 
 # One round trip per call: the chat's slot (KEYS[1], its pause KEYS[2]), then G rate slots (KEYS[3
 # .. 2+G]: the overall one, and the free one for a call without the paid flag when paid broadcasts
-# are on), then, for a reply, the replies' own G slots, then the pauses. ARGV: chat interval, chat
-# burst, max_ahead (-1: always reserve), late, has_chat (0/1), count (messages in the call), G,
-# each rate slot's interval, then own (1: a reply; its slot is found in its own queues, and the
-# shared ones move on by the slots it took, wherever they were). A call of
-# `count` messages takes `count` consecutive slots and goes at the last of them (so no span of a
-# second ever holds more than the rate). `late`: how far in the past a rate slot may still be
+# are on), then, for a reply, the replies' own queues: C classes of G slots each (class k's rate i
+# at KEYS[2 + G + k * G + i]), then the pauses. ARGV: chat interval, chat burst, max_ahead (-1:
+# always reserve), late, has_chat (0/1), count (messages in the call), G, each rate slot's
+# interval, then C (0: a bulk call, no own queues) and the reply's class (0 first). A reply is
+# paced among the replies of its class and the classes before it: its slot is found in its own
+# class's queues, and the queues of the classes after it and the shared ones move on by the slots
+# it took (the broadcast's next batch, a later class's next reply move back by them). The last
+# class (later messages) asks as bulk calls do (max_ahead: a slot due within one interval, else
+# "-"), so it never holds a slot that a first message, coming after, would have to share. A
+# call of `count` messages takes `count` consecutive slots and goes at the last of them (so no span
+# of a second ever holds more than the rate). A rate queue moves on from the slot that rate gives
+# the call, not from a later one its chat's pace or another rate sets: a reply that waits for its
+# chat (or for the free 30/s while the paid 1000/s is idle) does not push the queue's next slots
+# that far back. `late`: how far in the past a rate slot may still be
 # taken (a bulk sender told to come at its slot that woke a little late: its slot was not lost,
 # and it goes at once; a rate slot older than that was idle and is not taken back). Returns
 # "<delay until the reserved slot> <delay until the next free rate slot after it>", or "-" and
@@ -39,6 +47,8 @@ local late = tonumber(ARGV[4])
 local has_chat = ARGV[5] == '1'
 local count = tonumber(ARGV[6])
 local g = tonumber(ARGV[7])
+local classes = tonumber(ARGV[8 + g])
+local class = tonumber(ARGV[9 + g] or '0')
 local start = now - late
 local chat_tat = nil
 if has_chat then
@@ -47,24 +57,31 @@ if has_chat then
   chat_tat = tat + chat_interval
   start = math.max(chat_tat - burst * chat_interval, start, chat_pause)
 end
-local own = ARGV[8 + g] == '1'
-local first_pause = own and 3 + 2 * g or 3 + g
+local function own_key(k, i)
+  return KEYS[2 + g + k * g + i]
+end
+local first_pause = 3 + g + classes * g
 local pause = 0
 for i = first_pause, #KEYS do
   pause = math.max(pause, tonumber(redis.call('GET', KEYS[i]) or '0'))
 end
 local slot = math.max(start, pause)
+local rate_slot = {}
+local rate_due = pause
 for i = 1, g do
   local interval = tonumber(ARGV[7 + i])
-  local tat = tonumber(redis.call('GET', KEYS[own and 2 + g + i or 2 + i]) or '0')
+  local tat = tonumber(redis.call('GET', classes > 0 and own_key(class, i) or KEYS[2 + i]) or '0')
   if tat < now - late then
     tat = now
   end
-  tat = math.max(tat, start, pause)
-  slot = math.max(slot, tat + (count - 1) * interval)
+  rate_slot[i] = math.max(tat, now - late, pause) + (count - 1) * interval
+  rate_due = math.max(rate_due, rate_slot[i])
+  slot = math.max(slot, math.max(tat, start, pause) + (count - 1) * interval)
 end
-if max_ahead >= 0 and slot - now > max_ahead then
-  return '-' .. string.format('%.6f', slot - now)
+-- a reply's max_ahead is about its rates' slots (what another reply could share), not its chat's pace
+local due = classes > 0 and rate_due or slot
+if max_ahead >= 0 and due - now > max_ahead then
+  return '-' .. string.format('%.6f', due - now)
 end
 if has_chat then
   redis.call('SET', KEYS[1], string.format('%.6f', chat_tat), 'PX', math.ceil((chat_tat - now) * 1000) + 1000)
@@ -72,16 +89,23 @@ end
 local function advance(key, new_tat)
   redis.call('SET', key, string.format('%.6f', new_tat), 'PX', math.max(1, math.ceil((new_tat - now) * 1000) + 1000))
 end
+local function move_back(key, i, interval)
+  advance(key, math.max(tonumber(redis.call('GET', key) or '0'), rate_slot[i] - (count - 1) * interval) + count * interval)
+end
 local next_ = 0
 for i = 1, g do
   local interval = tonumber(ARGV[7 + i])
   local new_tat = slot + interval
-  if own then
-    -- the call's own queue moves on from its slot; the shared one by the slots it took
-    advance(KEYS[2 + g + i], new_tat)
-    new_tat = math.max(tonumber(redis.call('GET', KEYS[2 + i]) or '0'), slot - (count - 1) * interval) + count * interval
+  if classes > 0 then
+    advance(own_key(class, i), rate_slot[i] + interval)
+    for k = class + 1, classes - 1 do
+      move_back(own_key(k, i), i, interval)
+    end
+    move_back(KEYS[2 + i], i, interval)
+    new_tat = tonumber(redis.call('GET', KEYS[2 + i]))
+  else
+    advance(KEYS[2 + i], new_tat)
   end
-  advance(KEYS[2 + i], new_tat)
   next_ = math.max(next_, new_tat - now)
 end
 return string.format('%.6f %.6f', math.max(slot - now, 0), next_)
@@ -170,7 +194,9 @@ return string.format('%.6f', math.max(until_, current) - now)
 # late, a slow hop to the loop or the network's jitter can bunch them on the way. So right before a
 # call leaves, it is admitted against a log of what actually left: at most ARGV[2+i] messages in
 # any ARGV[1] seconds (a little over one second: TELEGRAM_RATE_SPAN), per window (KEYS[2i-1]: the
-# log, "time count" entries; KEYS[2i]: their sum). ARGV[2]... the windows' caps; then who asks
+# log, "time count" entries; KEYS[2i]: their sum). ARGV[2]... the windows' caps; then each
+# window's own span, when it has one longer than ARGV[1] (the free budget's with paid broadcasts
+# on: TELEGRAM_FREE_RATE_SPAN); then who asks
 # (a reply's own id, or "-" for a bulk call); the last ARGV is the call's count. The last KEYS:
 # the replies waiting for a place (a sorted set, each id scored with when its wait ends). A
 # broadcast fills the windows to their caps; a reply told to wait registers there, and bulk calls
@@ -183,7 +209,6 @@ WAITING_GRACE = 0.05  # seconds a waiting reply keeps its place after its wait (
 WINDOW = (
     NOW
     + """
-local span = tonumber(ARGV[1])
 local count = tonumber(ARGV[#ARGV])
 local who = ARGV[#ARGV - 1]
 local waiting_key = KEYS[#KEYS]
@@ -195,9 +220,12 @@ end
 local wait = 0
 local sums = {}
 local windows = (#KEYS - 1) / 2
+local spans = {}
 for w = 1, windows do
   local log, sum_key = KEYS[2 * w - 1], KEYS[2 * w]
   local cap = tonumber(ARGV[1 + w]) - yield
+  local span = tonumber(ARGV[1 + windows + w] or ARGV[1])
+  spans[w] = span
   local sum = tonumber(redis.call('GET', sum_key) or '0')
   while true do
     local head = redis.call('LINDEX', log, 0)
@@ -226,7 +254,7 @@ for w = 1, windows do
   end
 end
 for w = 1, windows do
-  local ttl = math.ceil(span * 1000) + 1000
+  local ttl = math.ceil(spans[w] * 1000) + 1000
   if wait > 0 then
     redis.call('SET', KEYS[2 * w], sums[w], 'PX', ttl)
     redis.call('PEXPIRE', KEYS[2 * w - 1], ttl)
@@ -247,6 +275,63 @@ end
 return string.format('%.6f', wait)
 """.replace("WAITING_GRACE", repr(WAITING_GRACE))
 )
+
+
+# A user's quotas (services/fair_use.py), on the limiter's Redis: N sliding windows (at
+# most cap_i in any span_i seconds, like WINDOW's, one sorted set of times each) and a calendar
+# day's count. Their time is the caller's (botapp.clock, which tests and the sandbox move on), the
+# first ARGV. KEYS: the told key, the strikes key, the N windows, the day's counter. ARGV: now, N,
+# then span_i cap_i per window, then the day's cap (0: none), the seconds to the day's end, the
+# strikes' span, the least time between two refusals told, and whether a refusal told is a strike
+# (1/0). A call within every quota is counted in each and answers "ok"; one over any is not
+# counted and answers "over <seconds until it fits> <told> <strikes> <which>": told 1 for the
+# first refusal until then, or until that least time has passed if longer (the told key holds
+# that time: the user is told once a window), and strikes, the refusals told within the strikes'
+# span (a sorted set of when each was told).
+QUOTA = """
+local now = tonumber(table.remove(ARGV, 1))
+local n = tonumber(ARGV[1])
+local wait, which = 0, 0
+for i = 1, n do
+  local key, span, cap = KEYS[2 + i], tonumber(ARGV[2 * i]), tonumber(ARGV[2 * i + 1])
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - span)
+  if redis.call('ZCARD', key) + 1 > cap then
+    local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    local until_ = oldest[2] and (tonumber(oldest[2]) + span - now) or span
+    if until_ > wait then wait, which = until_, i end
+  end
+end
+local day_cap, day_left = tonumber(ARGV[2 * n + 2]), tonumber(ARGV[2 * n + 3])
+local day_key = KEYS[3 + n]
+if day_cap > 0 and tonumber(redis.call('GET', day_key) or '0') + 1 > day_cap and day_left > wait then
+  wait, which = day_left, n + 1
+end
+if wait > 0 then
+  -- told: the first refusal since the quota filled (the told key holds until when, on this clock)
+  local told = tonumber(redis.call('GET', KEYS[1]) or '0') <= now
+  local strike_span = tonumber(ARGV[2 * n + 4])
+  local quiet = math.max(wait, tonumber(ARGV[2 * n + 5]))
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - strike_span)
+  if told then
+    redis.call('SET', KEYS[1], string.format('%.6f', now + quiet), 'PX', math.ceil(quiet * 1000) + 60000)
+    if ARGV[2 * n + 6] == '1' then
+      redis.call('ZADD', KEYS[2], now, string.format('%.6f', now))
+      redis.call('PEXPIRE', KEYS[2], math.ceil(strike_span * 1000) + 60000)
+    end
+  end
+  return string.format('over %.3f %d %d %d', wait, told and 1 or 0, redis.call('ZCARD', KEYS[2]), which)
+end
+for i = 1, n do
+  local key, span = KEYS[2 + i], tonumber(ARGV[2 * i])
+  redis.call('ZADD', key, now, string.format('%.6f', now) .. ':' .. redis.call('ZCARD', key))
+  redis.call('PEXPIRE', key, math.ceil(span * 1000) + 1000)
+end
+if day_cap > 0 then
+  redis.call('INCR', day_key)
+  redis.call('PEXPIRE', day_key, math.ceil(day_left * 1000) + 60000)
+end
+return 'ok'
+"""
 
 
 def _admitting(acquire: str, *, count_granted: bool) -> str:

@@ -27,6 +27,7 @@ from collections.abc import Callable
 
 from pyrogram import Client, errors, raw, utils
 
+from botapp.metrics import ADMISSIONS_LAPSED
 from botapp.telegram import retry
 from botapp.telegram.gateway import (
     AlreadySent,
@@ -44,7 +45,7 @@ from botapp.telegram.gateway import (
     UserBlocked,
     UserDeactivated,
 )
-from botapp.telegram.kurigram import SentId, Written, invoke_many, loop_bind, session_tune
+from botapp.telegram.kurigram import Lapsed, SentId, Written, invoke_many, loop_bind, session_tune
 from botapp.telegram.limiter import Limiter
 from botapp.telegram.limits import USER_ID_MAX
 
@@ -293,17 +294,27 @@ class TelegramRequests:
         peer = self._peer_for(chat_id) if chat_id is not None and chat_id > 0 else None
         attempt = 1
         granted = False
+        lapsed = 0
+        write_by = None
         while True:
             if self.limiter is not None and paced and not granted:
                 self.limiter.acquire(chat_id if send else None, count=count, paid=paid)
+                # Admitted to arrive now (the windows): a call that reaches the loop later than
+                # retry.ADMITTED_FOR after it (a busy machine) never leaves, and is admitted again.
+                bounded = lapsed < retry.ADMISSIONS_LAPSED_MAX
+                write_by = time.monotonic() + retry.ADMITTED_FOR if bounded else None
             granted = False
             try:
-                answer = self._run(self._on_loop(peer, fn, *args, **kwargs), send=send)
+                answer = self._run(self._on_loop(peer, fn, *args, _write_by=write_by, **kwargs), send=send)
                 if self._learnt:
                     self._learnt_hand_on()
                 return answer
             except NotCached:  # nothing went to Telegram: the stored hash, and the slot still ours
                 peer, granted = self._stored_peer(chat_id), True
+                continue
+            except Lapsed:  # nothing went to Telegram: the limiter is asked again, no attempt spent
+                lapsed += 1
+                ADMISSIONS_LAPSED.labels(getattr(self.limiter, "lane", "reply")).inc()
                 continue
             except (FloodWait, TransientError) as exc:  # Telegram did nothing: asking again is safe
                 again = self.policy.after(exc, attempt=attempt, chat_id=chat_id if send else None, paid=paid)
@@ -344,7 +355,7 @@ class TelegramRequests:
         future = asyncio.run_coroutine_threadsafe(coro, self.loop)
         try:
             return future.result(timeout=retry.CALL_TIMEOUT)
-        except (TelegramError, BotUnauthorized, NotCached):
+        except (TelegramError, BotUnauthorized, NotCached, Lapsed):
             raise
         except concurrent.futures.TimeoutError as exc:
             future.cancel()
@@ -410,11 +421,12 @@ class TelegramRequests:
             return False
         return getattr(peer, "access_hash", None) != ZERO_HASH
 
-    async def _on_loop(self, peer: tuple[int, int] | int | None, fn, *args, **kwargs):
+    async def _on_loop(self, peer: tuple[int, int] | int | None, fn, *args, _write_by: float | None = None, **kwargs):
         """The call, on the client's loop, after making sure kurigram has the user's access hash
         (`_peer_for`; in the same hop: a send costs one trip to the loop). A call by id alone
         (ZERO_HASH) learns the hash kurigram stored from Telegram's answer (its invoke stores the
-        answer's users; `_invoke_many` does the same for the answers it reads)."""
+        answer's users; `_invoke_many` does the same for the answers it reads). A call that starts
+        past `_write_by` (time.monotonic(): its admission ran out) is Lapsed, nothing sent."""
         if isinstance(peer, int):
             if not await self._knows(peer):
                 raise NotCached(peer)
@@ -422,6 +434,8 @@ class TelegramRequests:
         elif peer is not None:
             await self.client.storage.update_peers([(peer[0], peer[1], "user", None)])
             self._remember_known(peer[0])
+        if _write_by is not None and time.monotonic() > _write_by:
+            raise Lapsed(f"reached the loop {(time.monotonic() - _write_by) * 1000:.0f} ms after its admission ran out")
         answer = await fn(*args, **kwargs)
         if peer is not None and not isinstance(peer, int) and peer[1] == ZERO_HASH:
             stored = await self.client.storage.get_peer_by_id(peer[0])

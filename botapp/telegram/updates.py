@@ -28,6 +28,7 @@ from botapp.db import connections_quiet_trusted
 from botapp.metrics import UPDATE_SECONDS
 from botapp.telegram.entities import entities_html
 from botapp.telegram.gateway import Button, CallbackQuery, ChannelPost, IncomingMessage, Media, ReplyTo, TgUser
+from botapp.telegram.handler_pool import DEFAULT, PriorityPool
 from botapp.telegram.kurigram import (
     Missed,
     channel_difference_get,
@@ -171,6 +172,8 @@ class Conversation(Protocol):
     def handle_channel_post(self, post: ChannelPost) -> None: ...
     def handle_join_request(self, *, channel_id: int, user_id: int) -> None: ...
     def handle_bot_stopped(self, *, user_id: int, stopped: bool) -> None: ...
+    def update_priority(self, update: object) -> int: ...  # on the loop: no database, no waiting
+    def admit(self, update: object) -> bool: ...  # on a gate thread, before the update waits for a handler thread
 
 
 # Seconds between two writes of runbot's position while updates come: after a kill, at most about
@@ -190,6 +193,11 @@ class PositionStore(Protocol):
     def reset(self) -> None: ...
 
 
+# Threads that run the router's gates (`admit`): a Redis call or two each, and now and then an
+# answer to a user refused (once a window). Two keep up with a flood of hundreds a second.
+GATE_THREADS = 2
+
+
 class UpdatePump:
     """Hands each update to the router on a bounded thread pool; refuses new ones once draining.
     With a `positions` store it keeps runbot's place in the update stream and, at `resume`, fetches
@@ -198,7 +206,12 @@ class UpdatePump:
 
     def __init__(self, router: Conversation | None, *, threads: int = 8, positions: PositionStore | None = None):
         self.router = router
-        self.executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="update")
+        # Updates waiting for a thread are taken by priority (the router's), not in arrival order.
+        self.executor = PriorityPool(threads, name="update")
+        # The router's gates (fair use, owner-only mode) run first, on threads of their own: an
+        # update they refuse (a flood's) never waits for a handler thread, nor holds one.
+        # One handler thread: one gate thread too (updates go through the gates in their order).
+        self.gates = ThreadPoolExecutor(max_workers=min(GATE_THREADS, threads), thread_name_prefix="gate")
         self.accepting = True
         self.positions = positions
         self.position = Position()
@@ -330,9 +343,16 @@ class UpdatePump:
         self._saved = state
 
     async def submit(self, handle: Callable[[object], None], update: object) -> None:
-        """Run `handle(update)` (a router call) on a worker thread: services are sync Django."""
+        """Run `handle(update)` (a router call) on a worker thread: services are sync Django. The
+        router says which waiting updates go first (`update_priority`)."""
         arrived = time.monotonic()  # the update-to-reply latency counts the wait for a thread too
-        await asyncio.get_running_loop().run_in_executor(self.executor, _with_db, handle, update, arrived)
+        if self.router is None:
+            await asyncio.wrap_future(self.executor.submit_first(DEFAULT, _with_db, handle, update, arrived))
+            return
+        priority = self.router.update_priority(update)
+        if not await asyncio.get_running_loop().run_in_executor(self.gates, _admitted, self.router.admit, update):
+            return
+        await asyncio.wrap_future(self.executor.submit_first(priority, _with_db, handle, update, arrived))
 
     async def _on_message(self, client: Client, message: ptypes.Message) -> None:
         if not self.accepting or message.from_user is None:
@@ -370,6 +390,7 @@ class UpdatePump:
         start and recognised, what is not handled is handled then."""
         self.position.close()
         self.accepting = False
+        await asyncio.get_running_loop().run_in_executor(None, self.gates.shutdown, True)
         await asyncio.get_running_loop().run_in_executor(None, self.executor.shutdown, True)
 
     async def close(self) -> None:
@@ -415,6 +436,16 @@ def _with_db(handle, update, arrived: float) -> None:
     connections_quiet_trusted()
     try:
         handle_reported(handle, update, arrived=arrived)
+    finally:
+        close_old_connections()
+
+
+def _admitted(admit, update) -> bool:
+    """`admit(update)` with the database connection looked after as for a handler (_with_db)."""
+    close_old_connections()
+    connections_quiet_trusted()
+    try:
+        return admit(update)
     finally:
         close_old_connections()
 

@@ -105,7 +105,7 @@ class QueuedPump(UpdatePump):
         done = waited = 0
         while waited < expect:
             handle, update, arrived = self.pending.get(timeout=timeout)
-            handle_reported(handle, update, arrived=arrived)
+            self._handle(handle, update, arrived)
             done += 1
             if isinstance(update, ChannelPost) == posts:
                 waited += 1
@@ -114,8 +114,13 @@ class QueuedPump(UpdatePump):
                 handle, update, arrived = self.pending.get_nowait()
             except queue.Empty:
                 return done
-            handle_reported(handle, update, arrived=arrived)
+            self._handle(handle, update, arrived)
             done += 1
+
+    def _handle(self, handle, update, arrived: float) -> None:
+        """As runbot: the router's gates, then, admitted, the handler."""
+        if self.router is None or self.router.admit(update):
+            handle_reported(handle, update, arrived=arrived)
 
 
 class OfflineBot:

@@ -260,8 +260,8 @@ def test_row_17_bot_settings_come_in_sections_with_a_table_of_contents(logged_in
     page.goto("/botapp/botsettings/")
     toc = page.locator("#settings-toc")
     names = toc.get_by_role("link").all_inner_texts()
-    assert names[:3] == ["Delivery", "Token verification", "Verification in steps and its log"] and len(names) == 11
-    assert page.locator("fieldset.module").count() >= 11
+    assert names[:3] == ["Delivery", "Token verification", "Verification in steps and its log"] and len(names) == 13
+    assert page.locator("fieldset.module").count() >= 13
     toc.get_by_role("link", name="Texts").click()
     page.wait_for_url("**#texts")
     welcome = page.get_by_label("Welcome text")

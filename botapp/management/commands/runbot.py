@@ -28,6 +28,10 @@ from botapp.telegram.user_session import UserHistory, user_client_build
 
 log = logging.getLogger("botapp.runbot")
 
+# Updates kurigram hands the pump at once, per handler thread: the rest of a flood waits in
+# kurigram's queue in arrival order, these in the pump's by priority.
+UPDATES_PER_THREAD = 16
+
 
 class Command(BaseCommand):
     help = "Run the Telegram bot."
@@ -72,9 +76,10 @@ class Command(BaseCommand):
 
     async def serve(self, config, *, threads: int, ready: Callable[[str], object] | None = None) -> None:
         """Serve until SIGTERM or SIGINT; `ready(username)` once updates are being handled."""
-        # As many updates in flight as handler threads: kurigram's default (cores + 4) would
-        # cap them below the pool, or queue them inside kurigram where no one sees them.
-        client = client_configured(config, name="bot", no_updates=False, workers=threads)
+        # More updates in flight than handler threads: those waiting for a thread wait in the
+        # pump's pool, which takes them by priority (admins, new users first), not in kurigram's
+        # queue, first come first served, where no one sees them.
+        client = client_configured(config, name="bot", no_updates=False, workers=threads * UPDATES_PER_THREAD)
         loop = asyncio.get_running_loop()
         # runbot shares the global send limiter with every worker.
         gateway = PyrogramGateway(

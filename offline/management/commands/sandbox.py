@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
+import time
 from datetime import timedelta
 
 import psycopg
@@ -28,6 +29,7 @@ from botapp.models import HandledUpdate
 from botapp.services.files import bot_username_record
 from botapp.services.users import user_access_hash, user_access_hashes_fill
 from botapp.signals import broadcast_queued, work_scheduled
+from botapp.telegram.quotas import quotas
 from inmemory_telegram.server import TelegramServer
 from offline.campaign_demo import campaign_demo_setup
 from offline.sandbox import Sandbox, demo_setup, stdin_is_tty
@@ -78,6 +80,9 @@ class Command(BaseCommand):
                 self.stderr.write(f"sandbox: on a database of its own, {own}, and a cache in the process")
                 sandbox_stores_use(database=own)
             database_recreate()
+            # A fresh bot's users have no counts either: fair use's keys of this run's own (its
+            # clock starts at the same moment every run, so an earlier run's would count).
+            quotas().prefix = f"courier:sandbox:{time.time_ns()}:quota"
         # Log lines carry the sandbox's clock (moved by `wait`), as the conversation's notes do.
         handlers = list(logging.getLogger().handlers)
         for handler in handlers:

@@ -258,15 +258,16 @@ def test_a_broadcast_flood_wait_pauses_bulk_only_and_a_reply_flood_wait_pauses_e
     assert reply.paused_for() > 0.5
 
 
-def test_a_flood_wait_right_after_sending_to_a_chat_pauses_that_chat_only(prefix):
-    lim = lane(prefix, 100, REPLY)
-    lim.acquire(4242)
-    lim.acquire(4242)
-    lim.pause(3, chat_id=4242)  # the chat was sent to twice in a row: its own limit
+def test_a_flood_wait_on_a_chat_paced_beyond_its_burst_pauses_that_chat_only(prefix):
+    lim = RedisLimiter(redis.Redis.from_url(settings.REDIS_URL), rate=100, prefix=prefix, sleep=lambda s: None)
+    for _ in range(4):
+        lim.acquire(4242)  # a burst of three, and a fourth paced a second on
+    lim.pause(3, chat_id=4242)  # the chat is being paced: its own limit
     assert lim.paused_for() <= 0
-    assert lim.acquire(5151) < 0.5  # another chat goes at once (after the two sends' slots)
-    lim.acquire(6161)
-    lim.pause(2, chat_id=6161)  # one send to a quiet chat refused: the limit was the global one
+    assert lim.acquire(5151) < 0.5  # another chat goes at once (after the sends' slots)
+    for _ in range(3):
+        lim.acquire(6161)  # a file answer: two copies and the notice, within the chat's burst
+    lim.pause(2, chat_id=6161)  # refused: a budget's limit, not the chat's
     assert lim.paused_for() > 1.5
 
 
