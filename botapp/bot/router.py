@@ -16,8 +16,8 @@ from collections.abc import Callable
 from django.utils.html import escape
 
 from botapp.bot.admin_commands import AdminCommands
-from botapp.bot.growth_commands import GrowthCommands
 from botapp.bot.gates import Gates
+from botapp.bot.growth_commands import GrowthCommands
 from botapp.models import BotSettings, TelegramUser
 from botapp.services import batches, users
 from botapp.services.broadcast_bot import channel_post_broadcast

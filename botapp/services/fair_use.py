@@ -22,6 +22,7 @@ from datetime import timedelta
 
 from botapp import clock
 from botapp.models import BotSettings, TelegramUser, UserBan
+from botapp.services.growth_stats import growth_count
 from botapp.services.moderation import ban_in_force, user_ban
 from botapp.services.texts import human_span
 from botapp.telegram.limits import GLOBAL_RATE, PRIVATE_CHAT_INTERVAL
@@ -115,6 +116,7 @@ def _refused(user_id: int, refusal: Refusal, text: str, conf: BotSettings, *, us
     if not refusal.tell:
         return Refused("", retry_after)
     log.info("fair use: user=%s over a limit, told (strikes %s); again in %.0f s", user_id, refusal.strikes, refusal.retry_after)
+    growth_count(kind="limit_hit")  # the dashboard's and /stats' limit hits (told once a window: one row write)
     if conf.fair_use_strikes and refusal.strikes >= conf.fair_use_strikes:
         ban = _ban(user_id, refusal.strikes, user=user)
         if ban is not None:

@@ -1,6 +1,6 @@
 """Day totals of the growth events for /stats and the dashboard: verifications by step, bypasses,
-bans, referrals (counted, held) and redemptions; and the fair-use limit hits, read from the source
-the fair-use code registers (`limit_hits_source_set`).
+bans, referrals (counted, held), redemptions, and fair-use limit hits (a user told they are over a
+limit: botapp/services/fair_use.py, at most once a window each).
 
 A count is an upsert of (day, kind) in the transaction of the event it counts, so it is counted
 exactly when the event commits, in PostgreSQL (no restart loses it). These events come once per
@@ -10,7 +10,6 @@ a queue worth avoiding here (deliveries are counted apart, services/stats.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import date, timedelta
 
 from django.db import connection
@@ -18,7 +17,7 @@ from django.db import connection
 from botapp import clock
 from botapp.models import GrowthCount
 
-KINDS = ("verify1", "verify2", "verify3", "bypass", "ban", "referral", "referral_held", "redeem")
+KINDS = ("verify1", "verify2", "verify3", "bypass", "ban", "referral", "referral_held", "redeem", "limit_hit")
 LABELS = {
     "verify1": "1st verifications",
     "verify2": "2nd verifications",
@@ -28,22 +27,14 @@ LABELS = {
     "referral": "referrals counted",
     "referral_held": "referrals held",
     "redeem": "codes redeemed",
+    "limit_hit": "limit hits",
 }
 
-# The fair-use limit hits per day (issue 45, scope 1): `fn(days) -> {day: hits}`, registered by
-# the code that records the hits; until one is registered, /stats and the dashboard leave the line out.
-LimitHitsSource = Callable[[list[date]], dict[date, int]]
-_limit_hits: list[LimitHitsSource] = []
 
-
-def limit_hits_source_set(*, source: LimitHitsSource | None) -> None:
-    """Register where the fair-use limit hits per day are read (None: no source)."""
-    _limit_hits[:] = [source] if source is not None else []
-
-
-def limit_hits_by_day(*, days: list[date]) -> dict[date, int] | None:
-    """The fair-use limit hits on `days`, or None when no source is registered."""
-    return _limit_hits[0](days) if _limit_hits else None
+def limit_hits_by_day(*, days: list[date]) -> dict[date, int]:
+    """The fair-use limit hits on `days` (users told they were over a limit)."""
+    rows = GrowthCount.objects.filter(kind="limit_hit", day__in=days).values_list("day", "count")
+    return {day: count for day, count in rows}
 
 
 def growth_count(*, kind: str, by: int = 1) -> None:
@@ -81,22 +72,19 @@ def growth_today_text() -> str:
         f"<b>Referrals</b>: {c['referral']} counted, {c['referral_held']} held for review",
         f"<b>Codes redeemed</b>: {c['redeem']}",
     ]
-    hits = limit_hits_by_day(days=[today])
-    if hits is not None:
-        lines.append(f"<b>Limit hits</b>: {hits.get(today, 0)}")
+    lines.append(f"<b>Limit hits</b>: {c['limit_hit']} (users told they were over a fair-use limit)")
     return "\n".join(lines)
 
 
 def growth_dashboard(*, days: int = 7) -> dict:
     """The dashboard's growth cards: today's counts and the last `days` days' totals per kind, the
-    limit hits (None when no source is registered)."""
+    limit hits among them."""
     counts = growth_counts(days=days)
     today = clock.today()
     week = {kind: sum(day[kind] for day in counts.values()) for kind in KINDS}
-    hits = limit_hits_by_day(days=list(counts))
     return {
         "today": counts[today],
         "week": week,
         "days": days,
-        "limit_hits": None if hits is None else {"today": hits.get(today, 0), "week": sum(hits.values())},
+        "limit_hits": {"today": counts[today]["limit_hit"], "week": week["limit_hit"]},
     }

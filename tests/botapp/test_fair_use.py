@@ -8,6 +8,7 @@ import pytest
 
 from botapp import clock
 from botapp.models import UserBan
+from botapp.services.growth_stats import growth_counts
 from botapp.telegram import quotas as quotas_module
 from botapp.telegram.gateway import TgUser
 from botapp.telegram.quotas import RedisQuotas, Window
@@ -54,6 +55,7 @@ def test_a_user_over_their_messages_a_minute_is_told_once_when_to_come_back_and_
     assert 55 <= int(WAIT.search(told).group(1)) <= 58
     for command in ("/help", "/about", "hello", "/start"):
         assert slowly(alice, command) == []  # not told again in the same window
+    assert growth_counts(days=1)[clock.today()]["limit_hit"] == 1  # the dashboard's and /stats' limit hits: once
     clock.clock_advance(timedelta(seconds=61))
     assert sent(slowly(alice, "/help"))
 

@@ -6,7 +6,7 @@ from datetime import timedelta
 import pytest
 
 from botapp import clock
-from botapp.services.growth_stats import growth_count, growth_counts, limit_hits_source_set
+from botapp.services.growth_stats import growth_count, growth_counts
 from tests.transcripts import said, sandbox
 
 pytestmark = pytest.mark.django_db
@@ -17,13 +17,7 @@ def box(telegram, bot, gateway):
     return sandbox(telegram, bot, gateway)
 
 
-@pytest.fixture
-def no_limit_source():
-    yield
-    limit_hits_source_set(source=None)
-
-
-def test_stats_shows_verifications_by_step_referrals_and_redemptions(box, conf, no_limit_source):
+def test_stats_shows_verifications_by_step_referrals_and_redemptions(box, conf):
     for kind, n in (("verify1", 4), ("verify2", 2), ("verify3", 1), ("bypass", 3), ("ban", 1), ("referral", 5)):
         growth_count(kind=kind, by=n)
     growth_count(kind="referral_held")
@@ -31,9 +25,9 @@ def test_stats_shows_verifications_by_step_referrals_and_redemptions(box, conf, 
     (text,) = said(box, "1000: /stats").texts(1000)
     assert "Verifications by step: 1st 4, 2nd 2, 3rd 1 (3 bypasses, 1 bans)" in text
     assert "Referrals: 5 counted, 1 held for review" in text and "Codes redeemed: 2" in text
-    assert "Limit hits" not in text  # no source registered
+    assert "Limit hits: 0" in text
 
-    limit_hits_source_set(source=lambda days: {day: 7 for day in days})
+    growth_count(kind="limit_hit", by=7)
     assert "Limit hits: 7" in said(box, "1000: /stats").texts(1000)[0]
     assert said(box, "1001: /stats").texts(1001) == ["I did not understand that. Send /help to see what I can do."]
 
