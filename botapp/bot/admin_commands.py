@@ -94,6 +94,25 @@ def user_label(user: TelegramUser) -> str:
     return f"{user.telegram_id} ({escape(name)})" if name else str(user.telegram_id)
 
 
+def admin_command(
+    router: Conversation, name: str, act: Callable[[IncomingMessage, str], Reply]
+) -> Callable[[IncomingMessage, str], None]:
+    """The handler of admin command `name`: anyone else gets the router's "not understood" (the
+    command's existence is not told); an admin gets `act`'s reply (`as_admin`: bad input a reply,
+    never an exception), and the command is recorded with its result."""
+
+    def handler(msg: IncomingMessage, arg: str) -> None:
+        users.user_seen(tg=msg.user)
+        if msg.user.id not in router.admin_ids:
+            router.gateway.send_text(msg.chat_id, router.unknown_text)
+            return
+        reply = as_admin(act)(msg, arg)
+        admin_command_record(admin_id=msg.user.id, command=name, arguments=arg, ok=reply.ok, result=reply.text)
+        router.gateway.send_text(msg.chat_id, reply.text, buttons=reply.buttons)
+
+    return handler
+
+
 class AdminCommands:
     def __init__(self, router: Conversation):
         self.router = router
@@ -120,16 +139,7 @@ class AdminCommands:
         self.router.callbacks["bcast"] = self.cb_broadcast
 
     def _admin(self, name: str, act: Callable[[IncomingMessage, str], Reply]) -> Callable[[IncomingMessage, str], None]:
-        def handler(msg: IncomingMessage, arg: str) -> None:
-            users.user_seen(tg=msg.user)
-            if msg.user.id not in self.router.admin_ids:
-                self.gateway.send_text(msg.chat_id, self.router.unknown_text)
-                return
-            reply = as_admin(act)(msg, arg)
-            admin_command_record(admin_id=msg.user.id, command=name, arguments=arg, ok=reply.ok, result=reply.text)
-            self.gateway.send_text(msg.chat_id, reply.text, buttons=reply.buttons)
-
-        return handler
+        return admin_command(self.router, name, act)
 
     # --- anyone -----------------------------------------------------------------------------
 

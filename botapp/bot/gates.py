@@ -21,12 +21,10 @@ import contextlib
 import time
 from collections.abc import Callable, Iterator
 
-from botapp.bot.admin_commands import Reply, as_admin, refuse
+from botapp.bot.admin_commands import Reply, admin_command, refuse
 from botapp.models import BotSettings
-from botapp.services import users
 from botapp.services.allow_list import allow_list_add, allow_list_blocks, allow_list_remove, telegram_id_parse
 from botapp.services.fair_use import fair_use_message, fair_use_pace
-from botapp.services.moderation import admin_command_record
 from botapp.services.texts import text_render
 from botapp.telegram.gateway import CallbackQuery, IncomingMessage, TgUser
 from botapp.telegram.limiter import REPLY_OWNER, REPLY_USER, reply_class, user_pace
@@ -123,16 +121,7 @@ class Gates:
         )
 
     def _admin(self, name: str, act: Callable[[IncomingMessage, str], Reply]) -> Callable[[IncomingMessage, str], None]:
-        def handler(msg: IncomingMessage, arg: str) -> None:
-            users.user_seen(tg=msg.user)
-            if msg.user.id not in self.router.admin_ids:
-                self.gateway.send_text(msg.chat_id, self.router.unknown_text)
-                return
-            reply = as_admin(act)(msg, arg)
-            admin_command_record(admin_id=msg.user.id, command=name, arguments=arg, ok=reply.ok, result=reply.text)
-            self.gateway.send_text(msg.chat_id, reply.text)
-
-        return handler
+        return admin_command(self.router, name, act)
 
     @staticmethod
     def _ids(arg: str, usage: str) -> list[int] | Reply:
