@@ -31,6 +31,7 @@ from botapp.telegram.gateway import (
     chunked,
     random_id_of,
 )
+from botapp.telegram.kurigram import keyed_random_ids
 from botapp.telegram.media import MEDIA_FILE_TYPES
 from botapp.telegram.messages import MessageMethods, markup
 from botapp.telegram.retry import repeatable_when
@@ -133,18 +134,17 @@ class CopyMethods(MessageMethods):
                                 continue
                             sent.append(Sent(chat_id, message_id))
                             continue
-                        copy = self._call(
-                            source.copy,
-                            chat_id,
-                            caption=text if source.media else None,
-                            parse_mode=enums.ParseMode.HTML,
-                            protect_content=protect or None,
-                            allow_paid_broadcast=self.paid,
-                            reply_markup=markup(buttons),  # None: not the source's own buttons
-                            chat_id=chat_id,
-                            send=True,
-                            paid=bool(self.paid),
-                        )
+                        # What only kurigram's copy reproduces (a link preview, a poll, a sticker...):
+                        # built by kurigram, with the key's random_ids (kurigram.keyed_random_ids).
+                        try:
+                            with repeatable_when(bool(key)):
+                                copy = self._call(
+                                    self._kurigram_copy, source, chat_id, text, buttons, protect,
+                                    f"{key}#{n - 1}~k" if key else "", chat_id=chat_id, send=True, paid=bool(self.paid),
+                                )  # fmt: skip
+                        except AlreadySent:
+                            repeats += 1
+                            continue
                         sent.append(Sent(chat_id, copy.id))
         except (TelegramError, BotUnauthorized) as exc:
             if (sent or repeats) and isinstance(exc, TelegramError):
@@ -155,6 +155,18 @@ class CopyMethods(MessageMethods):
         if not sent:
             raise MessageNotFound(f"none of {from_chat_id}/{list(message_ids)[:5]}… can be copied")
         return sent
+
+    async def _kurigram_copy(self, source: types.Message, chat_id: int, text, buttons, protect: bool, key: str):
+        """kurigram's Message.copy, every random_id it draws derived from `key`."""
+        with keyed_random_ids(key):
+            return await source.copy(
+                chat_id,
+                caption=text if source.media else None,
+                parse_mode=enums.ParseMode.HTML,
+                protect_content=protect or None,
+                allow_paid_broadcast=self.paid,
+                reply_markup=markup(buttons),  # None: not the source's own buttons
+            )
 
     def _copy_item(self, chat_id: int, source: types.Message, caption: str | None, buttons, protect: bool, key: str):
         """A copy of `source` as a send Courier builds itself, so that it carries `key`'s
