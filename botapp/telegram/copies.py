@@ -247,29 +247,47 @@ class CopyMethods(MessageMethods):
     def own_messages(
         self, chat_id: int, *, after_id: int, until: datetime, contents: Collection[str] | None = None, limit: int = 0
     ) -> list[OwnMessage]:
-        # messages.getMessages takes ids of the bot's message box, whichever private chat they
-        # are in: the chat of each is read from the answer.
         found: list[OwnMessage] = []
+        for m in self._box_scan(after_id, until, OWN_SCAN_MAX, f"chat={chat_id}"):
+            if not (m.outgoing and m.chat is not None and m.chat.id == chat_id):
+                continue
+            content = content_of(m)
+            if contents is None or content in contents:
+                found.append(OwnMessage(m.id, datetime.fromtimestamp(m.date.timestamp(), tz=UTC), content))
+                if limit and len(found) >= limit:
+                    break
+        return found
+
+    def own_messages_in(
+        self, chat_ids: Collection[int], *, after_id: int, until: datetime, content: str, scan_max: int
+    ) -> dict[int, int]:
+        wanted, found = set(chat_ids), {}
+        for m in self._box_scan(after_id, until, scan_max, f"{len(wanted)} chats"):
+            chat = m.chat.id if m.chat is not None else None
+            if m.outgoing and chat in wanted and chat not in found and content_of(m) == content:
+                found[chat] = m.id
+                if len(found) == len(wanted):
+                    break
+        return found
+
+    def _box_scan(self, after_id: int, until: datetime, scan_max: int, what: str):
+        """The bot's messages above `after_id`, oldest first, read IDS_PER_CALL ids a call, to the
+        first one sent after `until`, the box's end, or `scan_max` ids. messages.getMessages takes
+        ids of the bot's message box, whichever private chat they are in: the chat of each is read
+        from the answer."""
         start, empty_reads, horizon = after_id + 1, 0, until.timestamp()
-        while start <= after_id + OWN_SCAN_MAX:
+        while start <= after_id + scan_max:
             ids = list(range(start, start + DELETE_CHUNK))
             start += DELETE_CHUNK
             present = [m for m in self._call(self._box_messages, ids) if not m.empty]
             empty_reads = 0 if present else empty_reads + 1
             if empty_reads >= OWN_SCAN_EMPTY_END:
-                return found
+                return
             for m in present:
                 if m.date.timestamp() > horizon:  # ids grow with time: nothing further was sent by then
-                    return found
-                if not (m.outgoing and m.chat is not None and m.chat.id == chat_id):
-                    continue
-                content = content_of(m)
-                if contents is None or content in contents:
-                    found.append(OwnMessage(m.id, datetime.fromtimestamp(m.date.timestamp(), tz=UTC), content))
-                    if limit and len(found) >= limit:
-                        return found
-        log.warning("own messages of chat=%s: stopped after %d ids past %s", chat_id, OWN_SCAN_MAX, after_id)
-        return found
+                    return
+                yield m
+        log.warning("own messages of %s: stopped after %d ids past %s", what, scan_max, after_id)
 
     async def _box_messages(self, ids: list[int]) -> list[types.Message]:
         """messages.getMessages of the bot's message box (no peer: the ids name the messages)."""
