@@ -10,6 +10,10 @@ import html
 import logging
 import re
 from collections.abc import Collection
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db.models import Max
 
 from botapp import clock
 from botapp.models import Broadcast, BroadcastDelivery, HandledUpdate
@@ -55,21 +59,48 @@ def broadcast_content(*, gateway: Gateway, broadcast: Broadcast) -> str:
     return f"text:{html.unescape(re.sub(r'<[^>]+>', '', broadcast.text))}"
 
 
-def broadcast_repeats_find(*, gateway: Gateway, broadcast_id: int, chat_ids: Collection[int]) -> dict[int, int]:
-    """{chat: message id} of the broadcast's messages in `chat_ids` (chats whose send was confirmed
-    only as a repeat), read back from the bot's box between the broadcast's start and its end (or
-    now); chats whose message is not found are left out (the user deleted it, or nothing tells what
-    it shows). Raises TelegramError when Telegram refuses the reads (tried again later)."""
+@dataclass(frozen=True)
+class RepeatSearch:
+    """Where a broadcast's messages confirmed only as repeats are looked for (`broadcast_repeats_search`)."""
+
+    broadcast_id: int
+    content: str  # what they show; "": not known, not looked for
+    after_id: int
+    box_to: int
+    until: datetime
+    scan_max: int
+
+
+def broadcast_repeats_search(*, gateway: Gateway, broadcast_id: int) -> RepeatSearch:
+    """The search for one broadcast, made once for all its rows (a deleter's run keeps it): from
+    the box's floor before the broadcast began to its end, past every id of its messages known
+    (deleted ones read as empty: no end of the box below them), showing what they show."""
     broadcast = Broadcast.objects.get(pk=broadcast_id)
-    content = broadcast_content(gateway=gateway, broadcast=broadcast)
-    if not content or broadcast.started_at is None:
-        log.warning("broadcast=%s: what its messages show is not known: %d repeats not looked for", broadcast_id, len(chat_ids))
-        return {}
-    floor = box_floor(before=broadcast.started_at)
-    found = gateway.own_messages_in(
-        chat_ids, after_id=floor, until=broadcast.finished_at or clock.now(), content=content,
-        scan_max=broadcast.total + SCAN_SLACK,
+    content = broadcast_content(gateway=gateway, broadcast=broadcast) if broadcast.started_at is not None else ""
+    rows = BroadcastDelivery.objects.filter(broadcast=broadcast)
+    known = rows.aggregate(top=Max("message_id"))["top"] or 0
+    # Above the newest known id lie the repeats' own messages, which searches of other rows may be
+    # deleting meanwhile: runs of them read as empty too, so the box's end is looked for past them.
+    repeats = rows.filter(status=BroadcastDelivery.Status.SENT, message_id__isnull=True).count()
+    return RepeatSearch(
+        broadcast_id, content, box_floor(before=broadcast.started_at) if content else 0, known + repeats,
+        broadcast.finished_at or clock.now(), broadcast.total + SCAN_SLACK,
     )  # fmt: skip
-    log.info("broadcast=%s: %d of %d messages confirmed only as repeats found from id %s", broadcast_id, len(found),
-             len(chat_ids), floor)  # fmt: skip
+
+
+def broadcast_repeats_find(*, gateway: Gateway, search: RepeatSearch, chat_ids: Collection[int]) -> dict[int, int]:
+    """{chat: message id} of the broadcast's messages in `chat_ids` (chats whose send was confirmed
+    only as a repeat), read back from the bot's box as `search` says; chats whose message is not
+    found are left out (the user deleted it, or nothing tells what it shows). Raises TelegramError
+    when Telegram refuses the reads (tried again later)."""
+    if not search.content:
+        log.warning("broadcast=%s: what its messages show is not known: %d repeats not looked for", search.broadcast_id,
+                    len(chat_ids))  # fmt: skip
+        return {}
+    found = gateway.own_messages_in(
+        chat_ids, after_id=search.after_id, until=search.until, content=search.content, scan_max=search.scan_max,
+        box_to=search.box_to,
+    )  # fmt: skip
+    log.info("broadcast=%s: %d of %d messages confirmed only as repeats found (ids from %s)", search.broadcast_id,
+             len(found), len(chat_ids), search.after_id)  # fmt: skip
     return found

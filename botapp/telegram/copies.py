@@ -259,10 +259,10 @@ class CopyMethods(MessageMethods):
         return found
 
     def own_messages_in(
-        self, chat_ids: Collection[int], *, after_id: int, until: datetime, content: str, scan_max: int
+        self, chat_ids: Collection[int], *, after_id: int, until: datetime, content: str, scan_max: int, box_to: int = 0
     ) -> dict[int, int]:
         wanted, found = set(chat_ids), {}
-        for m in self._box_scan(after_id, until, scan_max, f"{len(wanted)} chats"):
+        for m in self._box_scan(after_id, until, scan_max, f"{len(wanted)} chats", box_to=box_to):
             chat = m.chat.id if m.chat is not None else None
             if m.outgoing and chat in wanted and chat not in found and content_of(m) == content:
                 found[chat] = m.id
@@ -270,9 +270,10 @@ class CopyMethods(MessageMethods):
                     break
         return found
 
-    def _box_scan(self, after_id: int, until: datetime, scan_max: int, what: str):
+    def _box_scan(self, after_id: int, until: datetime, scan_max: int, what: str, *, box_to: int = 0):
         """The bot's messages above `after_id`, oldest first, read IDS_PER_CALL ids a call, to the
-        first one sent after `until`, the box's end, or `scan_max` ids. messages.getMessages takes
+        first one sent after `until`, the box's end (not below `box_to`, an id known to exist: a
+        run of deleted messages below it is no end), or `scan_max` ids. messages.getMessages takes
         ids of the bot's message box, whichever private chat they are in: the chat of each is read
         from the answer."""
         start, empty_reads, horizon = after_id + 1, 0, until.timestamp()
@@ -281,10 +282,12 @@ class CopyMethods(MessageMethods):
             start += DELETE_CHUNK
             present = [m for m in self._call(self._box_messages, ids) if not m.empty]
             empty_reads = 0 if present else empty_reads + 1
-            if empty_reads >= OWN_SCAN_EMPTY_END:
+            if empty_reads >= OWN_SCAN_EMPTY_END and start - OWN_SCAN_EMPTY_END * DELETE_CHUNK > box_to:  # all above it
+                log.debug("own messages of %s: the box ends before %s", what, start)
                 return
             for m in present:
                 if m.date.timestamp() > horizon:  # ids grow with time: nothing further was sent by then
+                    log.debug("own messages of %s: %s was sent at %s, after %s", what, m.id, m.date, until)
                     return
                 yield m
         log.warning("own messages of %s: stopped after %d ids past %s", what, scan_max, after_id)

@@ -11,7 +11,7 @@ with NOT_FOUND."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import NamedTuple
 
@@ -21,7 +21,7 @@ from botapp import clock
 from botapp.db import ids_update
 from botapp.models import BroadcastDelivery
 from botapp.services.autodelete import deletion_last_try
-from botapp.services.repeats import broadcast_repeats_find
+from botapp.services.repeats import RepeatSearch, broadcast_repeats_find, broadcast_repeats_search
 from botapp.telegram.gateway import DELETE_CHUNK, FloodWait, Gateway, TelegramError, TransientError
 from botapp.telegram.limits import DELETE_WINDOW
 from scheduler.jobs.registry import Job, Outcome, job_register
@@ -55,6 +55,8 @@ class Deleted(NamedTuple):
 @dataclass
 class BroadcastDeletionSweep:
     gateway: Gateway
+    # Where each broadcast's messages confirmed only as repeats are looked for, made once a run.
+    searches: dict[int, RepeatSearch] = field(default_factory=dict)
 
     def claim(self, n: int) -> list[Due]:
         now = clock.now()
@@ -119,9 +121,11 @@ class BroadcastDeletionSweep:
         for broadcast_id in sorted({r.broadcast_id for r in unknown}):
             mine = [r for r in unknown if r.broadcast_id == broadcast_id]
             try:
-                found = broadcast_repeats_find(
-                    gateway=self.gateway, broadcast_id=broadcast_id, chat_ids={r.chat_id for r in mine}
+                search = self.searches.get(broadcast_id) or broadcast_repeats_search(
+                    gateway=self.gateway, broadcast_id=broadcast_id
                 )
+                self.searches[broadcast_id] = search
+                found = broadcast_repeats_find(gateway=self.gateway, search=search, chat_ids={r.chat_id for r in mine})
             except TelegramError as exc:
                 settled |= {d.id: d for d in self._not_deleted(mine, exc, now)}
                 continue
