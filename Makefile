@@ -48,7 +48,8 @@ test: $(STAMP) $(CHROMIUM)
 
 # Faults under load against real processes (Celery workers, PostgreSQL, a Redis server of its own,
 # telegram_server); prints a table of figures per scenario (docs/reliability.md). About 20 minutes:
-# the 10-minute deletion outage (a module of its own) runs in one xdist worker beside the others.
+# the 10-minute deletion outage (a module of its own, with the restore of a backup) runs in one xdist
+# worker beside the others; test_upgrade.py runs the previous release's processes (from git).
 chaos: $(STAMP)
 	@scripts/services-up postgres redis
 	@DATABASE_URL=$(CHAOS_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) SECRET_KEY=test-only-secret DEBUG=0 \

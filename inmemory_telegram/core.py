@@ -471,8 +471,9 @@ class ServerCore(Accounts):
             msg = Message(chat_id=chat_id, id=next(self._box_ids), date=self.now(), **fields)
             self.box[msg.id] = msg
             self.pts += 1
-            if not msg.out:
-                self.update_log.append(("pts", self.pts, msg, msg.date))
+            # Every message of the box is an event of its pts sequence, the bot's own too: getDifference
+            # hands them all back (methods/updates.py, OWN_MESSAGES_IN_DIFFERENCE).
+            self.update_log.append(("pts", self.pts, msg, msg.date))
         else:
             channel = self.channels[channel_raw_id(chat_id)]
             msg = Message(chat_id=chat_id, id=channel.next_id, date=self.now(), **fields)

@@ -106,6 +106,7 @@ class StoredFile(models.Model):
         max_length=8,
         choices=StreamLinks.choices,
         default=StreamLinks.SETTINGS,
+        db_default=StreamLinks.SETTINGS,  # the previous release's inserts name no such column (docs/operating.md)
         blank=True,
         help_text="For this link: a ▶️ Stream / ⬇️ Download button under the delivered files. Empty: as Bot settings.",
     )
@@ -118,7 +119,7 @@ class StoredFile(models.Model):
     )
     # Every stream link carries the generation it was made in; "Revoke stream links" moves it on,
     # so this file's links made before stop working and no other file's do.
-    stream_generation = models.PositiveIntegerField(default=0)
+    stream_generation = models.PositiveIntegerField(default=0, db_default=0)
     # When the streaming process last found the file's message gone (deleted from the storage
     # channel, no backup copy): the console shows its links as gone.
     stream_gone_at = models.DateTimeField(null=True, blank=True)

@@ -26,6 +26,10 @@ class PremiumPlan(models.Model):
     notice = models.CharField(
         max_length=255, blank=True, help_text="How telling the user that the plan ended went (sent, or Telegram's error)."
     )
+    # The expiry job's lease on telling the user: set when a run claims the plan (or claims it
+    # again), cleared with `notice`. A plan ended with no notice past its lease belongs to a run
+    # that died before it recorded one: the next run tells the user (the same random_id).
+    notice_lease_until = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["-starts_at"]
@@ -35,6 +39,10 @@ class PremiumPlan(models.Model):
         indexes = [
             # The expiry job's claim: active plans in end order.
             models.Index(fields=["ends_at"], name="premium_active_ends", condition=Q(status="active")),
+            # The expiry job's second claim: notices whose run died (a lease that ran out, no notice).
+            models.Index(
+                fields=["notice_lease_until"], name="premium_notice_leased", condition=Q(notice_lease_until__isnull=False)
+            ),
         ]
 
     def __str__(self) -> str:

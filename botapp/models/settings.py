@@ -381,12 +381,14 @@ class BotSettings(models.Model):
         max_length=8,
         choices=StreamLinks.choices,
         default=StreamLinks.OFF,
+        db_default=StreamLinks.OFF,  # the previous release's inserts name no such column (docs/operating.md)
         help_text="A ▶️ Stream / ⬇️ Download button under delivered files, opening them in a browser (needs the "
         "streaming process and STREAM_PUBLIC_URL: docs/operating.md). Each stored link may say otherwise.",
     )
     stream_lifetime_hours = models.PositiveIntegerField(
         "stream links last (hours)",
         default=24,
+        db_default=24,
         validators=[MinValueValidator(1), MaxValueValidator(STREAM_LIFETIME_HOURS_MAX)],
         help_text="How long a stream or download link works once given; the user gets a new one by opening the file link again.",
     )

@@ -9,10 +9,12 @@ their users, each at most once.
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -23,6 +25,8 @@ from botapp.services.outgoing import send_key
 from botapp.services.texts import human_span
 from botapp.signals import work_scheduled_announce
 from botapp.telegram.gateway import Button
+
+log = logging.getLogger(__name__)
 
 DURATION_RE = re.compile(r"^(?:\d{1,6}[mhdwy])+$")
 DURATION_PART_RE = re.compile(r"(\d+)([mhdwy])")
@@ -109,6 +113,9 @@ class EndedPlan:
     access_hash: int | None
     skip: str  # why the user is not told ("" when they are)
     ends_at: datetime | None = None  # when the plan ended (its notice's random_id key: `key`)
+    # When its notice was first claimed (the plan's `ended_at`): its repeats stay within
+    # TELEGRAM_RANDOM_ID_WINDOW of it. None: now, the first claim.
+    first_try: datetime | None = None
 
     @property
     def key(self) -> str:
@@ -117,29 +124,62 @@ class EndedPlan:
         return send_key(kind="p", row_id=self.plan_id, made_at=self.ends_at) if self.ends_at is not None else ""
 
 
-def premium_plans_end_due(*, limit: int) -> list[EndedPlan]:
+def premium_plans_end_due(*, limit: int, lease: timedelta) -> list[EndedPlan]:
     """Claim up to `limit` active plans whose end has passed: each is marked ended (so its user is
-    told at most once, by whoever claimed it) and its user's premium_until cleared. Skips rows
-    another run holds (SKIP LOCKED)."""
+    told at most once, by whoever claimed it) and its user's premium_until cleared; and, in what
+    `limit` leaves, ended plans whose user was never told because the run that claimed them died
+    (their `notice_lease_until` ran out with no notice), to be told with the same random_id. Each
+    claimed plan's notice is leased for `lease`. One of the latter past TELEGRAM_RANDOM_ID_WINDOW
+    of its first claim is not sent again (the user may have it, and Telegram may have forgotten
+    its random_id): its `skip` says so. Skips rows another run holds (SKIP LOCKED)."""
     now = clock.now()
+    columns = ("id", "user_id", "ends_at", "user__telegram_id", "user__access_hash", "user__state", "ended_at")
     with transaction.atomic():
         rows = list(
             PremiumPlan.objects.select_for_update(skip_locked=True, of=("self",))
             .filter(status=PremiumPlan.Status.ACTIVE, ends_at__lte=now)
             .order_by("ends_at")
-            .values_list("id", "user_id", "ends_at", "user__telegram_id", "user__access_hash", "user__state")[:limit]
+            .values_list(*columns)[:limit]
         )
-        if not rows:
-            return []
-        PremiumPlan.objects.filter(id__in=[r[0] for r in rows]).update(status=PremiumPlan.Status.ENDED, ended_at=now)
-        for _, user_id, ends_at, *_rest in rows:
-            TelegramUser.objects.filter(pk=user_id, premium_until__lte=ends_at).update(premium_until=None)
-    return [
+        lapsed = (
+            list(
+                PremiumPlan.objects.select_for_update(skip_locked=True, of=("self",))
+                .filter(status=PremiumPlan.Status.ENDED, notice="", notice_lease_until__lte=now)
+                .order_by("notice_lease_until")
+                .values_list(*columns)[: limit - len(rows)]
+            )
+            if len(rows) < limit
+            else []
+        )
+        if rows:
+            PremiumPlan.objects.filter(id__in=[r[0] for r in rows]).update(
+                status=PremiumPlan.Status.ENDED, ended_at=now, notice_lease_until=now + lease
+            )
+            for _, user_id, ends_at, *_rest in rows:
+                TelegramUser.objects.filter(pk=user_id, premium_until__lte=ends_at).update(premium_until=None)
+        if lapsed:
+            PremiumPlan.objects.filter(id__in=[r[0] for r in lapsed]).update(notice_lease_until=now + lease)
+    window = timedelta(seconds=settings.TELEGRAM_RANDOM_ID_WINDOW)
+    plans = [
         EndedPlan(
             plan_id, chat_id, access_hash, "" if state == TelegramUser.State.ACTIVE else f"not told: user is {state}", ends_at
         )
-        for plan_id, _, ends_at, chat_id, access_hash, state in rows
+        for plan_id, _, ends_at, chat_id, access_hash, state, _ended in rows
     ]
+    for plan_id, _, ends_at, chat_id, access_hash, state, ended_at in lapsed:
+        first = ended_at or now
+        skip = "" if state == TelegramUser.State.ACTIVE else f"not told: user is {state}"
+        if not skip and now - first >= window:
+            skip = LAPSED_UNTOLD
+            log.warning("premium end notice plan=%s user=%s: its run died, and it is too late to tell again", plan_id, chat_id)
+        elif not skip:
+            log.warning("premium end notice plan=%s user=%s: its run died before telling, told now", plan_id, chat_id)
+        plans.append(EndedPlan(plan_id, chat_id, access_hash, skip, ends_at, first))
+    return plans
+
+
+# A plan whose notice's run died and whose first claim is past TELEGRAM_RANDOM_ID_WINDOW.
+LAPSED_UNTOLD = "not told: the run telling it stopped, and a repeat now might reach the user twice"
 
 
 def premium_offer(*, conf: BotSettings) -> tuple[str, list[list[Button]]]:

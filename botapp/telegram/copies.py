@@ -31,6 +31,7 @@ from botapp.telegram.gateway import (
     chunked,
     random_id_of,
 )
+from botapp.telegram.kurigram import keyed_random_ids
 from botapp.telegram.media import MEDIA_FILE_TYPES
 from botapp.telegram.messages import MessageMethods, markup
 from botapp.telegram.retry import repeatable_when
@@ -133,18 +134,17 @@ class CopyMethods(MessageMethods):
                                 continue
                             sent.append(Sent(chat_id, message_id))
                             continue
-                        copy = self._call(
-                            source.copy,
-                            chat_id,
-                            caption=text if source.media else None,
-                            parse_mode=enums.ParseMode.HTML,
-                            protect_content=protect or None,
-                            allow_paid_broadcast=self.paid,
-                            reply_markup=markup(buttons),  # None: not the source's own buttons
-                            chat_id=chat_id,
-                            send=True,
-                            paid=bool(self.paid),
-                        )
+                        # What only kurigram's copy reproduces (a link preview, a poll, a sticker...):
+                        # built by kurigram, with the key's random_ids (kurigram.keyed_random_ids).
+                        try:
+                            with repeatable_when(bool(key)):
+                                copy = self._call(
+                                    self._kurigram_copy, source, chat_id, text, buttons, protect,
+                                    f"{key}#{n - 1}~k" if key else "", chat_id=chat_id, send=True, paid=bool(self.paid),
+                                )  # fmt: skip
+                        except AlreadySent:
+                            repeats += 1
+                            continue
                         sent.append(Sent(chat_id, copy.id))
         except (TelegramError, BotUnauthorized) as exc:
             if (sent or repeats) and isinstance(exc, TelegramError):
@@ -155,6 +155,18 @@ class CopyMethods(MessageMethods):
         if not sent:
             raise MessageNotFound(f"none of {from_chat_id}/{list(message_ids)[:5]}… can be copied")
         return sent
+
+    async def _kurigram_copy(self, source: types.Message, chat_id: int, text, buttons, protect: bool, key: str):
+        """kurigram's Message.copy, every random_id it draws derived from `key`."""
+        with keyed_random_ids(key):
+            return await source.copy(
+                chat_id,
+                caption=text if source.media else None,
+                parse_mode=enums.ParseMode.HTML,
+                protect_content=protect or None,
+                allow_paid_broadcast=self.paid,
+                reply_markup=markup(buttons),  # None: not the source's own buttons
+            )
 
     def _copy_item(self, chat_id: int, source: types.Message, caption: str | None, buttons, protect: bool, key: str):
         """A copy of `source` as a send Courier builds itself, so that it carries `key`'s
@@ -235,29 +247,50 @@ class CopyMethods(MessageMethods):
     def own_messages(
         self, chat_id: int, *, after_id: int, until: datetime, contents: Collection[str] | None = None, limit: int = 0
     ) -> list[OwnMessage]:
-        # messages.getMessages takes ids of the bot's message box, whichever private chat they
-        # are in: the chat of each is read from the answer.
         found: list[OwnMessage] = []
+        for m in self._box_scan(after_id, until, OWN_SCAN_MAX, f"chat={chat_id}"):
+            if not (m.outgoing and m.chat is not None and m.chat.id == chat_id):
+                continue
+            content = content_of(m)
+            if contents is None or content in contents:
+                found.append(OwnMessage(m.id, datetime.fromtimestamp(m.date.timestamp(), tz=UTC), content))
+                if limit and len(found) >= limit:
+                    break
+        return found
+
+    def own_messages_in(
+        self, chat_ids: Collection[int], *, after_id: int, until: datetime, content: str, scan_max: int, box_to: int = 0
+    ) -> dict[int, int]:
+        wanted, found = set(chat_ids), {}
+        for m in self._box_scan(after_id, until, scan_max, f"{len(wanted)} chats", box_to=box_to):
+            chat = m.chat.id if m.chat is not None else None
+            if m.outgoing and chat in wanted and chat not in found and content_of(m) == content:
+                found[chat] = m.id
+                if len(found) == len(wanted):
+                    break
+        return found
+
+    def _box_scan(self, after_id: int, until: datetime, scan_max: int, what: str, *, box_to: int = 0):
+        """The bot's messages above `after_id`, oldest first, read IDS_PER_CALL ids a call, to the
+        first one sent after `until`, the box's end (not below `box_to`, an id known to exist: a
+        run of deleted messages below it is no end), or `scan_max` ids. messages.getMessages takes
+        ids of the bot's message box, whichever private chat they are in: the chat of each is read
+        from the answer."""
         start, empty_reads, horizon = after_id + 1, 0, until.timestamp()
-        while start <= after_id + OWN_SCAN_MAX:
+        while start <= after_id + scan_max:
             ids = list(range(start, start + DELETE_CHUNK))
             start += DELETE_CHUNK
             present = [m for m in self._call(self._box_messages, ids) if not m.empty]
             empty_reads = 0 if present else empty_reads + 1
-            if empty_reads >= OWN_SCAN_EMPTY_END:
-                return found
+            if empty_reads >= OWN_SCAN_EMPTY_END and start - OWN_SCAN_EMPTY_END * DELETE_CHUNK > box_to:  # all above it
+                log.debug("own messages of %s: the box ends before %s", what, start)
+                return
             for m in present:
                 if m.date.timestamp() > horizon:  # ids grow with time: nothing further was sent by then
-                    return found
-                if not (m.outgoing and m.chat is not None and m.chat.id == chat_id):
-                    continue
-                content = content_of(m)
-                if contents is None or content in contents:
-                    found.append(OwnMessage(m.id, datetime.fromtimestamp(m.date.timestamp(), tz=UTC), content))
-                    if limit and len(found) >= limit:
-                        return found
-        log.warning("own messages of chat=%s: stopped after %d ids past %s", chat_id, OWN_SCAN_MAX, after_id)
-        return found
+                    log.debug("own messages of %s: %s was sent at %s, after %s", what, m.id, m.date, until)
+                    return
+                yield m
+        log.warning("own messages of %s: stopped after %d ids past %s", what, scan_max, after_id)
 
     async def _box_messages(self, ids: list[int]) -> list[types.Message]:
         """messages.getMessages of the bot's message box (no peer: the ids name the messages)."""

@@ -420,6 +420,18 @@ class Gateway(abc.ABC):
         known). Raises TelegramError when Telegram refuses the reads."""
 
     @abc.abstractmethod
+    def own_messages_in(
+        self, chat_ids: Collection[int], *, after_id: int, until: datetime, content: str, scan_max: int, box_to: int = 0
+    ) -> dict[int, int]:
+        """{chat: id} of the first of the bot's own messages showing `content` (OwnMessage.content's
+        form) in each of the private chats `chat_ids` that has one, among those above `after_id`
+        and sent at `until` or before: one read up the bot's message box for them all, as
+        `own_messages` reads it, at most `scan_max` ids (`box_to`: an id known to exist, below which
+        a run of deleted messages is not the box's end). What finds a broadcast's messages whose
+        sends were confirmed only as repeats (their ids never known). Raises TelegramError when
+        Telegram refuses the reads."""
+
+    @abc.abstractmethod
     def answer_callback(self, callback_id: str, text: str = "", *, alert: bool = False) -> None: ...
 
     @abc.abstractmethod

@@ -45,6 +45,7 @@ import asyncio
 import bisect
 import concurrent.futures
 import contextlib
+import contextvars
 import hashlib
 import io
 import sqlite3
@@ -65,6 +66,7 @@ from pyrogram.raw.core import Message, MsgContainer
 from pyrogram.session import Auth, Session
 
 from botapp.runtime import gc_tune
+from botapp.telegram.gateway import random_id_of
 from botapp.telegram.position import Position, Ticket, spans_of
 
 KURIGRAM_CHECKED = "2.2.26"  # the version every use below was read against
@@ -87,6 +89,8 @@ RECHECK = (
     "pyrogram/client.py: Client.get_session (a media session: key, Session(is_media=True), export/import of the "
     "authorization), Client.get_dc_option; pyrogram/session/auth.py: Auth.create",
     "pyrogram/storage/sqlite_storage.py: the sessions table (user_id, is_bot)",
+    "pyrogram/client.py: Client.rnd_id (MsgId), what every send method of pyrogram/methods/messages draws its "
+    "random_id (and a poll's id) from, in the order it builds the request",
 )
 
 
@@ -133,8 +137,46 @@ def session_tune(client: Client) -> None:
 
 
 def loop_bind(client: Client, loop: asyncio.AbstractEventLoop) -> None:
-    """kurigram schedules its own tasks on `client.loop`: it must be the loop the gateway runs."""
+    """kurigram schedules its own tasks on `client.loop`: it must be the loop the gateway runs.
+    Its send methods draw their random_ids from `client.rnd_id`, keyed here (`keyed_random_ids`)."""
     client.loop = loop
+    if not isinstance(client.rnd_id, _KeyedRandomIds):
+        client.rnd_id = _KeyedRandomIds(client.rnd_id)
+
+
+# The key of the send a kurigram method builds in this task (`keyed_random_ids`), and how many
+# random ids it has drawn so far; None: kurigram's own.
+_SEND_KEY: contextvars.ContextVar[list | None] = contextvars.ContextVar("send_key", default=None)
+
+
+class _KeyedRandomIds:
+    """`client.rnd_id` (kurigram's MsgId, what its send methods take a random_id from): inside
+    `keyed_random_ids(key)` the n-th id drawn is `random_id_of(key, n)`, the same in every process
+    and attempt, since a method builds its request the same way each time (a poll: its id, then
+    the message's random_id). Elsewhere kurigram's own."""
+
+    def __init__(self, plain):
+        self.plain = plain
+
+    def __call__(self) -> int:
+        keyed = _SEND_KEY.get()
+        if keyed is None:
+            return self.plain()
+        key, drawn = keyed[0], keyed[1]
+        keyed[1] += 1
+        return random_id_of(key, drawn)
+
+
+@contextlib.contextmanager
+def keyed_random_ids(key: str):
+    """What a kurigram send method builds inside (in this task, on the client's loop) carries
+    random_ids derived from `key` (`_KeyedRandomIds`); an empty key changes nothing."""
+    token = _SEND_KEY.set([key, 0]) if key else None
+    try:
+        yield
+    finally:
+        if token is not None:
+            _SEND_KEY.reset(token)
 
 
 def photo_file_id(client: Client, photo: raw.base.Photo) -> str:

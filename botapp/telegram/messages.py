@@ -12,7 +12,7 @@ from pyrogram import enums, errors, raw, types, utils
 
 from botapp.telegram import request
 from botapp.telegram.gateway import BadRequest, Keyboard, Media, SendItem, Sent, TelegramError, random_id_of
-from botapp.telegram.kurigram import Written
+from botapp.telegram.kurigram import Written, keyed_random_ids
 from botapp.telegram.media import ALBUM_FILE_TYPES, MEDIA_FILE_TYPES, media_problem
 from botapp.telegram.request import TelegramRequests
 from botapp.telegram.retry import repeatable_when
@@ -49,8 +49,7 @@ class MessageMethods(TelegramRequests):
         self, chat_id: int, text: str, *, buttons: Keyboard | None = None, protect: bool = False, reply_to: int | None = None,
         key: str = "",
     ) -> Sent:  # fmt: skip
-        keyed = bool(key) and not self._kurigram_sends(buttons)
-        with repeatable_when(keyed):
+        with repeatable_when(bool(key)):  # kurigram's send_message too draws the key's random_id
             message_id = self._call(
                 self._send_text, chat_id, text, buttons, protect, reply_to, key, chat_id=chat_id, send=True,
                 paid=bool(self.paid),
@@ -58,7 +57,8 @@ class MessageMethods(TelegramRequests):
         return Sent(chat_id, message_id)
 
     def _kurigram_sends(self, buttons: Keyboard | None) -> bool:
-        """Whether a text goes through kurigram's send_message (its own random_id, not a key's)."""
+        """Whether a text goes through kurigram's send_message (with the key's random_id all the
+        same: kurigram.keyed_random_ids)."""
         return self._parses_answers and any(b.callback_data for row in buttons or () for b in row)
 
     @property
@@ -72,15 +72,16 @@ class MessageMethods(TelegramRequests):
     async def _send_text(self, chat_id, text, buttons, protect, reply_to=None, key="") -> int:
         """kurigram's send_message; otherwise the same request, reading only the new id."""
         if self._kurigram_sends(buttons):
-            message = await self.client.send_message(
-                chat_id,
-                text,
-                reply_markup=markup(buttons),
-                protect_content=protect or None,
-                link_preview_options=types.LinkPreviewOptions(is_disabled=True),
-                allow_paid_broadcast=self.paid,
-                reply_parameters=types.ReplyParameters(message_id=reply_to) if reply_to else None,
-            )
+            with keyed_random_ids(key):
+                message = await self.client.send_message(
+                    chat_id,
+                    text,
+                    reply_markup=markup(buttons),
+                    protect_content=protect or None,
+                    link_preview_options=types.LinkPreviewOptions(is_disabled=True),
+                    allow_paid_broadcast=self.paid,
+                    reply_parameters=types.ReplyParameters(message_id=reply_to) if reply_to else None,
+                )
             return message.id
         message, entities = await self._parsed(text)
         answer = await self._invoke(
@@ -117,18 +118,16 @@ class MessageMethods(TelegramRequests):
                 )  # fmt: skip
             return Sent(chat_id, message_id)
         send = getattr(self.client, f"send_{media.kind}")
-        message = self._call(
-            send,
-            chat_id,
-            media.file,
-            caption=caption,
-            reply_markup=markup(buttons),
-            protect_content=protect or None,
-            allow_paid_broadcast=self.paid,
-            chat_id=chat_id,
-            send=True,
-            paid=bool(self.paid),
-        )
+
+        async def built_by_kurigram():  # a file by URL, or a kind kurigram alone sends: with the key's random_id
+            with keyed_random_ids(key):
+                return await send(
+                    chat_id, media.file, caption=caption, reply_markup=markup(buttons), protect_content=protect or None,
+                    allow_paid_broadcast=self.paid,
+                )  # fmt: skip
+
+        with repeatable_when(bool(key)):
+            message = self._call(built_by_kurigram, chat_id=chat_id, send=True, paid=bool(self.paid))
         return Sent(chat_id, message.id)
 
     def send_album(
@@ -155,7 +154,7 @@ class MessageMethods(TelegramRequests):
                     entities=entities if first else None,
                 )
             )
-        answer = await self.client.invoke(
+        answer = await self._invoke(
             raw.functions.messages.SendMultiMedia(
                 peer=await self.client.resolve_peer(chat_id),
                 multi_media=multi,
@@ -238,7 +237,7 @@ class MessageMethods(TelegramRequests):
         self._call(self._pin, chat_id, message_id, silent, chat_id=chat_id, send=True)
 
     async def _pin(self, chat_id, message_id, silent) -> None:
-        await self.client.invoke(
+        await self._invoke(
             raw.functions.messages.UpdatePinnedMessage(
                 peer=await self.client.resolve_peer(chat_id), id=message_id, silent=silent or None, pm_oneside=None
             )

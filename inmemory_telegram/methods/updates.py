@@ -39,6 +39,15 @@ DIFFERENCE_SLICE = 100
 UPDATES_KEPT = timedelta(hours=24)
 
 
+# The bot's own messages come back in getDifference's new_messages (out=True), as every other event
+# of the account's pts sequence. Inferred: Telegram documents pts as the sequence of the common
+# message box's events (core.telegram.org/api/updates), which a sent message moves, and getDifference
+# as what came after the client's pts; it does not say in words that outgoing messages are among
+# them, and clients (TDLib, Telethon) are written to take them from a difference and recognise those
+# they know. A message deleted since is left out (no longer in the box).
+OWN_MESSAGES_IN_DIFFERENCE = True
+
+
 # "If the remote pts is too big (> ~4000000), this field [pts_total_limit] will default to 1000000"
 # (core.telegram.org/method/updates.getDifference): a client further behind gets differenceTooLong.
 PTS_TOTAL_LIMIT = 1_000_000
@@ -55,8 +64,8 @@ def get_difference(server, query):
     """What happened after the client's (pts, qts): what runbot missed while down. Messages by pts,
     bot events by qts alone (a qts of 0 asks for every bot event still kept; the docs say nothing of
     `date` but "see updates", so it narrows nothing here), oldest first, at most DIFFERENCE_SLICE
-    events a slice. The bot's own messages move pts but are not handed back (they are not updates
-    for it: a reply comes back as the answer to its send)."""
+    events a slice. The bot's own messages are among them (OWN_MESSAGES_IN_DIFFERENCE), those
+    deleted since left out."""
     horizon = server.now() - UPDATES_KEPT
     while server.update_log and server.update_log[0][3] < horizon:
         kind, value, _, _ = server.update_log.popleft()
@@ -72,9 +81,11 @@ def get_difference(server, query):
         if value > (query.pts if kind == "pts" else query.qts)
     ]
     part, more = events[:DIFFERENCE_SLICE], len(events) > DIFFERENCE_SLICE
-    messages = [record for kind, _, record in part if kind == "pts"]
+    messages = [record for kind, _, record in part if kind == "pts" and (OWN_MESSAGES_IN_DIFFERENCE or not record.out)]
+    messages = [m for m in messages if not (m.out and m.deleted)]
     others = [record for kind, _, record in part if kind == "qts"]
     users = {m.sender_id: server.users[m.sender_id] for m in messages if m.sender_id in server.users}
+    users.update({m.chat_id: server.users[m.chat_id] for m in messages if m.out and m.chat_id in server.users})
     users.update({u.user_id: server.users[u.user_id] for u in others if u.user_id in server.users})
     channels = {
         channel_raw_id(m.forward_from[0]): server.channels[channel_raw_id(m.forward_from[0])]

@@ -370,13 +370,10 @@ class BroadcastSendSweep:
             results, claimed = self._claimed(results)
             rows = []
             for r in results:
-                # A send confirmed only by RANDOM_ID_DUPLICATE has no message id: it cannot be
-                # deleted (logged, and its error says so; docs/reliability.md).
-                deletable = r.status == Status.SENT and r.message_id is not None
+                # A send confirmed only by RANDOM_ID_DUPLICATE has no message id: the broadcast
+                # deleter finds it first when it is due (services/repeats.py).
+                deletable = r.status == Status.SENT
                 delete_after = self.messages[r.broadcast_id].delete_after if deletable else None
-                if r.status == Status.SENT and r.message_id is None and self.messages[r.broadcast_id].delete_after:
-                    log.warning("broadcast=%s delivery=%s: delivered by an earlier attempt, its message id unknown: "
-                                "it will not be deleted after its lifetime", r.broadcast_id, r.id)  # fmt: skip
                 rows.append(
                     {
                         "id": r.id,

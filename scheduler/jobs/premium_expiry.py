@@ -6,8 +6,11 @@ Bot settings). Never twice: a plan is marked ended when claimed, before its noti
 notice carries a random_id derived from the plan (`EndedPlan.key`): one whose outcome is unknown (a
 lost answer, -503, 500 INTERNAL) is sent again at once with the same random_id, which Telegram
 delivers once (a repeat refused as RANDOM_ID_DUPLICATE means it arrived: told), up to REPEATS
-times within TELEGRAM_RANDOM_ID_WINDOW of the first attempt. A worker killed between the claim and
-the send leaves the plan ended and its user untold (`notice` empty): at most once.
+times within TELEGRAM_RANDOM_ID_WINDOW of the first attempt. The notice is leased like any send
+(LEASE): a worker killed between the claim and the record leaves the plan ended, its `notice`
+empty and its lease running out; a later run claims it again and sends the notice with the same
+random_id (Telegram delivers it once), within TELEGRAM_RANDOM_ID_WINDOW of the first claim; past
+it the plan is recorded not told (the user may have it).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from botapp.services.users import unreachable_state, users_mark_unreachable
 from botapp.telegram.gateway import AlreadySent, Gateway, OutcomeUnknown, TelegramError
 from scheduler.jobs.bulk import rows_update
 from scheduler.jobs.registry import Job, Outcome, job_register
-from scheduler.jobs.sweep import sweep_outcome
+from scheduler.jobs.sweep import LEASE, sweep_outcome
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +50,7 @@ class PremiumExpirySweep:
     conf: BotSettings = field(default_factory=BotSettings.load)
 
     def claim(self, n: int) -> list[EndedPlan]:
-        plans = premium_plans_end_due(limit=n)
+        plans = premium_plans_end_due(limit=n, lease=LEASE)
         self.gateway.peers_remember({p.chat_id: p.access_hash for p in plans if not p.skip})
         return plans
 
@@ -68,7 +71,7 @@ class PremiumExpirySweep:
     def _send(self, plan: EndedPlan) -> None:
         """The notice, with its random_id; sent again when its outcome is unknown (REPEATS)."""
         text, rows = premium_offer(conf=self.conf)
-        first, window = clock.now(), timedelta(seconds=settings.TELEGRAM_RANDOM_ID_WINDOW)
+        first, window = plan.first_try or clock.now(), timedelta(seconds=settings.TELEGRAM_RANDOM_ID_WINDOW)
         for repeat in range(REPEATS + 1):
             try:
                 self.gateway.send_text(
@@ -86,7 +89,10 @@ class PremiumExpirySweep:
         return Told(plan.plan_id, plan.chat_id, f"not told: {exc}"[:255], failed=True)
 
     def record(self, results: list[Told]) -> tuple[int, int]:
-        rows_update(PremiumPlan, [{"id": r.plan_id, "notice": r.notice} for r in results], ["notice"])
+        rows_update(
+            PremiumPlan, [{"id": r.plan_id, "notice": r.notice, "notice_lease_until": None} for r in results],
+            ["notice", "notice_lease_until"],
+        )  # fmt: skip
         users_mark_unreachable(by_telegram_id={r.chat_id: r.unreachable for r in results if r.unreachable})
         return len(results), sum(r.failed for r in results)
 
@@ -99,9 +105,14 @@ def end_premium_plans(*, gateway: Gateway | None = None, dry_run: bool = False, 
 
 
 def premium_due_next():
-    """When the earliest active plan ends (the partial index `premium_active_ends`), for the wake-up."""
+    """When the earliest active plan ends (the partial index `premium_active_ends`), or the
+    earliest notice lease runs out (`premium_notice_leased`: its run may have died, and the
+    next one must tell the user within TELEGRAM_RANDOM_ID_WINDOW), for the wake-up."""
     active = PremiumPlan.objects.filter(status=PremiumPlan.Status.ACTIVE)
-    return active.order_by("ends_at").values_list("ends_at", flat=True).first()
+    ends = active.order_by("ends_at").values_list("ends_at", flat=True).first()
+    leased = PremiumPlan.objects.filter(notice_lease_until__isnull=False, status=PremiumPlan.Status.ENDED, notice="")
+    lease = leased.order_by("notice_lease_until").values_list("notice_lease_until", flat=True).first()
+    return min((t for t in (ends, lease) if t is not None), default=None)
 
 
 job_register(

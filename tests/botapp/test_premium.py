@@ -192,3 +192,73 @@ def test_a_premium_end_notice_whose_outcome_stays_unknown_is_given_up_after_its_
     assert telegram.bot_messages(user.telegram_id) == []
     plan = PremiumPlan.objects.get()
     assert plan.status == "ended" and plan.notice.startswith("not told: ")
+
+
+def _claimed_by_a_run_that_died(telegram):
+    """(user, plan): a plan past its end, claimed by a run of the expiry job that was killed
+    before it recorded the notice."""
+    from botapp.services.premium import premium_plans_end_due
+    from scheduler.jobs.sweep import LEASE
+    from tests.factories import met_user
+
+    user = met_user(telegram)
+    PremiumPlanFactory(user=user, ends_at=clock.now() - timedelta(minutes=1))
+    (plan,) = premium_plans_end_due(limit=10, lease=LEASE)
+    return user, plan
+
+
+def test_a_premium_end_notice_whose_run_died_before_sending_is_sent_by_a_later_run_once(telegram, gateway, db):
+    from scheduler.jobs.sweep import LEASE
+
+    user, _ = _claimed_by_a_run_that_died(telegram)
+    assert PremiumPlan.objects.get().status == "ended"
+    assert job_run("end_premium_plans", trigger="test", gateway=gateway).processed == 0  # its lease holds
+
+    clock.clock_advance(LEASE + timedelta(seconds=1))
+    outcome = job_run("end_premium_plans", trigger="test", gateway=gateway)
+
+    assert (outcome.processed, outcome.failed) == (1, 0)
+    assert [m.text for m in telegram.bot_messages(user.telegram_id)] == [
+        "⭐ Your premium plan has ended. File links ask you to verify again."
+    ]
+    plan = PremiumPlan.objects.get()
+    assert plan.notice.startswith("sent ") and plan.notice_lease_until is None
+    clock.clock_advance(LEASE + timedelta(seconds=1))
+    assert job_run("end_premium_plans", trigger="test", gateway=gateway).processed == 0  # told: never again
+
+
+def test_a_premium_end_notice_whose_run_died_after_sending_is_not_sent_twice(telegram, gateway, db):
+    from botapp.services.premium import ENDED_NOTICE
+    from scheduler.jobs.sweep import LEASE
+
+    user, plan = _claimed_by_a_run_that_died(telegram)
+    gateway.send_text(user.telegram_id, ENDED_NOTICE, key=plan.key)  # delivered, then the run died
+
+    clock.clock_advance(LEASE + timedelta(seconds=1))
+    outcome = job_run("end_premium_plans", trigger="test", gateway=gateway)
+
+    assert (outcome.processed, outcome.failed) == (1, 0)
+    assert [m.text for m in telegram.bot_messages(user.telegram_id)] == [ENDED_NOTICE]  # refused as a repeat
+    assert PremiumPlan.objects.get().notice.endswith("(an earlier attempt arrived)")
+
+
+def test_a_premium_end_notice_whose_run_died_is_not_sent_past_the_random_id_window(telegram, gateway, db, settings):
+    from botapp.services.premium import LAPSED_UNTOLD
+
+    user, _ = _claimed_by_a_run_that_died(telegram)
+
+    clock.clock_advance(timedelta(seconds=settings.TELEGRAM_RANDOM_ID_WINDOW + 1))
+    outcome = job_run("end_premium_plans", trigger="test", gateway=gateway)
+
+    assert outcome.processed == 1
+    assert telegram.bot_messages(user.telegram_id) == []
+    assert PremiumPlan.objects.get().notice == LAPSED_UNTOLD
+
+
+def test_the_expiry_job_wakes_when_a_notice_lease_runs_out(telegram, db):
+    from scheduler.jobs.premium_expiry import premium_due_next
+    from scheduler.jobs.sweep import LEASE
+
+    _claimed_by_a_run_that_died(telegram)
+
+    assert premium_due_next() == PremiumPlan.objects.get().ended_at + LEASE

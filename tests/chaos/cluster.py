@@ -129,6 +129,7 @@ class Workers:
         self.env = env
         self.logs = logs
         self.procs: dict[str, subprocess.Popen] = {}
+        self.cwd = Path(settings.BASE_DIR)  # the code they run: another release's tree (test_upgrade.py)
 
     def start(self, name: str) -> None:
         if name == "bot":
@@ -141,7 +142,7 @@ class Workers:
         bot = name == "bot"
         self.procs[name] = subprocess.Popen(
             argv,
-            cwd=settings.BASE_DIR,
+            cwd=self.cwd,
             env=self.env,
             stdout=subprocess.PIPE if bot else log,  # runbot's is read for its "listening" line, then copied to the log
             stderr=subprocess.STDOUT,
@@ -182,6 +183,9 @@ class Workers:
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(10)
+
+    def log_of(self, name: str) -> str:
+        return (self.logs / f"{name}.log").read_text(errors="replace")
 
     def log_tail(self, lines: int = 40) -> str:
         out = []

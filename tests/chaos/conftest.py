@@ -135,9 +135,10 @@ def cluster(request, django_db_setup, django_db_blocker):
                 )
                 workers = Workers(env, logs)
                 try:
-                    workers.start("bot")  # returns once runbot says it listens
-                    workers.start("w1")
-                    workers.start("w2")
+                    # runbot first (start returns once it listens), then the workers; a module that
+                    # starts its own (another release's: test_upgrade.py) names none.
+                    for name in getattr(request.module, "CLUSTER_PROCESSES", ("bot", "w1", "w2")):
+                        workers.start(name)
                     yield Cluster(redis_server, remote, workers, db["NAME"])
                 finally:
                     workers.stop()

@@ -349,13 +349,20 @@ def test_a_long_difference_comes_in_slices_each_asked_from_where_the_last_ended(
     assert {u.id for u in answer.users} >= {3000 + i for i in range(2 * DIFFERENCE_SLICE, 2 * DIFFERENCE_SLICE + 50)}
 
 
-def test_the_bots_own_messages_move_pts_but_are_not_handed_back(telegram, raw_gateway):
+def test_the_bots_own_messages_come_back_in_the_difference_as_outgoing(telegram, raw_gateway):
     start = telegram.update_state()
-    raw_gateway.send_text(ANN.id, "a reply")
+    asked = telegram.user_sends(ANN, "/help")
+    reply = raw_gateway.send_text(ANN.id, "a reply").message_id
+    gone = raw_gateway.send_text(ANN.id, "deleted since").message_id
+    raw_gateway.delete_messages(ANN.id, [gone])
+
     answer = difference(raw_gateway, pts=start["pts"], qts=start["qts"])
-    assert isinstance(answer, raw.types.updates.Difference)  # not differenceEmpty: the state moved
-    assert (answer.new_messages, answer.state.pts) == ([], start["pts"] + 1)
-    assert isinstance(difference(raw_gateway, pts=start["pts"] + 1, qts=start["qts"]), raw.types.updates.DifferenceEmpty)
+
+    assert isinstance(answer, raw.types.updates.Difference)
+    assert [(m.id, m.out, m.message) for m in answer.new_messages] == [(asked, False, "/help"), (reply, True, "a reply")]
+    assert ANN.id in {u.id for u in answer.users}  # the chat of an outgoing message is named
+    assert answer.state.pts == telegram.update_state()["pts"]
+    assert isinstance(difference(raw_gateway, pts=answer.state.pts, qts=start["qts"]), raw.types.updates.DifferenceEmpty)
 
 
 def test_bot_events_come_back_by_qts_alone(telegram, raw_gateway):

@@ -495,3 +495,36 @@ def test_a_paid_broadcast_goes_in_containers_and_its_queries_do_not_grow_with_th
     finally:
         worker.stop()
     assert queries[0] == queries[1]
+
+
+@pytest.mark.django_db(transaction=True)  # the deleter's pool threads read the broadcast
+def test_a_message_confirmed_only_as_a_repeat_is_found_again_and_deleted_after_the_lifetime(telegram, gateway, monkeypatch):
+    """A lost answer: the send is asked again with its random_id and Telegram refuses the copy
+    (RANDOM_ID_DUPLICATE), so its message id is never known. When the broadcast's lifetime is over
+    the deleter reads the bot's box back from before the broadcast began, finds the message by
+    what it shows, and deletes it with the others."""
+    from pyrogram.session import Session
+
+    from inmemory_telegram.faults import LOSE_ANSWER
+
+    monkeypatch.setattr(Session, "WAIT_TIMEOUT", 0.3)
+    monkeypatch.setattr(Session, "RETRY_DELAY", 0.05)
+    who = users(telegram, 3)
+    broadcast = draft(delete_after_minutes=60, buttons="")
+    broadcast_start(broadcast=broadcast)
+    other = met_user(telegram)  # joined after the start: not in the broadcast
+    gateway.send_text(other.telegram_id, "<b>50% off</b> today")  # the same text, another chat: never taken for it
+    telegram.fail_next(LOSE_ANSWER, methods={"messages.SendMessage"}, chat_id=who[1].telegram_id)
+
+    job_run("send_broadcasts", trigger="test", gateway=gateway)
+    repeat = BroadcastDelivery.objects.get(user=who[1])
+    assert (repeat.status, repeat.message_id, repeat.error) == ("sent", None, ALREADY_SENT)
+    assert repeat.delete_at is not None  # to be deleted all the same
+
+    clock.clock_advance(timedelta(minutes=61))
+    outcome = job_run("delete_expired_broadcasts", trigger="test", gateway=gateway)
+
+    assert (outcome.processed, outcome.failed) == (3, 0)
+    assert [telegram.bot_messages(u.telegram_id) for u in who] == [[], [], []]
+    assert len(telegram.bot_messages(other.telegram_id)) == 1  # not the broadcast's: left alone
+    assert set(BroadcastDelivery.objects.values_list("status", flat=True)) == {"deleted"}
