@@ -46,6 +46,7 @@ class AllowedUserAdmin(ModelAdmin):
     form = AllowedUserForm
     list_display = ("telegram_id", "note", "added_at", "added_by")
     search_fields = ("=telegram_id", "note")
+    list_filter = ("added_at", "added_by")
     readonly_fields = ("added_at", "added_by")
     actions = ("remove",)
 

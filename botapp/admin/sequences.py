@@ -15,6 +15,7 @@ from botapp.models import (
     SequenceMessage,
     SequenceStep,
 )
+from botapp.models.buttons import KEY_RE
 from botapp.services.campaign_stats import campaign_stats
 from botapp.services.click_keys import click_key_recorded
 
@@ -66,6 +67,8 @@ def condition_key_check(form, *, button_texts) -> None:
     key, condition = data.get("condition_button"), data.get("condition")
     if not key or condition == SequenceStep.Condition.ALWAYS or "condition_button" in form.errors:
         return
+    if not KEY_RE.match(key):
+        return  # not a key at all: the step's own check says how one is written
     if not click_key_recorded(key=key, button_texts=button_texts):
         form.add_error(
             "condition_button",

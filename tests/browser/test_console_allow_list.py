@@ -12,11 +12,11 @@ def test_allowed_users_from_a_csv_and_owner_only_mode_switched_on(logged_in, tmp
     bad, good = tmp_path / "bad.csv", tmp_path / "good.csv"
     bad.write_text("telegram_id\n1001\nalice\n")
     good.write_text("telegram_id,name\n1001,Alice\n2002,Bob\n")
-    page.get_by_label("File").set_input_files(str(bad))
+    page.get_by_label("File", exact=True).set_input_files(str(bad))
     page.get_by_role("button", name="Upload").click()
     page.get_by_text("Nothing was added. row 3: 'alice' is not a Telegram user id").wait_for()
     assert not AllowedUser.objects.exists()
-    page.get_by_label("File").set_input_files(str(good))
+    page.get_by_label("File", exact=True).set_input_files(str(good))
     page.get_by_label("Note").fill("beta testers")
     page.get_by_role("button", name="Upload").click()
     page.get_by_text("2 added to the allow-list (0 were on it already).").wait_for()
