@@ -41,9 +41,10 @@ MIGRATE_AT = 0.3  # the share of the broadcast's sends Telegram has received whe
 ERROR_LINE = re.compile(r"\b(ERROR|CRITICAL)\b|^Traceback ", re.MULTILINE)
 
 
-# Tooling, not the release: the connection to the in-memory Telegram (under kurigram) is HEAD's, so
-# that the release's processes talk to the same Telegram as the suite (its HELLO names the bot since).
-TOOLING = ("offline/telegram/connection.py",)
+# Tooling, not the release: the connection to the in-memory Telegram (under kurigram) and the
+# socket protocol it speaks are HEAD's, so that the release's processes talk to the same Telegram as
+# the suite (its HELLO names the bot since; its frames are read with HEAD's buffer).
+TOOLING = ("offline/telegram/connection.py", "inmemory_telegram/protocol.py")
 
 
 def release_tree() -> Path:
