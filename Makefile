@@ -53,7 +53,11 @@ test: $(STAMP) $(CHROMIUM)
 chaos: $(STAMP)
 	@scripts/services-up postgres redis
 	@DATABASE_URL=$(CHAOS_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) SECRET_KEY=test-only-secret DEBUG=0 \
-		$(BIN)/python -m pytest -m chaos tests/chaos -n 2 --dist loadfile $(ARGS)
+		$(BIN)/python -m pytest -m chaos tests/chaos -n 2 --dist loadfile --ignore=tests/chaos/test_upgrade.py $(ARGS)
+	@# The previous release's processes in a pytest of its own: after another module in the same
+	@# process, its broker calls went to that module's stopped redis-server (not yet explained).
+	@DATABASE_URL=$(CHAOS_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) SECRET_KEY=test-only-secret DEBUG=0 \
+		$(BIN)/python -m pytest -m chaos tests/chaos/test_upgrade.py $(ARGS) || [ $$? -eq 5 ]
 
 # What CI checks before the tests (.ci/run): lint rules and formatting. `ruff format .` fixes the latter.
 lint: $(STAMP)
