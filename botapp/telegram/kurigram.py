@@ -48,11 +48,12 @@ import contextlib
 import contextvars
 import hashlib
 import io
+import logging
 import sqlite3
 import struct
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -69,9 +70,12 @@ from botapp.runtime import gc_tune
 from botapp.telegram.gateway import random_id_of
 from botapp.telegram.position import Position, Ticket, spans_of
 
+log = logging.getLogger(__name__)
+
 KURIGRAM_CHECKED = "2.2.26"  # the version every use below was read against
 RECHECK = (
-    "pyrogram/session/session.py: Session.handle_packet (results, stored_msg_ids, seq_no == 0 time sync), "
+    "pyrogram/session/session.py: Session.handle_packet (results, stored_msg_ids, seq_no == 0 time sync, "
+    "ignore_count of packets discarded as out of time), Session.restart, "
     "Session.send (salt, BadServerSalt), Session.invoke (retries), Session.start (a new connection object, "
     "its recv_task), Session.recv_worker (ends on a null packet: the connection dropped or closed)",
     "pyrogram/session/internals/msg_factory.py: MsgFactory.create / allocate_* / _last_msg_id",
@@ -142,6 +146,50 @@ def loop_bind(client: Client, loop: asyncio.AbstractEventLoop) -> None:
     client.loop = loop
     if not isinstance(client.rnd_id, _KeyedRandomIds):
         client.rnd_id = _KeyedRandomIds(client.rnd_id)
+    if not isinstance(client.invoke, _RoutedInvoke):
+        client.invoke = _RoutedInvoke(client, client.invoke)
+
+
+# What asks the requests kurigram's own methods make in this task (`asked_through`); None: kurigram.
+_ASK: contextvars.ContextVar[Callable[[object], Awaitable] | None] = contextvars.ContextVar("ask", default=None)
+# kurigram.Client.invoke's arguments that only tune its own asking (its retries, its FloodWait
+# sleeps): the request layer, asking instead, has its own.
+_ASKING_ARGS = frozenset({"retries", "sleep_threshold", "retry_delay"})
+
+
+@contextlib.contextmanager
+def asked_through(ask: Callable[[object], Awaitable]):
+    """Inside (in this task, on the client's loop), what kurigram's own methods ask through
+    `client.invoke` (a text with callback buttons, media by URL, edits, button answers, reads) is
+    asked by `ask` instead: the request layer's, whose asking again is admitted by the limiter.
+    kurigram's own retries, and its sleeps through short FloodWaits, are admitted by nothing."""
+    token = _ASK.set(ask)
+    try:
+        yield
+    finally:
+        _ASK.reset(token)
+
+
+class _RoutedInvoke:
+    """`client.invoke`: inside `asked_through`, asked by the request layer, then the answer's users
+    and chats stored as kurigram's invoke stores them (its methods resolve them later); elsewhere,
+    or with an argument only kurigram knows (a timeout, a business connection), kurigram's own."""
+
+    def __init__(self, client: Client, plain):
+        self.client, self.plain = client, plain
+
+    async def __call__(self, query, **kwargs):
+        ask = _ASK.get()
+        if ask is None or any(v is not None for k, v in kwargs.items() if k not in _ASKING_ARGS):
+            return await self.plain(query, **kwargs)
+        token = _ASK.set(None)  # what the asking itself calls is kurigram's own
+        try:
+            answer = await ask(query)
+        finally:
+            _ASK.reset(token)
+        await self.client.fetch_peers(getattr(answer, "users", []))
+        await self.client.fetch_peers(getattr(answer, "chats", []))
+        return answer
 
 
 # The key of the send a kurigram method builds in this task (`keyed_random_ids`), and how many
@@ -556,6 +604,8 @@ async def invoke_many(
             break
     for i in todo:
         values[i] = NotSent(f"Telegram refused the message {RESEND_MAX + 1} times before processing it")
+    if not ask_again and any(value is None for value in values):
+        await clock_recover(client)
     answers = []
     for query, body, value in zip(plain, queries, values, strict=True):
         if isinstance(value, Lapsed):
@@ -650,6 +700,23 @@ async def _transmit(client: Client, bodies: list[Written], write_by: float | Non
         if isinstance(value, (raw.types.BadServerSalt, raw.types.BadMsgNotification)):
             values[i] = _REFUSED if _refused(client, value) else NotSent(f"bad_msg_notification {value.error_code}")
     return values
+
+
+async def clock_recover(client: Client) -> bool:
+    """After a message went unanswered, for a caller that asks again itself (`ask_again` False):
+    when kurigram discarded the server's latest packets as out of time (`Session.handle_packet`:
+    a msg_id over 30 s ahead of its clock or 300 s behind, counted in `ignore_count` until a packet
+    is taken), the answer may have been among them: a bad_msg_notification 16 to a client whose
+    clock is slow never reaches its message. kurigram restarts the session once it has discarded
+    MAX_CONSECUTIVE_IGNORED packets in a row, and the new session's first server message (seq_no 0)
+    sets its clock; its own retries get there by asking again. Asked again by the caller, they
+    would not, so the session is restarted now, as kurigram would later. Whether it was."""
+    session = client.session
+    if session is None or not session.ignore_count:
+        return False
+    log.info("kurigram discarded %d packets as out of time: session restarted to set its clock", session.ignore_count)
+    await session.restart()
+    return True
 
 
 def _in_time(write_by: float | None) -> None:

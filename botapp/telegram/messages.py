@@ -154,7 +154,7 @@ class MessageMethods(TelegramRequests):
                     entities=entities if first else None,
                 )
             )
-        answer = await self.client.invoke(
+        answer = await self._invoke(
             raw.functions.messages.SendMultiMedia(
                 peer=await self.client.resolve_peer(chat_id),
                 multi_media=multi,
@@ -237,7 +237,7 @@ class MessageMethods(TelegramRequests):
         self._call(self._pin, chat_id, message_id, silent, chat_id=chat_id, send=True)
 
     async def _pin(self, chat_id, message_id, silent) -> None:
-        await self.client.invoke(
+        await self._invoke(
             raw.functions.messages.UpdatePinnedMessage(
                 peer=await self.client.resolve_peer(chat_id), id=message_id, silent=silent or None, pm_oneside=None
             )

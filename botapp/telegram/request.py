@@ -19,6 +19,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import contextvars
+import functools
 import logging
 import re
 import threading
@@ -45,7 +47,16 @@ from botapp.telegram.gateway import (
     UserBlocked,
     UserDeactivated,
 )
-from botapp.telegram.kurigram import Lapsed, SentId, Written, invoke_many, loop_bind, session_tune
+from botapp.telegram.kurigram import (
+    Lapsed,
+    SentId,
+    Unanswered,
+    Written,
+    asked_through,
+    invoke_many,
+    loop_bind,
+    session_tune,
+)
 from botapp.telegram.limiter import Limiter
 from botapp.telegram.limits import USER_ID_MAX
 
@@ -62,6 +73,10 @@ KNOWN_PEERS_MAX = 20_000  # users whose access hash this process remembers handi
 # does the same: UpdatesManager::on_get_updates stores the answer's users), so the next call
 # carries it. Answers that name no user (deletions' affectedMessages, Bool) teach nothing.
 ZERO_HASH = 0
+
+# What a call asked alone takes from the limiter before it is asked again after Telegram left it
+# unanswered (`_invoke`): set by `_call` for its own task on the loop; None: asked again unpaced.
+_READMIT: contextvars.ContextVar[Callable[[], object] | None] = contextvars.ContextVar("readmit", default=None)
 
 # A 420 whose name kurigram's table does not know (a new FLOOD_* name) reaches us as Flood with the
 # value "[420 NAME]": its seconds, when the name carries them, are the number in it.
@@ -292,20 +307,25 @@ class TelegramRequests:
         if chat_id is not None:
             peer_check(chat_id)
         peer = self._peer_for(chat_id) if chat_id is not None and chat_id > 0 else None
+        admit = (
+            functools.partial(self.limiter.acquire, chat_id if send else None, count=count, paid=paid)
+            if self.limiter is not None and paced
+            else None
+        )
         attempt = 1
         granted = False
         lapsed = 0
         write_by = None
         while True:
-            if self.limiter is not None and paced and not granted:
-                self.limiter.acquire(chat_id if send else None, count=count, paid=paid)
+            if admit is not None and not granted:
+                admit()
                 # Admitted to arrive now (the windows): a call that reaches the loop later than
                 # retry.ADMITTED_FOR after it (a busy machine) never leaves, and is admitted again.
                 bounded = lapsed < retry.ADMISSIONS_LAPSED_MAX
                 write_by = time.monotonic() + retry.ADMITTED_FOR if bounded else None
             granted = False
             try:
-                answer = self._run(self._on_loop(peer, fn, *args, _write_by=write_by, **kwargs), send=send)
+                answer = self._run(self._on_loop(peer, fn, *args, _write_by=write_by, _readmit=admit, **kwargs), send=send)
                 if self._learnt:
                     self._learnt_hand_on()
                 return answer
@@ -421,12 +441,15 @@ class TelegramRequests:
             return False
         return getattr(peer, "access_hash", None) != ZERO_HASH
 
-    async def _on_loop(self, peer: tuple[int, int] | int | None, fn, *args, _write_by: float | None = None, **kwargs):
+    async def _on_loop(
+        self, peer: tuple[int, int] | int | None, fn, *args, _write_by: float | None = None, _readmit=None, **kwargs
+    ):
         """The call, on the client's loop, after making sure kurigram has the user's access hash
         (`_peer_for`; in the same hop: a send costs one trip to the loop). A call by id alone
         (ZERO_HASH) learns the hash kurigram stored from Telegram's answer (its invoke stores the
         answer's users; `_invoke_many` does the same for the answers it reads). A call that starts
         past `_write_by` (time.monotonic(): its admission ran out) is Lapsed, nothing sent."""
+        _READMIT.set(_readmit)  # this task's own context: what `_invoke` asks before asking again
         if isinstance(peer, int):
             if not await self._knows(peer):
                 raise NotCached(peer)
@@ -436,7 +459,8 @@ class TelegramRequests:
             self._remember_known(peer[0])
         if _write_by is not None and time.monotonic() > _write_by:
             raise Lapsed(f"reached the loop {(time.monotonic() - _write_by) * 1000:.0f} ms after its admission ran out")
-        answer = await fn(*args, **kwargs)
+        with asked_through(self._invoke):  # kurigram's own methods' requests, asked as ours are
+            answer = await fn(*args, **kwargs)
         if peer is not None and not isinstance(peer, int) and peer[1] == ZERO_HASH:
             stored = await self.client.storage.get_peer_by_id(peer[0])
             if getattr(stored, "access_hash", ZERO_HASH) != ZERO_HASH:
@@ -527,8 +551,26 @@ class TelegramRequests:
         return raw.functions.InvokeWithoutUpdates(query=query) if self.client.no_updates else query
 
     async def _invoke(self, query, *, one_sent: bool = False):
-        """One request, sent as `_invoke_many` sends them; raises what kurigram's invoke raises."""
-        (answer,) = await self._invoke_many([query], one_sent=one_sent)
+        """One request, sent as `_invoke_many` sends them; raises what kurigram's invoke raises.
+        Left unanswered (no answer in time, 500, -503: it may or may not have been done), it is
+        asked again as a batch's item is (retry.py, 3): the same bytes, so the same random_id,
+        after kurigram's RETRY_DELAY, each time once the limiter admits it again (`_READMIT`, the
+        call's own admission), ASK_AGAIN_MAX asks in all; then its cause is raised (a send's
+        outcome is unknown). kurigram's own retries would go out past the limiter."""
+        asked = 0
+        while True:
+            (answer,) = await self._invoke_many([query], one_sent=one_sent, ask_again=False)
+            if not isinstance(answer, Unanswered):
+                break
+            asked += 1
+            after = self.policy.after_unanswered(asked)
+            if not after.again:
+                raise answer.cause
+            query = answer.query  # as it was written: the same random_id
+            log.info("no answer from Telegram (%s): asked again, admitted again (ask %d)", answer.cause, asked + 1)
+            await asyncio.sleep(after.wait)
+            if (readmit := _READMIT.get()) is not None:
+                await asyncio.get_running_loop().run_in_executor(None, readmit)
         if isinstance(answer, BaseException):
             raise answer
         return answer

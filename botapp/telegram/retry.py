@@ -9,13 +9,17 @@ A request can be asked again at six places; each asks this module, none decides 
    (request.py, `_call`) and by the batch for each of its items (batching.py).
 2. A transient error (the request never reached Telegram, or was refused before processing):
    `CallPolicy.after` again, after an exponential back-off from BACKOFF_BASE, up to MAX_ATTEMPTS.
-3. No answer, or Telegram's own trouble (500, -503: it may or may not have done it). One call is
-   asked again by kurigram's own `Session.invoke` with the same bytes, so the same random_id
-   (kurigram.invoke_many hands it over for the codes in kurigram.ASK_AGAIN_CODES), and the
-   request layer waits CALL_TIMEOUT, longer than kurigram's retries, before it calls the outcome
-   unknown. A batch asks again itself, so that each ask is admitted by the limiter:
-   `CallPolicy.after_unanswered`, the same bytes after kurigram's RETRY_DELAY, ASK_AGAIN_MAX asks
-   in all, as kurigram would.
+3. No answer, or Telegram's own trouble (500, -503: it may or may not have done it). A batch and
+   a call asked alone (runbot's replies and plain sends, albums, pins, forwards, deletions:
+   request.py `_invoke`; and, inside such a call, what kurigram's own methods ask through
+   `client.invoke`: texts with callback buttons, media by URL, edits, button answers, reads:
+   kurigram.asked_through) ask again themselves, so that each ask is admitted by the limiter:
+   `CallPolicy.after_unanswered`, the same bytes (the same random_id) after kurigram's
+   RETRY_DELAY, ASK_AGAIN_MAX asks in all, as kurigram would. Only what kurigram asks outside a
+   call (signing in, its update catch-up, uploads) keeps its `Session.invoke` retries. When
+   kurigram discarded the answer as out of time (a client clock that is off), the session is
+   restarted before asking again (kurigram.clock_recover). The request layer waits CALL_TIMEOUT,
+   longer than all the asks, before it calls the outcome unknown.
 4. An admission that lapsed (a batch's group not written within ADMITTED_FOR of the limiter's
    grant): it never left, so the limiter is asked again and no attempt is spent; after
    ADMISSIONS_LAPSED_MAX lapses in one batch the rest goes unbounded (`admission_bounded`).

@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 from django.core.management import CommandError, call_command
 from django.urls import reverse
-from pyrogram import errors, raw
+from pyrogram import raw
 
 from botapp import clock
 from botapp.bot.router import Router
@@ -18,6 +18,7 @@ from botapp.models import PostsCommand
 from botapp.services.doctor import _user_session
 from botapp.services.posts_commands import UNAVAILABLE_TEXT
 from botapp.services.users import user_access_hash
+from botapp.telegram.gateway import BadRequest
 from botapp.telegram.user_session import UserHistory, user_client_build, user_session_account
 from offline.telegram.clients import API_HASH, API_ID, OfflineBot
 from tests.conftest import ADMIN, STORAGE
@@ -166,7 +167,7 @@ def test_the_bot_may_not_read_a_channels_history_as_telegram_refuses_it(channel,
         peer=peer, offset_id=0, offset_date=0, add_offset=0, limit=10, max_id=0, min_id=0, hash=0
     )
 
-    with pytest.raises(errors.BotMethodInvalid):
+    with pytest.raises(BadRequest, match="BOT_METHOD_INVALID"):
         gateway._run(gateway.client.invoke(history))
 
 
