@@ -91,7 +91,7 @@ class Endpoint:
 
     def _answer(self, packet: bytes) -> None:
         try:
-            incoming = wire.unpack_client(packet, self.auth_key)
+            incoming = self.unpack(packet)
         except Exception:  # noqa: BLE001 - Telegram drops what it cannot decrypt
             log.warning("telegram server: undecryptable packet dropped")
             return
@@ -155,6 +155,16 @@ class Endpoint:
             self.send(answers[0][0], answer=answers[0][1], content=answers[0][2], delay=delay)
         elif answers:
             self._send_container(answers, delay)
+
+    def unpack(self, packet: bytes) -> wire.Incoming:
+        """The message a packet from the client carries (decrypted here)."""
+        return wire.unpack_client(packet, self.auth_key)
+
+    def file_part(self, file, offset: int, length: int):
+        """upload.getFile's answer on this connection: `length` bytes of `file` (a state.File) from
+        `offset`, read here (a file DC's own process reads them itself: file_dcs.RemoteEndpoint)."""
+        file_type = raw.types.storage.FilePartial() if file.kind != "photo" else raw.types.storage.FileJpeg()
+        return raw.types.upload.File(type=file_type, mtime=0, bytes=file.read(offset, length))
 
     def hangup(self) -> None:
         """The connection drops: nothing more is answered on it; the client connects again."""
