@@ -41,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,7 +93,7 @@ class RemoteEndpoint(Endpoint):
             collected.append((body, answer, content, delay))
             return
         message = (self.server.msg_ids.next(answer=answer), self.seq.next(content=content), body)
-        self.link.answer(self.conn_id, self.session_id, delay, [message], None)
+        self.link.answer(self.conn_id, self.session_id, time.monotonic() + delay, [message], None)
 
     def _send_container(self, answers, delay: float) -> None:
         # Inner messages get their ids first: a container's msg_id is greater than theirs.
@@ -101,7 +102,7 @@ class RemoteEndpoint(Endpoint):
             for body, answer, content, _ in answers
         ]
         outer = (self.server.msg_ids.next(answer=False), self.seq.next(content=False))
-        self.link.answer(self.conn_id, self.session_id, delay, inner, outer)
+        self.link.answer(self.conn_id, self.session_id, time.monotonic() + delay, inner, outer)
 
 
 def _no_push(packet: bytes) -> None:
@@ -209,10 +210,12 @@ class FileDCs:
         with contextlib.suppress(RuntimeError):  # the loop is closed: the link with it
             self.loop.call_soon_threadsafe(write)
 
-    def answer(self, conn_id: int, session_id: bytes, delay: float, messages: list, container: tuple | None) -> None:
+    def answer(self, conn_id: int, session_id: bytes, due: float, messages: list, container: tuple | None) -> None:
         """`messages` [(msg_id, seq_no, body or wire.FilePartAnswer)] for connection `conn_id`, alone
-        or in a container with (msg_id, seq_no), sent `delay` seconds after they are put together."""
-        self._write(frame(ANSWER, pickle.dumps((conn_id, session_id, delay, messages, container))))
+        or in a container with (msg_id, seq_no), sent at `due` (time.monotonic(), the machine's
+        clock in both processes) or once put together and encrypted if that is later: the time
+        that takes is spent within the answer's delay (session.Endpoint.send), not added to it."""
+        self._write(frame(ANSWER, pickle.dumps((conn_id, session_id, due, messages, container))))
 
     def hangup(self, conn_id: int) -> None:
         self.endpoints.pop(conn_id, None)
@@ -324,13 +327,13 @@ async def serve_files(link: socket.socket, files_path: Path, store: Path) -> Non
                 except (asyncio.IncompleteReadError, ConnectionError):
                     return  # the bot's DC ended: so does this process
                 if kind == ANSWER:
-                    conn_id, session_id, delay, messages, container = pickle.loads(payload)  # noqa: S301 - our parent
+                    conn_id, session_id, due, messages, container = pickle.loads(payload)  # noqa: S301 - our parent
                     connection = connections.get(conn_id)
                     if connection is None:
                         continue
                     data = frame(PACKET, _packet(files, connection.auth_key, session_id, messages, container))
-                    if delay > 0:
-                        loop.call_later(delay, connection.write, data)
+                    if due > loop.time():  # the loop's clock is time.monotonic()
+                        loop.call_at(due, connection.write, data)
                     else:
                         connection.write(data)
                 elif kind == HANGUP:
