@@ -35,11 +35,10 @@ Each run, measured:
                  2 MiB from random places (each started again when it ends); reply p95 from the
                  user's message entering Telegram to the bot's reply arriving (bench/broadcast.py's
                  measure); beside it, how long telegram_server took to take the user's message (its
-                 control call: the emulator's own delay) and the p95 from then to the reply; and
-                 once more with the streams read by a second `manage.py stream` from a second
-                 telegram_server holding the same file (set up alike): files served apart from
-                 the bot's own data centre, as Telegram's are, so that what the emulator's one
-                 process costs the replies shows apart from what the streaming process costs.
+                 control call: the emulator's own delay) and the p95 from then to the reply. The
+                 streams' getFile answers come from telegram_server's file DCs' process, apart from
+                 the process answering the bot's chats (inmemory_telegram/file_dcs.py), as
+                 Telegram keeps files on other machines; their CPU is shown apart.
 
 Per run, then min / median / max of `--runs`.
 
@@ -216,12 +215,12 @@ class Sampler(threading.Thread):
 # --- a run ----------------------------------------------------------------------------------------
 
 
-def measure_streams(port, path, size, args, pid, server_pid) -> dict:
-    """One stream (and the share of a core the streaming process and telegram_server used meanwhile),
-    the TTFBs, and the concurrent streams (RSS, CPU per MiB)."""
-    before = process_cpu(pid), process_cpu(server_pid)
+def measure_streams(port, path, size, args, pid, server_pid, files_pid) -> dict:
+    """One stream (and the share of a core the streaming process and telegram_server's two processes
+    used meanwhile), the TTFBs, and the concurrent streams (RSS, CPU per MiB)."""
+    before = process_cpu(pid), process_cpu(server_pid), process_cpu(files_pid)
     one = asyncio.run(get(port, path))
-    busy = [(process_cpu(p) - b) / one["seconds"] for p, b in zip((pid, server_pid), before, strict=True)]
+    busy = [(process_cpu(p) - b) / one["seconds"] for p, b in zip((pid, server_pid, files_pid), before, strict=True)]
     rng = random.Random(len(path))
     ttfbs = [asyncio.run(get(port, path, start=rng.randrange(size), first_only=True))["ttfb"] for _ in range(args.ttfb)]
     heads = [asyncio.run(head(port, path)) for _ in range(args.ttfb)]
@@ -393,11 +392,10 @@ def main():
     found = []
     with (
         telegram_process("--network", "none", "--channel", str(STORAGE)) as (socket_path, remote, server),
-        telegram_process("--network", "none", "--channel", str(STORAGE)) as (files_path, files_remote, _),
         tempfile.TemporaryDirectory(prefix="courier-bench-") as tmp,
     ):
         remote.dc_set(HOME_DC, latency=LATENCY, bandwidth=bandwidth)
-        files_remote.dc_set(HOME_DC, latency=LATENCY, bandwidth=bandwidth)
+        files_pid = remote.process_ids()["file_dcs"]
         audience = range(AUDIENCE, AUDIENCE + args.broadcast_users)
         hashes = remote.users_meet(list(audience))
         TelegramUser.objects.filter(telegram_id__gte=AUDIENCE, telegram_id__lt=NEW).delete()
@@ -405,21 +403,12 @@ def main():
             [TelegramUser(telegram_id=i, access_hash=hashes[i], first_name="U") for i in audience], batch_size=5000
         )
         stored, message_id, path = stored_video(remote, size)
-        if files_remote.post(STORAGE, "", media=Media("video", "bench.mp4"), file_size=size) != message_id:
-            raise SystemExit("bench/stream.py: the second telegram_server numbered the file's message differently")
         logs = Path(args.logs) if args.logs else Path(tmp)
         logs.mkdir(parents=True, exist_ok=True)
         port = _free_port()
         env = offline_env(
             socket_path, tmp, TELEGRAM_PAID_BROADCASTS="1", LOG_LEVEL="INFO", PYTHONUNBUFFERED="1",
             STREAM_PUBLIC_URL=f"http://127.0.0.1:{port}", STREAM_MAX_PER_ADDRESS="1000", STREAM_MAX_TOTAL="1000",
-            SECURE_SSL_REDIRECT="0",
-        )  # fmt: skip
-        apart_port = _free_port()
-        (Path(tmp) / "apart").mkdir()
-        apart_env = offline_env(
-            files_path, str(Path(tmp) / "apart"), LOG_LEVEL="INFO", PYTHONUNBUFFERED="1",
-            STREAM_PUBLIC_URL=f"http://127.0.0.1:{apart_port}", STREAM_MAX_PER_ADDRESS="1000", STREAM_MAX_TOTAL="1000",
             SECURE_SSL_REDIRECT="0",
         )  # fmt: skip
         worker = [sys.executable, "-m", "celery", "-A", "config", "worker", "-c", "4", "--without-gossip", "--without-mingle",
@@ -434,27 +423,22 @@ def main():
                 [sys.executable, "manage.py", "stream", "--port", str(port)], env, logs / "stream.log",
                 "Application startup complete", cwd=ROOT,
             ) as streamer,
-            production_process(
-                [sys.executable, "manage.py", "stream", "--port", str(apart_port)], apart_env, logs / "stream-apart.log",
-                "Application startup complete", cwd=ROOT,
-            ),
             production_process([sys.executable, "manage.py", "runbot"], env, logs / "runbot.log", "runbot: listening", cwd=ROOT) as bot,
             production_process(worker, env, logs / "worker.log", " ready.", cwd=ROOT) as celery,
         ):  # fmt: skip
-            pids = {"stream": streamer.pid, "telegram_server": server.pid, "runbot": bot.pid, "worker": celery.pid}
+            pids = {
+                "stream": streamer.pid, "telegram_server (both)": server.pid, "of which file DCs": files_pid, "runbot": bot.pid,
+                "worker": celery.pid,
+            }  # fmt: skip
             for run in range(args.runs):
                 base = asyncio.run(one_at_a_time(socket_path, Path(tmp), message_id, size))
                 decrypt.append(decrypt_cpu_per_mib())
-                r = measure_streams(port, path, size, args, streamer.pid, server.pid)
+                r = measure_streams(port, path, size, args, streamer.pid, server.pid, files_pid)
                 first = NEW + run * 100_000
                 alone = measure_replies(remote, socket_path, port, path, size, args, first, 0, pids)
                 r["alone"], r["alone_busy"], r["alone_told"] = alone["p95"], alone["busy"], alone["told95"]
                 r["alone_taken"] = alone["taken95"]
                 r.update(measure_replies(remote, socket_path, port, path, size, args, first + 50_000, args.reply_streams, pids))
-                apart = measure_replies(
-                    remote, socket_path, apart_port, path, size, args, first + 75_000, args.reply_streams, pids
-                )
-                r["apart"], r["apart_taken"] = apart["p95"], apart["taken95"]
                 clean_new(first, first + 100_000)
                 r["base"] = size / MIB / base["seconds"]
                 r["round_trip"] = statistics.median(base["calls"])
@@ -463,12 +447,11 @@ def main():
                 print(
                     f"run {run + 1}: one stream {r['one']:.1f} MiB/s ({r['one'] / allowed:.2f} of allowed, "
                     f"{r['one'] / r['base']:.1f}x the one-at-a-time {r['base']:.1f} MiB/s; CPU meanwhile: stream "
-                    f"{r['one_busy'][0]:.0%}, telegram_server {r['one_busy'][1]:.0%} of a core); TTFB p50 {r['ttfb50'] * 1000:.0f}, "
+                    f"{r['one_busy'][0]:.0%}, telegram_server {r['one_busy'][1]:.0%} + file DCs {r['one_busy'][2]:.0%} of a core); TTFB p50 {r['ttfb50'] * 1000:.0f}, "
                     f"p95 {r['ttfb95'] * 1000:.0f} ms (round trip {r['round_trip'] * 1000:.0f} ms; HEAD p95 "
                     f"{r['head95'] * 1000:.0f} ms); {args.streams} streams: RSS {r['idle']:.0f} -> {r['rss']:.0f} MB, "
                     f"{r['many_rate']:.1f} MiB/s, CPU {r['cpu_mib'] * 1000:.1f} ms/MiB (decrypt {r['decrypt'] * 1000:.2f} ms/MiB); "
                     f"replies p95 {r['alone'] * 1000:.0f} ms alone, {r['p95'] * 1000:.0f} ms with {args.reply_streams} streams "
-                    f"({r['apart'] * 1000:.0f} ms with them read from a second telegram_server) "
                     f"({r['replies']} replies, {r['sent']} broadcast, {r['streamed']:.0f} MiB streamed meanwhile); "
                     f"{REFUSED[0]} answers 500 asked again so far; load {os.getloadavg()[0]:.2f}",
                     flush=True,
@@ -515,11 +498,6 @@ def main():
         ("  of which telegram_server taking the user's message, p95, ms", [r["told95"] * 1000 for r in found], "{:.0f}"),
         ("  from telegram_server having taken it to the reply, p95, ms", [r["taken95"] * 1000 for r in found], "{:.0f}"),
         ("  the same, a broadcast alone, p95, ms", [r["alone_taken"] * 1000 for r in found], "{:.0f}"),
-        (
-            f"replies p95, {args.reply_streams} streams from a second telegram_server, ms",
-            [r["apart"] * 1000 for r in found],
-            "{:.0f}",
-        ),
     ]
     print(f"\nmin / median / max of {args.runs} (load {os.getloadavg()[0]:.2f}):")
     for what, values, fmt in rows:

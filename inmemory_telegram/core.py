@@ -163,13 +163,15 @@ class ServerCore(Accounts):
         *,
         dc_id: int = limits.HOME_DC,
         bot_token: str | None,
+        endpoint_type: Callable[..., Endpoint] = Endpoint,
     ) -> Endpoint:
         """A client connects to data centre `dc_id` with a key it was provisioned with (see
         offline/telegram/connection.py); `hangup` drops its connection. A key is signed in on the
         bots' own DC (as a provisioned session is) to the bot whose token the client holds (a
         token no bot has: to none, every call AUTH_KEY_UNREGISTERED; None: a person's user session,
         whose key is signed in to nothing until the account signs in, methods/auth.py); on another
-        DC only once auth.importAuthorization was called with it."""
+        DC only once auth.importAuthorization was called with it. `endpoint_type`: what carries
+        its packets (file_dcs.RemoteEndpoint: a connection the file DCs' process holds)."""
         if dc_id not in limits.DCS:
             raise ValueError(f"no data centre {dc_id}")
         with self.lock:
@@ -177,7 +179,7 @@ class ServerCore(Accounts):
             bot = next((b for b in self.bots.values() if b.token == bot_token), None) if bot_token else None
             if dc_id == limits.HOME_DC and bot is not None:
                 self.authorized.setdefault((dc_id, wire.key_id(auth_key)), bot.id)
-            endpoint = Endpoint(self, auth_key, push, hangup, dc_id=dc_id)
+            endpoint = endpoint_type(self, auth_key, push, hangup, dc_id=dc_id)
             self.endpoints.append(endpoint)
             return endpoint
 

@@ -4,7 +4,10 @@ Clients connect with offline.telegram.connection's `SocketConnection` (MTProto p
 frames.py), so several processes share one Telegram as they share the real one, and what a
 killed worker sent is still counted. Tests and scripts steer it with offline.telegram.remote's
 `RemoteTelegram`: the same controls as a `TelegramServer` in-process (user_sends, block,
-fail_next, count, ...), as JSON over the socket; this module answers them.
+fail_next, count, ...), as JSON over the socket; this module answers them. Media connections and
+connections to other DCs go to a socket beside it (protocol.files_socket), served by a process of
+its own in `telegram_server` (file_dcs.py: the file data centres, on other machines than the bot's
+at Telegram).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from inmemory_telegram.file_dcs import FileDCs
 from inmemory_telegram.limits import HOME_DC
 from inmemory_telegram.protocol import (
     CONTROL,
@@ -29,6 +33,7 @@ from inmemory_telegram.protocol import (
     PACKET,
     STREAM_LIMIT,
     WRITTEN,
+    files_socket,
     frame,
     read_frame,
 )
@@ -60,11 +65,17 @@ def _control(server: TelegramServer, name: str, args: list, kwargs: dict):
     return getattr(server, name)(*args, **kwargs)
 
 
-async def serve(server: TelegramServer, path: Path, *, ready: Callable[[], object] | None = None) -> None:
-    """Listen on `path` until cancelled; `ready()` is called once connections are accepted."""
-    with contextlib.suppress(FileNotFoundError):
-        path.unlink()
+async def serve(server: TelegramServer, path: Path, *, ready: Callable[[], object] | None = None, file_dcs: bool = False) -> None:
+    """Listen on `path` (the bot's DC) and protocol.files_socket(path) (media connections, other
+    DCs) until cancelled; `ready()` is called once both accept connections. `file_dcs`: the files'
+    socket served by a process of its own (file_dcs.py), as `manage.py telegram_server` serves it;
+    else by this one (a server in a test's process)."""
+    files_path = Path(files_socket(path))
+    for stale in (path, files_path):
+        with contextlib.suppress(FileNotFoundError):
+            stale.unlink()
     path.parent.mkdir(parents=True, exist_ok=True)
+    processes = {"bot_dc": os.getpid(), "file_dcs": os.getpid()}
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         loop = asyncio.get_running_loop()
@@ -96,7 +107,10 @@ async def serve(server: TelegramServer, path: Path, *, ready: Callable[[], objec
                 elif kind == CONTROL:
                     request = json.loads(payload)
                     try:
-                        answer = {"ok": _control(server, request["name"], request.get("args", []), request.get("kwargs", {}))}
+                        if request["name"] == "process_ids":  # which process serves which DCs
+                            answer = {"ok": processes}
+                        else:
+                            answer = {"ok": _control(server, request["name"], request.get("args", []), request.get("kwargs", {}))}
                     except Exception as exc:  # noqa: BLE001 - the caller gets the error, the server goes on
                         answer = {"error": f"{type(exc).__name__}: {exc}"}
                     write(frame(CONTROL_ANSWER, json.dumps(answer, default=str).encode()))
@@ -108,18 +122,32 @@ async def serve(server: TelegramServer, path: Path, *, ready: Callable[[], objec
                 endpoint.close()
             writer.close()
 
-    unix_server = await asyncio.start_unix_server(handle, path=str(path), limit=STREAM_LIMIT)
-    os.chmod(path, 0o600)
-    if ready is not None:
-        ready()
-    async with unix_server:
-        await unix_server.serve_forever()
+    async with contextlib.AsyncExitStack() as stack:
+        stack.callback(files_path.unlink, missing_ok=True)
+        unix_server = await asyncio.start_unix_server(handle, path=str(path), limit=STREAM_LIMIT)
+        os.chmod(path, 0o600)
+        await stack.enter_async_context(unix_server)
+        link = None
+        if file_dcs:
+            link = await stack.enter_async_context(FileDCs(server, files_path))
+            processes["file_dcs"] = link.pid
+        else:
+            files_server = await asyncio.start_unix_server(handle, path=str(files_path), limit=STREAM_LIMIT)
+            os.chmod(files_path, 0o600)
+            await stack.enter_async_context(files_server)
+        if ready is not None:
+            ready()
+        async with asyncio.TaskGroup() as group:
+            group.create_task(unix_server.serve_forever())
+            if link is not None:
+                group.create_task(link.run())
 
 
 @contextlib.contextmanager
-def served_on_socket(telegram: TelegramServer) -> Iterator[Path]:
+def served_on_socket(telegram: TelegramServer, *, file_dcs: bool = False) -> Iterator[Path]:
     """`telegram` served on a Unix socket in a thread of this process, as `manage.py
-    telegram_server` serves it to offline workers (TELEGRAM_OFFLINE=1). Yields the socket path."""
+    telegram_server` serves it to offline workers (TELEGRAM_OFFLINE=1). Yields the socket path.
+    `file_dcs`: media connections served by a process of its own, as telegram_server does (serve)."""
     with tempfile.TemporaryDirectory(prefix="tg") as directory:  # short: socket paths are limited to ~100 bytes
         path = Path(directory) / "telegram.sock"
         ready, running = threading.Event(), {}
@@ -127,7 +155,7 @@ def served_on_socket(telegram: TelegramServer) -> Iterator[Path]:
         async def run():
             running["loop"], running["task"] = asyncio.get_running_loop(), asyncio.current_task()
             with contextlib.suppress(asyncio.CancelledError):
-                await serve(telegram, path, ready=ready.set)
+                await serve(telegram, path, ready=ready.set, file_dcs=file_dcs)
 
         thread = threading.Thread(target=asyncio.run, args=(run(),), daemon=True)
         thread.start()

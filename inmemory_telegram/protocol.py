@@ -6,6 +6,7 @@ server.
 from __future__ import annotations
 
 import asyncio
+import os
 import struct
 
 # Frames on the Unix socket: length (4 bytes, big-endian) + kind (1 byte) + payload. PACKET: the
@@ -21,8 +22,15 @@ CONTROLS = {
     "set_rates", "restore_token", "bot_rights", "users_meet", "bot_sent", "received", "live", "hostile_start",
     "hostile_stop", "rotate_salt", "call_times", "update_state",
     "send_times", "events_count", "dc_set", "connections_drop", "file_references_expire", "file_info", "bot_add",
-    "bot_admin_set",
+    "bot_admin_set", "process_ids",
 }  # fmt: skip
+
+
+def files_socket(path: str | os.PathLike) -> str:
+    """The socket of the file data centres beside the bot's DC's socket at `path`: where media
+    connections, and connections to a DC other than the bot's, go (file_dcs.py), as Telegram's
+    help.getConfig gives media-only addresses for each DC (dcOption's `media_only`)."""
+    return f"{os.fspath(path)}.files"
 
 
 # The socket's read buffer on both sides (asyncio's default is 64 KiB): a 1 MiB file part then

@@ -156,9 +156,13 @@ class File:
     # bytes are generated from its id (content.py) and cost no memory.
     content: bytes | None = None
 
+    def part_length(self, offset: int, length: int) -> int:
+        """How many of bytes [offset, offset + length) the file has: cut at its end."""
+        return max(0, min(length, self.size - offset))
+
     def read(self, offset: int, length: int) -> bytes:
         """Bytes [offset, offset + length) of the file, cut at its end."""
-        length = max(0, min(length, self.size - offset))
+        length = self.part_length(offset, length)
         if self.content is not None:
             return self.content[offset : offset + length]
         return generated(self.id, offset, length)

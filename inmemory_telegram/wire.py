@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from hashlib import sha1, sha256
 from io import BytesIO
 
+from pyrogram import raw
 from pyrogram.crypto import aes
 from pyrogram.crypto.mtproto import kdf
 from pyrogram.raw.core import Bool, Int, Long, Message, MsgContainer, TLObject
@@ -68,6 +69,11 @@ def read_request(body: bytes) -> TLObject:
 
 def unpack_client(packet: bytes, auth_key: bytes) -> Incoming:
     """A client's encrypted packet -> its message (the server decrypts with x = 0)."""
+    return unpack_plain(decrypt_client(packet, auth_key))
+
+
+def decrypt_client(packet: bytes, auth_key: bytes) -> bytes:
+    """A client's encrypted packet -> its plaintext, its msg_key checked (ValueError if wrong)."""
     b = BytesIO(packet)
     b.read(8)  # auth_key_id, matched by the caller
     msg_key = b.read(16)
@@ -75,6 +81,11 @@ def unpack_client(packet: bytes, auth_key: bytes) -> Incoming:
     plain = aes.ige256_decrypt(b.read(), aes_key, aes_iv)
     if sha256(auth_key[88 : 88 + 32] + plain).digest()[8:24] != msg_key:
         raise ValueError("msg_key mismatch")
+    return plain
+
+
+def unpack_plain(plain: bytes) -> Incoming:
+    """A decrypted packet's plaintext -> its message."""
     data = BytesIO(plain)
     salt = Long.read(data)
     session_id = data.read(8)
@@ -94,8 +105,63 @@ def encode(value) -> bytes:
     return value.write()
 
 
-def rpc_result(req_msg_id: int, result) -> bytes:
+def rpc_result(req_msg_id: int, result) -> bytes | FilePartAnswer:
+    if isinstance(result, FilePart):  # its bytes are put in by the file DCs' process (file_dcs.py)
+        return FilePartAnswer(req_msg_id, result)
     return b"".join((Int(RPC_RESULT_ID, False), Long(req_msg_id), encode(result)))
+
+
+UPLOAD_FILE_ID = 0x96A18D5  # upload.file#96a18d5 type:storage.FileType mtime:int bytes:bytes = upload.File
+
+
+def tl_bytes_head(length: int) -> bytes:
+    """What TL writes before `length` bytes (their length: one byte up to 253, else 0xFE and three)."""
+    return bytes([length]) if length <= 253 else b"\xfe" + length.to_bytes(3, "little")
+
+
+def tl_bytes_padding(length: int) -> bytes:
+    """What TL writes after `length` bytes: zeros up to a multiple of 4, the head counted."""
+    return b"\0" * (-(len(tl_bytes_head(length)) + length) % 4)
+
+
+@dataclass(frozen=True)
+class FilePart:
+    """upload.getFile's answer, its bytes not read: `length` bytes of file `file_id` from `offset`,
+    generated from the id (content.generated) or, when `stored`, as kept in the file store
+    (file_dcs.py). What a file DC's own process answers with, the checks made by the bot's."""
+
+    file_id: int
+    offset: int
+    length: int
+    photo: bool  # storage.fileJpeg, else storage.filePartial (as methods/upload.py answers)
+    stored: bool
+
+
+@dataclass(frozen=True)
+class FilePartAnswer:
+    """rpc_result(req_msg_id, upload.file(...)) for a FilePart: its length as written (what the
+    link's bandwidth counts), and the answer itself once the bytes are read (`written`)."""
+
+    req_msg_id: int
+    part: FilePart
+
+    def __len__(self) -> int:
+        return (
+            4 + 8 + 4 + 4 + 4 + len(tl_bytes_head(self.part.length)) + self.part.length + len(tl_bytes_padding(self.part.length))
+        )
+
+    def written(self, data: bytes) -> bytes:
+        if len(data) != self.part.length:
+            raise ValueError(f"file {self.part.file_id}: {len(data)} bytes read, {self.part.length} answered")
+        file_type = raw_file_type(photo=self.part.photo)
+        return b"".join(
+            (Int(RPC_RESULT_ID, False), Long(self.req_msg_id), Int(UPLOAD_FILE_ID, False), file_type, Int(0),
+             tl_bytes_head(len(data)), data, tl_bytes_padding(len(data)))
+        )  # fmt: skip
+
+
+def raw_file_type(*, photo: bool) -> bytes:
+    return (raw.types.storage.FileJpeg() if photo else raw.types.storage.FilePartial()).write()
 
 
 class MsgIds:

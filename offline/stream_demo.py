@@ -63,7 +63,7 @@ def stream_demo(telegram: TelegramServer, stored: StoredFile, *, port: int) -> I
     yields the demo video's links. Raises RuntimeError with the process's output when it does not
     start."""
     public = f"http://127.0.0.1:{port}"
-    with served_on_socket(telegram) as socket_path, tempfile.TemporaryDirectory(prefix="stream") as sessions:
+    with served_on_socket(telegram, file_dcs=True) as socket_path, tempfile.TemporaryDirectory(prefix="stream") as sessions:
         env = {
             **os.environ,
             "DATABASE_URL": _database_url(),

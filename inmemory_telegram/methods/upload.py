@@ -129,8 +129,7 @@ def get_file(server, query):
             server.flood_waits += 1
             raise RpcFault(f"FLOOD_WAIT_{max(1, math.ceil(wait))}")
         reads.add(now, 1)
-    data = file.read(query.offset, query.limit)
+    length = file.part_length(query.offset, query.limit)
     server.file_reads_served += 1
-    server.file_bytes_served += len(data)
-    file_type = raw.types.storage.FilePartial() if file.kind != "photo" else raw.types.storage.FileJpeg()
-    return raw.types.upload.File(type=file_type, mtime=0, bytes=data)
+    server.file_bytes_served += length
+    return server.current_endpoint().file_part(file, query.offset, length)

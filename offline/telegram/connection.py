@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING
 from pyrogram.storage import SQLiteStorage
 
 from botapp.telegram.kurigram import LoopCrypto
-from inmemory_telegram.protocol import HELLO, PACKET, STREAM_LIMIT, WRITTEN, frame, read_frame
+from inmemory_telegram.limits import HOME_DC
+from inmemory_telegram.protocol import HELLO, PACKET, STREAM_LIMIT, WRITTEN, files_socket, frame, read_frame
 
 if TYPE_CHECKING:  # a client of `manage.py telegram_server` never imports the server
     from inmemory_telegram.server import TelegramServer
@@ -78,6 +79,7 @@ class _Connection:
                  crypto_executor_workers=1, loop=None, *, storage: SQLiteStorage):  # fmt: skip
         self.storage = storage
         self.dc_id = dc_id
+        self.media = media  # a media session's (kurigram's is_media): to the DC's media-only address
         self.loop = loop
         self.protocol = SimpleNamespace(crypto_executor=LoopCrypto())  # as the production transport's
         self.queue: asyncio.Queue | None = None
@@ -124,7 +126,10 @@ class SocketConnection(_Connection):
 
     async def connect(self) -> None:
         self.queue = asyncio.Queue()
-        self.reader, self.writer = await asyncio.open_unix_connection(self.path, limit=STREAM_LIMIT)
+        # A media connection, or one to a DC other than the bot's, goes to the file DCs' socket
+        # (inmemory_telegram/file_dcs.py), as Telegram gives media-only addresses (dcOption.media_only).
+        path = files_socket(self.path) if self.media or self.dc_id != HOME_DC else self.path
+        self.reader, self.writer = await asyncio.open_unix_connection(path, limit=STREAM_LIMIT)
         key = await self.storage.key_for(self.dc_id)
         self.writer.write(frame(HELLO, key + struct.pack(">H", self.dc_id) + (self.storage.bot_token or "").encode()))
         await self.writer.drain()

@@ -39,3 +39,15 @@ def test_a_container_of_requests_reads_each_the_same_way():
 
 def test_kurigram_vector_read_is_its_own():
     assert Vector.read.__func__.__module__ == "pyrogram.raw.core.primitives.vector"
+
+
+def test_a_file_part_answer_put_together_apart_is_what_kurigram_writes_and_as_long_as_counted():
+    """The file DCs' process writes upload.getFile's answer itself (wire.FilePartAnswer); the
+    bot's DC counts its length for the link's bandwidth before the bytes are read."""
+    for length in (0, 1, 3, 253, 254, 255, 4096, 1024 * 1024):
+        data = bytes(range(256)) * (length // 256) + bytes(length % 256)
+        for photo in (False, True):
+            answer = wire.rpc_result(99, wire.FilePart(5, 0, length, photo=photo, stored=False))
+            file_type = raw.types.storage.FileJpeg() if photo else raw.types.storage.FilePartial()
+            expected = wire.rpc_result(99, raw.types.upload.File(type=file_type, mtime=0, bytes=data))
+            assert answer.written(data) == expected and len(answer) == len(expected), (length, photo)

@@ -1,5 +1,7 @@
 """`manage.py telegram_server`: the in-memory Telegram on a Unix socket, for offline runbot and
-workers (TELEGRAM_OFFLINE=1) and tests that run several processes against one Telegram."""
+workers (TELEGRAM_OFFLINE=1) and tests that run several processes against one Telegram. The file
+data centres (media connections: file downloads) are served by a second process it starts, on a
+socket beside it (inmemory_telegram/file_dcs.py), as Telegram keeps files on other machines."""
 
 from __future__ import annotations
 
@@ -59,7 +61,7 @@ class Command(BaseCommand):
             self.stdout.write(f"telegram_server: listening on {path} as @{server.bot.username} (token {server.bot.token})")
             self.stdout.flush()
 
-        task = asyncio.create_task(serve(server, path, ready=listening))
+        task = asyncio.create_task(serve(server, path, ready=listening, file_dcs=True))
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, task.cancel)
