@@ -58,6 +58,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+import cryptg
 from pyrogram import Client, errors, raw, types
 from pyrogram.connection.transport import TCPAbridged
 from pyrogram.crypto import aes, mtproto
@@ -233,6 +234,29 @@ def photo_file_id(client: Client, photo: raw.base.Photo) -> str:
 
 
 # --- where packets are ciphered -------------------------------------------------------------------
+
+# The cipher: every packet is AES-256-IGE (MTProto 2.0), which kurigram asks of pyrogram/crypto/aes.py
+# (`ige256_encrypt` / `ige256_decrypt`: tgcrypto, in portable C, one table lookup per byte). cryptg
+# (Telethon's, in Rust: grammers-crypto on the `aes` crate, AES-NI where the CPU has it) gives the
+# same bytes (tests/botapp/telegram/test_kurigram.py) in about a third of the time (docs/design.md,
+# the request path), which every byte a stream serves costs first. Both release Python's lock
+# while they cipher. cryptg takes only `bytes`, and a length that is not a
+# multiple of 16 stops it with a panic (not an Exception): here it is tgcrypto's ValueError first.
+
+
+def _ige(cipher: Callable[[bytes, bytes, bytes], bytes]) -> Callable[[bytes, bytes, bytes], bytes]:
+    def run(data, key, iv) -> bytes:
+        if len(data) % 16 or len(key) != 32 or len(iv) != 32:
+            raise ValueError("AES-256-IGE: data a multiple of 16 bytes, a 32-byte key and a 32-byte IV")
+        return cipher(data if type(data) is bytes else bytes(data), bytes(key), bytes(iv))
+
+    run.__name__ = cipher.__name__
+    return run
+
+
+aes.ige256_encrypt = _ige(cryptg.encrypt_ige)
+aes.ige256_decrypt = _ige(cryptg.decrypt_ige)
+
 
 # kurigram hands each packet's MTProto encryption and decryption (and the obfuscation layer's
 # AES-CTR) to `connection.protocol.crypto_executor` through `loop.run_in_executor`: a hop to a thread

@@ -401,8 +401,12 @@ def test_calls_waiting_for_answers_set_no_timer_but_their_deadline(telegram):
 
 
 def test_the_calls_in_flight_spread_over_the_bots_connections_to_the_dc_which_share_one_signed_in_key(telegram):
-    message_id, data = uploaded(telegram, 6 * MIB)
+    message_id, data = uploaded(telegram, 12 * MIB)
     telegram.message(STORAGE, message_id).file.dc_id = 4
+    # A far DC: each call is still in flight when the reader asks the next (answered at once, they
+    # may all be back by then, and one connection is all the reader needs). The second bulk
+    # connection opens in a round trip or two, while the read still has several to go.
+    telegram.dc_set(4, latency=0.05)
 
     async def scenario(downloader):
         seen = set()

@@ -4,9 +4,12 @@ ids answered by bisection (kurigram.session_tune)."""
 import asyncio
 import bisect
 import io
+import os
 import threading
 
 import pytest
+import tgcrypto
+from pyrogram.crypto import aes
 
 from botapp.telegram.kurigram import SMALL_PACKET, Abridged, LoopCrypto, MessageIds
 
@@ -44,6 +47,24 @@ def test_an_error_in_the_cipher_reaches_the_awaiting_side():
     with pytest.raises(ValueError, match="bad packet"):
         asyncio.run(run())
     crypto.shutdown()
+
+
+@pytest.mark.parametrize("size", [16, 48, 1024, 64 * 1024 + 16, 1 << 20])
+def test_kurigrams_cipher_is_cryptg_giving_tgcryptos_bytes(size):
+    data, key, iv = os.urandom(size), os.urandom(32), os.urandom(32)
+    assert (aes.ige256_encrypt.__name__, aes.ige256_decrypt.__name__) == ("encrypt_ige", "decrypt_ige")  # cryptg's
+    assert aes.ige256_encrypt(data, key, iv) == tgcrypto.ige256_encrypt(data, key, iv)
+    assert aes.ige256_decrypt(data, key, iv) == tgcrypto.ige256_decrypt(data, key, iv)
+    view = memoryview(io.BytesIO(b"head" + data).getbuffer())[4:]  # what unpack_lean hands it
+    assert aes.ige256_decrypt(view, bytearray(key), iv) == tgcrypto.ige256_decrypt(data, key, iv)
+
+
+def test_a_length_the_cipher_cannot_take_is_a_value_error_not_a_panic():
+    for cipher in (aes.ige256_encrypt, aes.ige256_decrypt):
+        with pytest.raises(ValueError):
+            cipher(b"x" * 40, os.urandom(32), os.urandom(32))
+    with pytest.raises(ValueError):
+        aes.ige256_decrypt(b"x" * 32, os.urandom(16), os.urandom(32))
 
 
 def test_the_production_transport_uses_it():
