@@ -9,8 +9,10 @@ STAMP := $(VENV)/.installed
 # Tests use real PostgreSQL and Redis (override for another machine).
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/courier
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
-# The chaos suite's own database (it starts its own Redis server, on a free port).
+# The chaos suite's own database and Redis database (it starts its own Redis server too, on a free
+# port), so that .ci/run runs it beside `make test`.
 CHAOS_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/courier_chaos
+CHAOS_REDIS_URL ?= redis://127.0.0.1:6379/13
 
 # The browser tests (tests/browser/) drive Debian's Chromium through Playwright; never a browser
 # build of Playwright's own. Installed here when missing (root, or sudo).
@@ -52,11 +54,11 @@ test: $(STAMP) $(CHROMIUM)
 # worker beside the others; test_upgrade.py runs the previous release's processes (from git).
 chaos: $(STAMP)
 	@scripts/services-up postgres redis
-	@DATABASE_URL=$(CHAOS_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) SECRET_KEY=test-only-secret DEBUG=0 \
+	@DATABASE_URL=$(CHAOS_DATABASE_URL) REDIS_URL=$(CHAOS_REDIS_URL) SECRET_KEY=test-only-secret DEBUG=0 \
 		$(BIN)/python -m pytest -m chaos tests/chaos -n 2 --dist loadfile --ignore=tests/chaos/test_upgrade.py $(ARGS)
 	@# The previous release's processes in a pytest of its own: after another module in the same
 	@# process, its broker calls went to that module's stopped redis-server (not yet explained).
-	@DATABASE_URL=$(CHAOS_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) SECRET_KEY=test-only-secret DEBUG=0 \
+	@DATABASE_URL=$(CHAOS_DATABASE_URL) REDIS_URL=$(CHAOS_REDIS_URL) SECRET_KEY=test-only-secret DEBUG=0 \
 		$(BIN)/python -m pytest -m chaos tests/chaos/test_upgrade.py $(ARGS) || [ $$? -eq 5 ]
 
 # What CI checks before the tests (.ci/run): lint rules and formatting. `ruff format .` fixes the latter.
