@@ -86,11 +86,7 @@ class RemoteEndpoint(Endpoint):
         return wire.FilePart(file.id, offset, length, photo=file.kind == "photo", stored=stored)
 
     def send(self, body, *, answer: bool, content: bool = True, delay: float = 0.0, direct: bool = False) -> None:
-        if self.closed:
-            return
-        collected = getattr(self._collecting, "answers", None)
-        if collected is not None and not direct:  # answering a container: collected, sent as one
-            collected.append((body, answer, content, delay))
+        if self._held(body, answer, content, delay, direct):
             return
         message = (self.server.msg_ids.next(answer=answer), self.seq.next(content=content), body)
         self.link.answer(self.conn_id, self.session_id, time.monotonic() + delay, [message], None)

@@ -210,12 +210,19 @@ class Endpoint:
         container = wire.Int(wire.MSG_CONTAINER_ID, False) + wire.Int(len(answers)) + inner
         self.send(container, answer=False, content=False, delay=delay, direct=True)
 
-    def send(self, body: bytes, *, answer: bool, content: bool = True, delay: float = 0.0, direct: bool = False) -> None:
+    def _held(self, body, answer: bool, content: bool, delay: float, direct: bool) -> bool:
+        """Whether an answer is not to be sent now: the connection is closed, or this thread is
+        answering a container (the answer is collected, and sent with the others as one)."""
         if self.closed:
-            return
+            return True
         collected = getattr(self._collecting, "answers", None)
-        if collected is not None and not direct:  # answering a container: collected, sent as one
+        if collected is not None and not direct:
             collected.append((body, answer, content, delay))
+            return True
+        return False
+
+    def send(self, body: bytes, *, answer: bool, content: bool = True, delay: float = 0.0, direct: bool = False) -> None:
+        if self._held(body, answer, content, delay, direct):
             return
         # `delay` counts from now, the answer made: the time encrypting it takes (1 MiB: ~10 ms) is
         # this process's, spent within the delay, not added to the latency a benchmark set (dc_set).
