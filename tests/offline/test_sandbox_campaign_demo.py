@@ -38,6 +38,9 @@ def readme_stats() -> str:
 @pytest.fixture
 def box(telegram, bot, gateway, conf, settings):
     settings.PUBLIC_URL = "https://courier.example"  # as the sandbox sets it: Join Now is a tracked link
+    # As `manage.py sandbox` sets it: one send in flight, so steps due together go out in their
+    # claim's order (with the pool's threads, in whichever order they reached Telegram).
+    settings.SENDS_IN_FLIGHT = 1
     box = sandbox(telegram, bot, gateway, as_json=False)
     assert campaign_demo_setup(telegram) == "campaign_x"
     return box
