@@ -492,7 +492,7 @@ def main():
             "the GET before it (in run 1 the process's first: its connections opened meanwhile), MiB/s",
             [r["first"] for r in found],
             "{:.1f}",
-        ),  # fmt: skip
+        ),
         ("one-at-a-time, MiB/s", [r["base"] for r in found], "{:.1f}"),
         ("getFile round trip (1 MiB, median), ms", [r["round_trip"] * 1000 for r in found], "{:.0f}"),
         ("TTFB p95, ms", [r["ttfb95"] * 1000 for r in found], "{:.0f}"),

@@ -22,6 +22,8 @@ What is used, and where kurigram keeps it (pyrogram/session/session.py unless sa
   executor); `pyrogram.raw.core.Message` and `MsgContainer`.
 - `pyrogram.raw.all.objects` (raw/core/tl_object.py: `TLObject.read` finds each constructor's class
   there): rpc_result's entry is `LeanRpcResult`, which reads a send's answer only as far as its id.
+- `pyrogram.crypto.aes.ige256_encrypt` / `ige256_decrypt` (crypto/aes.py), looked up there by
+  `mtproto.pack`, `Auth` and `unpack_lean` at each call: replaced by cryptg's (the cipher, below).
 - `Client._set_server_time(msg_id)` (client.py): the clock offset kurigram's msg ids use.
 - `TCP.crypto_executor` (connection/transport/tcp/tcp.py): where packets are ciphered; and
   `TCP._recv_from_socket` (`reader`, `TIMEOUT`), replaced by a linear-time read.
@@ -240,8 +242,9 @@ def photo_file_id(client: Client, photo: raw.base.Photo) -> str:
 # (Telethon's, in Rust: grammers-crypto on the `aes` crate, AES-NI where the CPU has it) gives the
 # same bytes (tests/botapp/telegram/test_kurigram.py) in about a third of the time (docs/design.md,
 # the request path), which every byte a stream serves costs first. Both release Python's lock
-# while they cipher. cryptg takes only `bytes`, and a length that is not a
-# multiple of 16 stops it with a panic (not an Exception): here it is tgcrypto's ValueError first.
+# while they cipher. cryptg takes only `bytes`, and a length that is not a multiple of 16 stops it
+# with a panic (not an Exception): here it is tgcrypto's ValueError first. (The in-memory
+# Telegram has its own few lines for the same: it imports nothing of Courier's.)
 
 
 def _ige(cipher: Callable[[bytes, bytes, bytes], bytes]) -> Callable[[bytes, bytes, bytes], bytes]:
