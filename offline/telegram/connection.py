@@ -146,10 +146,19 @@ class SocketConnection(_Connection):
         self.queue.put_nowait(None)  # kurigram restarts the session on a null packet
 
     async def send(self, data: bytes) -> None:
+        """What kurigram's TCP.send does with its socket: a connection already closing takes the
+        packet and sends nothing (the session's receiver has ended or is about to, and the caller
+        asks again), and a write that fails raises OSError, whatever the event loop raised (uvloop
+        raises RuntimeError on a transport closed under it)."""
         if self.writer is None:
             raise OSError("not connected")
-        self.writer.write(frame(WRITTEN, struct.pack(">d", time.monotonic()) + data))
-        await self.writer.drain()
+        if self.writer.is_closing():
+            return
+        try:
+            self.writer.write(frame(WRITTEN, struct.pack(">d", time.monotonic()) + data))
+            await self.writer.drain()
+        except Exception as exc:  # noqa: BLE001 - as kurigram's transport: every failed write is OSError
+            raise OSError(exc) from exc
 
     async def close(self) -> None:
         if self.writer is not None:

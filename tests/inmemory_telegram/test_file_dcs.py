@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+import uvloop
 from pyrogram import errors, raw
 
 from botapp.telegram.kurigram import media_invoke, media_session_open
@@ -41,8 +42,9 @@ def served():
                 remote.close()
 
 
-def run(path, scenario):
-    """`scenario(client)` with a started client of the telegram_server at `path`."""
+def run(path, scenario, loop_factory=None):
+    """`scenario(client)` with a started client of the telegram_server at `path` (on an event loop
+    of `loop_factory`'s, asyncio's by default)."""
 
     async def main():
         downloader = offline_downloader(str(path))
@@ -52,7 +54,8 @@ def run(path, scenario):
         finally:
             await downloader.stop()
 
-    return asyncio.run(asyncio.wait_for(main(), timeout=120))  # bounds a failure only
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
+        return runner.run(asyncio.wait_for(main(), timeout=120))  # bounds a failure only
 
 
 def test_the_bots_dc_answers_while_the_file_dcs_process_is_stalled(served):
@@ -81,6 +84,34 @@ def test_the_bots_dc_answers_while_the_file_dcs_process_is_stalled(served):
     first, sent_id, stalled, second = run(path, scenario)
     assert sent_id > message_id and stalled
     assert first + second == content.generated(file_id, 0, 2 * MIB)
+
+
+@pytest.mark.parametrize("loop_factory", [None, uvloop.new_event_loop], ids=["asyncio", "uvloop"])
+def test_a_write_on_a_dropped_connection_fails_as_kurigrams_socket_does(served, loop_factory):
+    """Once every connection dropped, a packet written on the old one is taken and not sent, or
+    raises OSError, as kurigram's TCP transport does, on either event loop (`manage.py stream` runs
+    uvloop, which raises RuntimeError on a transport closed under it)."""
+    _, remote, _ = served
+
+    async def scenario(client):
+        session = await media_session_open(client, limits.HOME_DC)
+        try:
+            connection = session.connection
+            assert remote.connections_drop() >= 1
+            await connection.reader_task  # the drop has reached this side
+            outcomes = []
+            for _ in range(3):
+                try:
+                    outcomes.append(await connection.send(b"\0" * 64))
+                except OSError:
+                    outcomes.append("OSError")
+                await asyncio.sleep(0)  # the loop closes the transport meanwhile (an event, not a wait)
+            return outcomes
+        finally:
+            await session.stop()
+
+    outcomes = run(served[0], scenario, loop_factory)
+    assert len(outcomes) == 3 and set(outcomes) <= {None, "OSError"}, outcomes
 
 
 def test_offset_and_limit_rules_hold_through_the_file_dcs_process(served):
