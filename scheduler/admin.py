@@ -11,7 +11,7 @@ from django_celery_beat.models import ClockedSchedule, CrontabSchedule, Interval
 
 from botapp.admin.base import InternalAdmin, ModelAdmin
 from botapp.services.health import broker_problem, processes_state
-from scheduler.dashboard import job_queued_mark, jobs_overview
+from scheduler.dashboard import job_queued_mark, job_queued_taken, jobs_overview
 from scheduler.jobs.registry import JOBS
 from scheduler.models import BackgroundJob, JobRun
 from scheduler.stats import scheduler_stats
@@ -135,13 +135,16 @@ class BackgroundJobAdmin(InternalAdmin):
         if name not in JOBS:
             messages.error(request, f"Unknown job {name!r}.")
             return HttpResponseRedirect(request.path)
+        # Marked before it is sent: a worker can take it (and clear the mark) before apply_async
+        # returns, and a mark set after that would show it queued for good.
+        job_queued_mark(name=name)
         try:
             TASKS[name].apply_async(kwargs={"trigger": "admin"}, retry=False)
         except Exception as exc:  # the broker is down: say so instead of a 500, and not "queued"
+            job_queued_taken(name=name)
             log.error("run now failed job=%s: %s", name, exc)
             messages.error(request, f"{name} was not queued: the task queue (the Celery broker) is unreachable.")
             return HttpResponseRedirect(request.path)
-        job_queued_mark(name=name)
         if processes_state()["worker"].ok:
             messages.success(request, f"Queued {name}: it shows as queued until a worker takes it.")
         else:

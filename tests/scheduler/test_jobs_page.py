@@ -96,6 +96,21 @@ def test_run_now_shows_queued_until_a_worker_takes_it(operator, monkeypatch):
     assert rows["reset_token_counts"].queued_at is None and rows["reset_token_counts"].last.trigger == "admin"
 
 
+def test_run_now_taken_by_a_worker_before_the_page_answers_is_not_left_queued(operator, monkeypatch):
+    """A worker can take the task before apply_async returns (a busy web process, an idle worker):
+    the page then shows its run, not "queued" for good, and stops asking for updates."""
+    from scheduler.tasks import TASKS
+
+    task = TASKS["reset_token_counts"]
+    monkeypatch.setattr(task, "apply_async", lambda kwargs, **_: task.apply(kwargs=kwargs))  # taken at once
+    url = reverse(JOBS_URL)
+    operator.post(url, {"job": "reset_token_counts"})
+    response = operator.get(url)
+    rows = {r.job.name: r for r in response.context["rows"]}
+    assert rows["reset_token_counts"].queued_at is None and rows["reset_token_counts"].last.trigger == "admin"
+    assert response.context["waiting"] is False
+
+
 def test_run_now_needs_the_run_permission(client, django_user_model, plain_http):
     viewer = django_user_model.objects.create_user("viewer", password="pw", is_staff=True)
     viewer.user_permissions.add(Permission.objects.get(codename="view_jobrun"))
