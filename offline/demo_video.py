@@ -110,6 +110,55 @@ def webm_mux(frames: list[Frame], *, width: int, height: int, duration_ms: int) 
     return header + segment
 
 
+def _vint(data: bytes, at: int, *, marker: bool) -> tuple[int, int]:
+    """An EBML variable-length integer at `at`: (its value, where the next field starts); an
+    element id keeps its length marker (`marker`), a size drops it."""
+    first = data[at]
+    length = 8 - first.bit_length() + 1
+    value = int.from_bytes(data[at : at + length], "big")
+    return (value if marker else value & ((1 << (7 * length)) - 1)), at + length
+
+
+def _children(data: bytes, start: int, end: int):
+    """(id, payload start, payload end) of each element in data[start:end]."""
+    at = start
+    while at < end:
+        element_id, at = _vint(data, at, marker=True)
+        size, at = _vint(data, at, marker=False)
+        yield element_id, at, at + size
+        at += size
+
+
+def webm_frames(data: bytes) -> list[Frame]:
+    """The frames of a WebM of one track as webm_mux writes it (its inverse): clusters of simple
+    blocks, each timed from its cluster's timecode."""
+    frames = []
+    for element_id, start, end in _children(data, 0, len(data)):
+        if element_id != SEGMENT:
+            continue
+        for child, c_start, c_end in _children(data, start, end):
+            if child != CLUSTER:
+                continue
+            timecode = 0
+            for item, i_start, i_end in _children(data, c_start, c_end):
+                if item == TIMECODE:
+                    timecode = int.from_bytes(data[i_start:i_end], "big")
+                elif item == SIMPLE_BLOCK:  # track (1 byte vint), relative time, flags, frame
+                    (relative,) = struct.unpack(">h", data[i_start + 1 : i_start + 3])
+                    key = bool(data[i_start + 3] & 0x80)
+                    frames.append(Frame(ms=timecode + relative, key=key, data=data[i_start + 4 : i_end]))
+    return frames
+
+
+def demo_video_looped(times: int) -> bytes:
+    """The demo video played `times` over in one file (`times` × SECONDS long, `times` × its size):
+    a long video of the same bitrate, for a player that must not hold 80 % of it ahead."""
+    frames = webm_frames(DEMO_VIDEO.read_bytes())
+    period = SECONDS * 1000
+    looped = [Frame(ms=f.ms + n * period, key=f.key, data=f.data) for n in range(times) for f in frames]
+    return webm_mux(looped, width=WIDTH, height=HEIGHT, duration_ms=times * period)
+
+
 ENCODE = """
 async ([width, height, fps, seconds]) => {
   const frames = [];

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from offline.demo_video import DEMO_VIDEO, SECONDS
+from offline.demo_video import DEMO_VIDEO, SECONDS, demo_video_looped
 from tests.botapp.stream_server import link, stream_server, video_file
 from tests.browser.conftest import HEIGHT, WIDTH
 
@@ -40,8 +40,16 @@ def player(browser, streaming):
     assert refused == [], f"the Content-Security-Policy blocked: {refused}"
 
 
+# The demo video played over this many times in one file (4 min, ~10 MB): Chromium holds ahead of
+# the playhead about 10 s of a video's bitrate and at least 2 MB, so the bytes at 80 % are never
+# held when it seeks there and must be asked for with a range. (The demo alone, 0.5 MB, is often
+# held whole by then: whether a range is asked for depends on the machine's speed.)
+LOOPS = 20
+
+
 def test_the_demo_video_plays_and_seeks_to_80_percent_with_range_requests(player, telegram):
-    stored, _ = video_file(telegram, 0, name="demo.webm", body=DEMO_VIDEO.read_bytes())
+    body = demo_video_looped(LOOPS)
+    stored, _ = video_file(telegram, 0, name="demo.webm", body=body)
     response = player.goto(f"/watch/{link(stored)}")
     assert response.status == 200 and "default-src 'self'" in response.headers["content-security-policy"]
     assert player.get_by_role("heading").inner_text() == "demo.webm"
@@ -55,7 +63,7 @@ def test_the_demo_video_plays_and_seeks_to_80_percent_with_range_requests(player
             return video.duration;
         }"""
     )
-    assert abs(duration - SECONDS) < 0.5
+    assert abs(duration - LOOPS * SECONDS) < 0.5
     at = player.evaluate(
         """async () => {
             const video = document.getElementById("media");
@@ -67,10 +75,10 @@ def test_the_demo_video_plays_and_seeks_to_80_percent_with_range_requests(player
             return from;
         }"""
     )
-    assert at >= SECONDS * 0.8 - 0.5
+    assert at >= LOOPS * SECONDS * 0.8 - 0.5
     starts = [int(m[1]) for r in player.ranges if r and (m := re.match(r"bytes=(\d+)-", r))]
     # The seek asked for the part of the file at 80 %, not the whole file again.
-    assert starts[0] == 0 and max(starts) > DEMO_VIDEO.stat().st_size * 0.6, player.ranges
+    assert starts[0] == 0 and len(body) * 0.7 < max(starts) <= len(body) * 0.8, player.ranges
 
 
 def test_the_download_and_copy_buttons_work_under_the_csp(player, telegram, browser):
