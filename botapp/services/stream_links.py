@@ -139,6 +139,22 @@ def stream_links_offered(*, stored: StoredFile, conf: BotSettings, user: Telegra
     return mode == BotSettings.StreamLinks.PREMIUM and user is not None and user_is_premium(user=user)
 
 
+def stream_link_switched(*, check: LinkCheck, conf: BotSettings) -> str | None:
+    """Why a valid link no longer opens its file though it has not expired: "off" (its file's
+    stream links are switched off), "premium" (they are for premium users only now, and the user
+    the link was given to is not premium: their plan ended, or the mode changed after the link was
+    given), or None (it opens). Looked at on every request, as the links were offered: a link the
+    console or the API made (no user) works whatever the mode but off."""
+    mode = check.stored.stream_mode_for(conf)
+    if mode == BotSettings.StreamLinks.OFF:
+        return "off"
+    if mode == BotSettings.StreamLinks.PREMIUM and check.user_id is not None:
+        user = TelegramUser.objects.filter(telegram_id=check.user_id).first()
+        if user is None or not user_is_premium(user=user):
+            return "premium"
+    return None
+
+
 def stream_links_for(
     *, stored: StoredFile, conf: BotSettings, user_id: int | None, now: datetime | None = None
 ) -> list[StreamUrls]:

@@ -23,7 +23,13 @@ from django.views.decorators.http import require_http_methods
 from botapp.addresses import client_ip
 from botapp.metrics import STREAM_ANSWERS, STREAM_BYTES, STREAMS_CUT, STREAMS_OPEN
 from botapp.models import BotSettings
-from botapp.services.stream_links import LinkCheck, LinkState, stream_file_gone, stream_token_check
+from botapp.services.stream_links import (
+    LinkCheck,
+    LinkState,
+    stream_file_gone,
+    stream_link_switched,
+    stream_token_check,
+)
 from botapp.stream.http import (
     OCTET_STREAM,
     content_disposition,
@@ -51,6 +57,11 @@ REVOKED = (
     "The admins renewed this file's links. Open the file link in the bot again to get a new one.",
 )
 SWITCHED_OFF = ("Streaming is switched off", "Stream links are switched off for this file. Get the file in the bot instead.")
+PREMIUM_ONLY = (
+    "Streaming is for premium users",
+    "Stream links of this file are for premium users only, and you have no premium now (/myplan in the bot says "
+    "more). Get the file in the bot instead.",
+)
 GONE = ("This file is gone", "The file was removed from the bot. Ask the admins whether it can be shared again.")
 BUSY = {
     "user": ("Too many streams at once", "You have {n} streams open already: close one, then try again."),
@@ -93,8 +104,9 @@ def refused(request, check: LinkCheck) -> HttpResponse | None:
         return problem(request, 403, REVOKED)
     if check.state is LinkState.GONE:
         return problem(request, 404, GONE)
-    if check.stored.stream_mode_for(BotSettings.load()) == BotSettings.StreamLinks.OFF:
-        return problem(request, 403, SWITCHED_OFF)
+    switched = stream_link_switched(check=check, conf=BotSettings.load())
+    if switched is not None:
+        return problem(request, 403, SWITCHED_OFF if switched == "off" else PREMIUM_ONLY)
     return None
 
 

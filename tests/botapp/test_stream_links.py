@@ -12,6 +12,7 @@ from botapp.services.premium import premium_grant
 from botapp.services.stream_links import (
     LinkState,
     stream_file_gone,
+    stream_link_switched,
     stream_links_for,
     stream_links_offered,
     stream_links_revoke,
@@ -156,3 +157,27 @@ def test_who_is_offered_links_follows_the_file_then_the_settings(settings):
     assert stream_links_offered(stored=stored, conf=conf, user=user)
     settings.STREAM_PUBLIC_URL = ""  # no streaming origin: no links, whatever is set
     assert not stream_links_offered(stored=stored, conf=conf, user=user)
+
+
+def test_a_premium_only_link_opens_while_its_user_is_premium_and_not_after():
+    conf = BotSettings.load()
+    conf.stream_links = BotSettings.StreamLinks.ON
+    user = TelegramUserFactory()
+    stored = StoredFileFactory(stream_links="premium")
+    premium_grant(user=user, duration=timedelta(hours=1))
+    given = stream_token_check(token=token(stored, hours=6, user_id=user.telegram_id))
+    admins = stream_token_check(token=token(stored, hours=6))  # made in the console or the API
+    assert stream_link_switched(check=given, conf=conf) is None
+    clock.clock_advance(timedelta(hours=2))  # the plan ended; the link has not expired
+    assert stream_link_switched(check=given, conf=conf) == "premium"
+    assert stream_link_switched(check=admins, conf=conf) is None
+    stranger = stream_token_check(token=token(stored, user_id=987_654_321))  # no such user (any more)
+    assert stream_link_switched(check=stranger, conf=conf) == "premium"
+    given.stored.stream_links = ""  # the file as Bot settings: on, for everyone
+    assert stream_link_switched(check=given, conf=conf) is None
+    conf.stream_links = BotSettings.StreamLinks.OFF
+    assert stream_link_switched(check=given, conf=conf) == "off"
+    admins.stored.stream_links = "on"  # the file's own choice wins over Bot settings
+    assert stream_link_switched(check=admins, conf=conf) is None
+    admins.stored.stream_links = "off"
+    assert stream_link_switched(check=admins, conf=conf) == "off"

@@ -5,15 +5,18 @@ that goes away."""
 import hashlib
 import random
 import socket
+from datetime import timedelta
 
 import pytest
 from django.db import connection
 from django.test import override_settings
 from prometheus_client import REGISTRY
 
+from botapp.services.premium import premium_grant, premium_revoke
 from botapp.services.stream_links import stream_links_revoke
 from botapp.services.stream_stats import stream_stats_24h
 from tests.botapp.stream_server import CONSOLE_SETTINGS, link, stream_server, video_file
+from tests.factories import TelegramUserFactory
 from tests.processes import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -104,6 +107,22 @@ def test_bad_expired_and_revoked_links_get_a_403_page_saying_what_to_do(server, 
     stream_links_revoke(stored=stored)
     status, _, body = server.request("GET", f"/f/{token}")
     assert status == 403 and b"no longer works" in body
+
+
+def test_a_premium_only_link_stops_when_its_users_premium_ends(server, telegram):
+    stored, _ = video_file(telegram, 100)
+    stored.stream_links = "premium"
+    stored.save()
+    user = TelegramUserFactory()
+    premium_grant(user=user, duration=timedelta(hours=1))
+    token = link(stored, hours=6, user_id=user.telegram_id)
+    assert server.request("GET", f"/f/{token}")[0] == 200
+    premium_revoke(user=user)
+    for method, path in (("GET", f"/f/{token}"), ("HEAD", f"/f/{token}"), ("GET", f"/watch/{token}")):
+        status, _, body = server.request(method, path)
+        assert status == 403, (method, path)
+        assert method == "HEAD" or b"Streaming is for premium users" in body
+    assert server.request("GET", f"/f/{link(stored)}")[0] == 200  # the console's link: no user
 
 
 def test_a_file_deleted_from_the_storage_channel_is_a_404_and_shows_as_gone(server, telegram):
