@@ -8,7 +8,7 @@ the stream ends. A process killed with its streams open renews nothing: their sl
 LEASE_SECONDS, and no slot is ever lost for good.
 
 Also here: the counts the console's dashboard shows (services/stream_stats.py), added as streams
-open and end.
+open, send and end.
 """
 
 from __future__ import annotations

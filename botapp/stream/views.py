@@ -19,6 +19,7 @@ from django.db import connections
 from django.http import HttpResponse, StreamingHttpResponse
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_http_methods
+from redis.exceptions import RedisError
 
 from botapp.addresses import client_ip
 from botapp.metrics import STREAM_ANSWERS, STREAM_BYTES, STREAMS_CUT, STREAMS_OPEN
@@ -70,6 +71,10 @@ BUSY = {
 }
 NO_RANGE = ("Nothing at that position", "The player asked for a part past the end of the file: reload the page.")
 LIMITS = {"user": "STREAM_MAX_PER_USER", "address": "STREAM_MAX_PER_ADDRESS", "all": "STREAM_MAX_TOTAL"}
+# Bytes a stream sends between two additions to the dashboard's counts (an hour's, by when they were
+# sent): a film watched over two hours is counted in each, not all at its end. One Redis call per
+# this many bytes; the rest is added when the stream ends.
+COUNT_EVERY = 8 * 1024 * 1024
 
 
 def problem(request, status: int, text: tuple[str, str], *, headers: dict | None = None, **values) -> HttpResponse:
@@ -190,15 +195,18 @@ async def stream_body(downloader, chat_id: int, message_id: int, start: int, end
     stream ends: done, cut, or the client gone (the reads in flight are cancelled)."""
     slots = serving().slots
     bot = downloader.name
-    sent = 0
+    sent = uncounted = 0
     STREAMS_OPEN.labels(bot).inc()
     reads = downloader.read(chat_id, message_id, start, end)
     try:
         await slots.count(streams=1)
         async for piece in reads:
             sent += len(piece)
+            uncounted += len(piece)
             STREAM_BYTES.labels(bot).inc(len(piece))
             yield piece
+            if uncounted >= COUNT_EVERY:
+                uncounted = await bytes_counted(slots, uncounted)
     except (StreamBroken, FileGone) as exc:
         STREAMS_CUT.labels(bot).inc()
         log.warning("stream cut share=%s at byte %d of [%d, %d): %s", check.stored.share_id, start + sent, start, end, exc)
@@ -209,15 +217,26 @@ async def stream_body(downloader, chat_id: int, message_id: int, start: int, end
         # Shielded: a client that goes away cancels this task, maybe right here; the reads are
         # still closed, the slot given back and the bytes counted.
         serving().trimmer.ended += 1
-        await asyncio.shield(stream_end(reads, slots, member, sent))
+        await asyncio.shield(stream_end(reads, slots, member, uncounted))
 
 
-async def stream_end(reads, slots, member: str, sent: int) -> None:
+async def bytes_counted(slots, uncounted: int) -> int:
+    """Add `uncounted` bytes to the dashboard's counts; what is still to count (0, or all of them
+    when Redis did not answer: added with the next, and the stream goes on)."""
+    try:
+        await slots.count(sent=uncounted)
+    except RedisError as exc:
+        log.warning("stream: %d bytes sent not counted yet: %s", uncounted, exc)
+        return uncounted
+    return 0
+
+
+async def stream_end(reads, slots, member: str, uncounted: int) -> None:
     try:
         await reads.aclose()
     finally:
         await slots.give_back(member)
-        await slots.count(sent=sent)
+        await slots.count(sent=uncounted)
 
 
 @require_http_methods(["GET", "HEAD"])

@@ -2,6 +2,7 @@
 or a downloader gets for GET and HEAD, ranges, If-Range, 416, the 403/404/429 pages, and a client
 that goes away."""
 
+import asyncio
 import hashlib
 import random
 import socket
@@ -15,9 +16,11 @@ from prometheus_client import REGISTRY
 from botapp.services.premium import premium_grant, premium_revoke
 from botapp.services.stream_links import stream_links_revoke
 from botapp.services.stream_stats import stream_stats_24h
+from botapp.stream.slots import Slots
+from botapp.stream.views import COUNT_EVERY, bytes_counted
 from tests.botapp.stream_server import CONSOLE_SETTINGS, link, stream_server, video_file
 from tests.factories import TelegramUserFactory
-from tests.processes import wait_for
+from tests.processes import free_port, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -226,6 +229,40 @@ def test_the_consoles_dashboard_counts_the_streams_and_bytes_of_the_last_day(ser
     with override_settings(**CONSOLE_SETTINGS):  # the console's own process
         page = admin_client.get("/").content.decode()
     assert 'data-count="streams"' in page and "390.6\xa0KB sent, 0 open now" in page
+
+
+def test_a_long_streams_bytes_are_counted_as_they_are_sent_not_at_its_end(server, telegram):
+    stored, _ = video_file(telegram, 6 * COUNT_EVERY)
+    before = (stream_stats_24h() or {}).get("bytes", 0)
+    sock = socket.socket()
+    # A small receive buffer (no autotuning: the kernel's may grow to tens of MiB), so the bytes
+    # not read yet stay mostly unsent: the stream is still open when half the file is read.
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 256 * 1024)
+    sock.connect(("127.0.0.1", server.port))
+    try:
+        sock.sendall(f"GET /f/{link(stored)} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+        got = 0
+        while got < 3 * COUNT_EVERY:  # half the file read, the other half not asked yet
+            got += len(sock.recv(1024 * 1024))
+        wait_for(
+            lambda: (stream_stats_24h() or {}).get("bytes", 0) - before >= 2 * COUNT_EVERY,
+            timeout=20, what="the bytes sent so far to be counted",
+        )  # fmt: skip
+        assert server.serving.slots.held  # the stream is still open
+    finally:
+        sock.close()
+    wait_for(lambda: not server.serving.slots.held, timeout=20, what="the stream to end")
+    counted = stream_stats_24h()["bytes"] - before
+    assert 3 * COUNT_EVERY <= counted < 6 * COUNT_EVERY  # what was sent, counted once, no more
+
+
+def test_bytes_redis_does_not_take_are_counted_with_the_next_and_the_stream_goes_on(settings):
+    settings.REDIS_URL = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+    slots = Slots()
+    try:
+        assert asyncio.run(bytes_counted(slots, 12345)) == 12345
+    finally:
+        asyncio.run(slots.client.aclose())
 
 
 def test_metrics_count_the_bytes_served_and_the_answers(server, telegram):
