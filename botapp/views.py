@@ -5,6 +5,7 @@ import os
 
 import redis
 from django.conf import settings
+from django.contrib import admin
 from django.db import connection
 from django.http import HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
@@ -44,6 +45,16 @@ def server_error(request):
     if request.path.startswith("/api/"):
         return JsonResponse({"detail": "Server error: it was logged. Try again later."}, status=500)
     return defaults.server_error(request)
+
+
+def permission_denied(request, exception=None):
+    """The 403 page (config/urls.py handler403): the console's frame with why and what to do
+    (the refusal's own words when it has some), JSON under /api/ as every answer there."""
+    reason = str(exception or "")
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": reason or "You do not have permission to do this."}, status=403)
+    context = {**admin.site.each_context(request), "reason": reason}  # the console's frame, the operator's menu
+    return render(request, "403.html", context, status=403)
 
 
 def _probe(name: str, check) -> str:

@@ -16,4 +16,5 @@ urlpatterns = [
     path("", admin.site.urls),
 ]
 
+handler403 = "botapp.views.permission_denied"  # the console's frame; JSON under /api/
 handler500 = "botapp.views.server_error"  # JSON under /api/

@@ -1,10 +1,14 @@
 """The console never lets an operator type what Telegram, the bot or a job writes, and the two
 former server errors answer with a page."""
 
+import json
+
 import pytest
 from django.contrib import admin
+from django.core.exceptions import PermissionDenied
 from django.urls import reverse
 
+from botapp import views
 from botapp.models import (
     BroadcastDelivery,
     ButtonClick,
@@ -62,7 +66,8 @@ def test_internal_tables_have_no_add_and_no_edit(operator, rf, django_user_model
     assert not model_admin.has_add_permission(request)
     assert not model_admin.has_change_permission(request)
     assert model_admin.has_view_permission(request)
-    assert operator.get(url(model, "add")).status_code == 403
+    refused = operator.get(url(model, "add"))
+    assert refused.status_code == 403 and "Your account may not do this" in refused.content.decode()
 
 
 def test_a_pending_deletion_cannot_be_changed_or_deleted(operator):
@@ -153,3 +158,10 @@ def test_a_link_given_a_past_expiry_is_saved_and_said_to_have_expired(operator):
     )
     assert "“Old” has expired already: its link answers that it has expired." in response.content.decode()
     assert StoredFile.objects.get().expires_at.year == 2020
+
+
+def test_a_refusal_under_the_api_is_json_not_the_consoles_page(rf):
+    response = views.permission_denied(rf.get("/api/v1/anything/"), PermissionDenied("Not yours."))
+    assert response.status_code == 403
+    assert json.loads(response.content) == {"detail": "Not yours."}
+    assert json.loads(views.permission_denied(rf.get("/api/v1/x/"), PermissionDenied()).content)["detail"]

@@ -5,6 +5,7 @@ import time
 from base64 import b32decode
 from datetime import timedelta
 
+from django.urls import reverse
 from django_otp.oath import TOTP
 
 from botapp import clock
@@ -104,3 +105,14 @@ def test_the_audit_trail_lists_searches_and_filters_and_offers_no_change(logged_
 
     page.goto("/botapp/auditentry/?via__exact=bot")
     assert page.locator("#result_list tbody tr").count() == 1 and "telegram:1000" in page.locator("#result_list").inner_text()
+
+
+def test_a_refused_page_says_why_in_the_consoles_frame(logged_in):
+    page = logged_in
+    answer = page.goto(reverse("admin:botapp_auditentry_add"))  # the audit trail is never written by hand
+    assert answer.status == 403
+    page.get_by_role("heading", name="Your account may not do this").wait_for()
+    assert "no permission for this page" in page.locator("#why").inner_text()
+    assert page.locator('nav a[href="/botapp/storedfile/"]').count() >= 1  # the console's own menu
+    page.get_by_role("link", name="Back to the dashboard").click()
+    page.wait_for_url("**/")

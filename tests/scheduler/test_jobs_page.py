@@ -118,7 +118,12 @@ def test_run_now_needs_the_run_permission(client, django_user_model, plain_http)
     url = reverse(JOBS_URL)
     page = client.get(url).content.decode()
     assert "cleanup_tokens" in page and "Run now" not in page
-    assert client.post(url, {"job": "cleanup_tokens"}).status_code == 403
+    refused = client.post(url, {"job": "cleanup_tokens"})
+    assert refused.status_code == 403
+    body = refused.content.decode()  # the console's frame, why, and who can change it
+    assert "Your account may not do this" in body
+    assert "Running a job needs the permission “Can run a background job now”." in body
+    assert "an owner (a superuser) gives them on the Operators page" in body and reverse("admin:index") in body
 
     viewer.user_permissions.add(Permission.objects.get(codename="run_backgroundjob"))
     client.force_login(django_user_model.objects.get(pk=viewer.pk))
