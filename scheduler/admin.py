@@ -137,11 +137,11 @@ class BackgroundJobAdmin(InternalAdmin):
             return HttpResponseRedirect(request.path)
         # Marked before it is sent: a worker can take it (and clear the mark) before apply_async
         # returns, and a mark set after that would show it queued for good.
-        job_queued_mark(name=name)
+        press = job_queued_mark(name=name)
         try:
-            TASKS[name].apply_async(kwargs={"trigger": "admin"}, retry=False)
+            TASKS[name].apply_async(kwargs={"trigger": "admin"}, task_id=press, retry=False)
         except Exception as exc:  # the broker is down: say so instead of a 500, and not "queued"
-            job_queued_taken(name=name)
+            job_queued_taken(name=name, press=press)
             log.error("run now failed job=%s: %s", name, exc)
             messages.error(request, f"{name} was not queued: the task queue (the Celery broker) is unreachable.")
             return HttpResponseRedirect(request.path)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from urllib.parse import urlencode
@@ -40,7 +41,10 @@ log = logging.getLogger(__name__)
 STALE_GRACE = timedelta(minutes=2)
 
 
-# --- "Run now" waits in the queue until a worker takes it: one Redis hash, field = job name ---
+# --- "Run now" waits in the queue until a worker takes it: one Redis hash, a field per press ---
+# The field is "<job name> <press>", the press being its task's id: each press is cleared by its
+# own run, so a job pressed twice shows as queued until both runs start. A field of the job's name
+# alone is a press an earlier release queued: any "Run now" run of the job clears it.
 
 
 def _queued_key() -> str:
@@ -51,29 +55,37 @@ def _redis() -> redis.Redis:
     return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=1, socket_connect_timeout=1, retry=None)
 
 
-def job_queued_mark(*, name: str) -> None:
-    """The operator queued `name` ("Run now"): shown as queued until a worker takes it."""
+def job_queued_mark(*, name: str) -> str:
+    """The operator queued `name` ("Run now"): shown as queued until a worker takes this press.
+    Returns the press: the id its task is sent with (`job_queued_taken`)."""
+    press = str(uuid.uuid4())
     try:
-        _redis().hset(_queued_key(), name, time.time())
+        _redis().hset(_queued_key(), f"{name} {press}", time.time())
     except redis.RedisError as exc:
         log.warning("could not mark job=%s queued: %s", name, exc)
+    return press
 
 
-def job_queued_taken(*, name: str) -> None:
-    """A worker started `name`: it is no longer waiting."""
+def job_queued_taken(*, name: str, press: str) -> None:
+    """A worker started the run of `press` (its task's id) of `name`: no longer waiting."""
     try:
-        _redis().hdel(_queued_key(), name)
+        _redis().hdel(_queued_key(), f"{name} {press}", name)
     except redis.RedisError as exc:
         log.warning("could not clear job=%s queued: %s", name, exc)
 
 
 def jobs_queued() -> dict[str, datetime]:
-    """Jobs an operator queued that no worker has taken yet, with when they were queued."""
+    """Jobs an operator queued that no worker has taken yet, with when the earliest press waiting
+    was made."""
     try:
         queued = _redis().hgetall(_queued_key())
     except redis.RedisError:
         return {}
-    return {k.decode(): datetime.fromtimestamp(float(v), tz=UTC) for k, v in queued.items()}
+    since: dict[str, float] = {}
+    for field, at in queued.items():
+        name = field.decode().split(" ", 1)[0]
+        since[name] = min(since.get(name, float("inf")), float(at))
+    return {name: datetime.fromtimestamp(at, tz=UTC) for name, at in since.items()}
 
 
 # --- the jobs page ---

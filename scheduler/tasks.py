@@ -17,10 +17,10 @@ log = logging.getLogger(__name__)
 
 
 def _task_for(name: str):
-    @shared_task(name=f"scheduler.{name}", acks_late=True, ignore_result=True)
-    def run(trigger: str = "beat", wakeup: str | None = None) -> str:
-        if trigger == "admin":  # "Run now": the jobs page stops showing it as queued
-            job_queued_taken(name=name)
+    @shared_task(name=f"scheduler.{name}", acks_late=True, ignore_result=True, bind=True)
+    def run(task, trigger: str = "beat", wakeup: str | None = None) -> str:
+        if trigger == "admin":  # "Run now": the jobs page stops showing this press as queued
+            job_queued_taken(name=name, press=task.request.id)
         if wakeup is not None and not wakeup_current(job=name, token=wakeup):
             return "superseded by an earlier wake-up"  # which does this work
         outcome = job_run(name, trigger=trigger, linger=wakeup_linger if wakeup is not None else None)

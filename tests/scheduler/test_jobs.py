@@ -261,7 +261,8 @@ def test_run_now_queues_the_task(operator, monkeypatch):
     url = reverse("admin:scheduler_backgroundjob_changelist")
     response = operator.post(url, {"job": "cleanup_tokens"})
     assert response.status_code == 302
-    assert queued == [{"kwargs": {"trigger": "admin"}, "retry": False}]
+    assert queued == [{"kwargs": {"trigger": "admin"}, "task_id": queued[0]["task_id"], "retry": False}]
+    assert len(queued[0]["task_id"]) == 36  # a task id of its own: the press its run clears
     page = operator.get(url).content.decode()
     assert "Queued cleanup_tokens, but no worker is running: it runs when one starts." in page
     assert "since" in page and "waiting for a worker" in page

@@ -85,15 +85,45 @@ def test_a_job_due_every_minute_is_stale_after_three_minutes_without_a_run(opera
 def test_run_now_shows_queued_until_a_worker_takes_it(operator, monkeypatch):
     from scheduler.tasks import TASKS
 
-    monkeypatch.setattr(TASKS["reset_token_counts"], "apply_async", lambda **kw: None)  # no broker round trip here
+    sent = []
+    monkeypatch.setattr(TASKS["reset_token_counts"], "apply_async", lambda **kw: sent.append(kw))  # no broker
     url = reverse(JOBS_URL)
     operator.post(url, {"job": "reset_token_counts"})
     rows = {r.job.name: r for r in operator.get(url).context["rows"]}
     assert rows["reset_token_counts"].queued_at is not None
 
-    TASKS["reset_token_counts"].apply(kwargs={"trigger": "admin"})  # what the worker runs when it takes it
+    TASKS["reset_token_counts"].apply(kwargs=sent[0]["kwargs"], task_id=sent[0]["task_id"])  # as a worker takes it
     rows = {r.job.name: r for r in operator.get(url).context["rows"]}
     assert rows["reset_token_counts"].queued_at is None and rows["reset_token_counts"].last.trigger == "admin"
+
+
+def test_run_now_pressed_twice_shows_queued_until_both_are_taken(operator, monkeypatch):
+    from scheduler.tasks import TASKS
+
+    sent = []
+    monkeypatch.setattr(TASKS["reset_token_counts"], "apply_async", lambda **kw: sent.append(kw))  # no broker
+    url = reverse(JOBS_URL)
+    operator.post(url, {"job": "reset_token_counts"})
+    first = operator.get(url).context["rows"]
+    operator.post(url, {"job": "reset_token_counts"})
+    TASKS["reset_token_counts"].apply(kwargs=sent[0]["kwargs"], task_id=sent[0]["task_id"])  # the first taken
+    response = operator.get(url)
+    rows = {r.job.name: r for r in response.context["rows"]}
+    assert rows["reset_token_counts"].queued_at is not None and response.context["waiting"]
+    assert rows["reset_token_counts"].queued_at >= {r.job.name: r for r in first}["reset_token_counts"].queued_at
+    TASKS["reset_token_counts"].apply(kwargs=sent[1]["kwargs"], task_id=sent[1]["task_id"])
+    rows = {r.job.name: r for r in operator.get(url).context["rows"]}
+    assert rows["reset_token_counts"].queued_at is None
+
+
+def test_a_press_queued_before_presses_had_their_own_is_cleared_by_its_run(operator):
+    from scheduler.dashboard import _queued_key, _redis
+    from scheduler.tasks import TASKS
+
+    _redis().hset(_queued_key(), "reset_token_counts", 1_800_000_000)  # as an earlier release marked it
+    assert {r.job.name: r for r in operator.get(reverse(JOBS_URL)).context["rows"]}["reset_token_counts"].queued_at
+    TASKS["reset_token_counts"].apply(kwargs={"trigger": "admin"})  # its message, sent by that release
+    assert not {r.job.name: r for r in operator.get(reverse(JOBS_URL)).context["rows"]}["reset_token_counts"].queued_at
 
 
 def test_run_now_taken_by_a_worker_before_the_page_answers_is_not_left_queued(operator, monkeypatch):
@@ -102,7 +132,9 @@ def test_run_now_taken_by_a_worker_before_the_page_answers_is_not_left_queued(op
     from scheduler.tasks import TASKS
 
     task = TASKS["reset_token_counts"]
-    monkeypatch.setattr(task, "apply_async", lambda kwargs, **_: task.apply(kwargs=kwargs))  # taken at once
+    monkeypatch.setattr(
+        task, "apply_async", lambda kwargs, task_id, **_: task.apply(kwargs=kwargs, task_id=task_id)
+    )  # taken at once
     url = reverse(JOBS_URL)
     operator.post(url, {"job": "reset_token_counts"})
     response = operator.get(url)
