@@ -269,8 +269,9 @@ class TelegramUserAdmin(ModelAdmin):
 
     @action(description=f"Ban for {BAN_DAYS} days (as /ban: no files)", permissions=["change"])
     def ban(self, request, queryset):
-        reason = f"console: {request.user.get_username()}"
-        n, admins, longer = users_ban(users=queryset.order_by("pk"), duration=timedelta(days=BAN_DAYS), reason=reason)
+        # No reason: the banned user is shown a ban's reason, and the operator's log-in name is no
+        # reason and not theirs to see; who banned is on the audit trail.
+        n, admins, longer = users_ban(users=queryset.order_by("pk"), duration=timedelta(days=BAN_DAYS), reason="")
         self.message_user(request, f"Banned {n} user(s) for {BAN_DAYS} days.", messages.WARNING)
         if admins:
             names = ", ".join(str(u.telegram_id) for u in admins)

@@ -10,8 +10,8 @@ import pytest
 from django.urls import reverse
 
 from botapp import clock
-from botapp.models import BotSettings, StoredFile, TelegramUser, UserBan
-from botapp.services.moderation import ban_in_force, user_ban
+from botapp.models import AuditEntry, BotSettings, StoredFile, TelegramUser, UserBan
+from botapp.services.moderation import ban_in_force, ban_notice, user_ban
 from tests.conftest import STORAGE
 from tests.factories import (
     BroadcastDeliveryFactory,
@@ -76,7 +76,10 @@ def test_ban_is_the_bots_ban_and_unban_lifts_both_kinds(operator, admin_user):
     assert "Banned 1 user(s) for 30 days." in response.content.decode()
     ban = ban_in_force(user=TelegramUser.objects.get(pk=alice.pk))  # what the delivery gate asks
     assert ban is not None and ban.until - clock.now() > timedelta(days=29)
-    assert ban.reason == f"console: {admin_user.get_username()}" and ban.banned_by is None
+    assert ban.reason == "" and ban.banned_by is None
+    assert admin_user.get_username() not in ban_notice(ban=ban)  # what alice is told: no operator's name
+    entry = AuditEntry.objects.get(action="user.ban")
+    assert (entry.actor, entry.via) == (admin_user.get_username(), "console")  # who banned her: on the trail
     assert ban_in_force(user=TelegramUser.objects.get(pk=carol.pk)) is None
 
     response = operator.post(url, {"action": "unban", "_selected_action": [alice.pk, bob.pk, carol.pk]}, follow=True)
