@@ -10,7 +10,9 @@
 
 Both checks come before the update is claimed, on threads of their own (the pump's gate threads:
 `admit`): a refused update costs one or two Redis calls (and one query in owner-only mode), no
-row, and never waits for a handler thread. Admins (ADMIN_IDS) pass both.
+row, and never waits for a handler thread. Admins (ADMIN_IDS) pass both, and so does a message
+fetched with getDifference after a restart that was handled before it (`recovered`, one query):
+it was counted then, and the router does not handle it again.
 
 /authorize and /unauthorize (admins): put Telegram ids on the allow-list or take them off.
 """
@@ -26,6 +28,7 @@ from botapp.models import BotSettings
 from botapp.services.allow_list import allow_list_add, allow_list_blocks, allow_list_remove, telegram_id_parse
 from botapp.services.fair_use import fair_use_message, fair_use_pace
 from botapp.services.texts import text_render
+from botapp.services.updates import Kind, update_claimed
 from botapp.telegram.gateway import CallbackQuery, IncomingMessage, TgUser
 from botapp.telegram.limiter import REPLY_OWNER, REPLY_USER, reply_class, user_pace
 
@@ -78,6 +81,10 @@ class Gates:
             return True
         if tg.id in self.router.admin_ids:
             return True
+        if getattr(update, "recovered", False) and update_claimed(
+            kind=Kind.MESSAGE, chat_id=update.chat_id, update_id=update.message_id
+        ):
+            return True  # handled before the restart, counted then: the router does not handle it again
         conf = BotSettings.load()
         with self.replies(tg, conf=conf):
             return self._pass(tg, chat_id, conf, f"{key}.gate", callback)

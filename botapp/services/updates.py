@@ -88,6 +88,11 @@ def update_claim(*, kind: int, chat_id: int, update_id: int, once: bool, run: st
     )
 
 
+def update_claimed(*, kind: int, chat_id: int, update_id: int) -> bool:
+    """Whether the update was claimed before (handled, or being handled): it comes again."""
+    return HandledUpdate.objects.filter(kind=kind, chat_id=chat_id, update_id=update_id).exists()
+
+
 def update_done(*, claim: Claim) -> None:
     """The claimed update has been handled (its handler returned, whatever it answered): a repeat
     of it is never handled again."""

@@ -163,6 +163,8 @@ class IncomingMessage:
     reply_to: ReplyTo | None = None
     # Set when it is part of an album: Telegram delivers an album's messages as separate updates.
     media_group_id: int | None = None
+    # Fetched with getDifference after runbot started: it may have been handled before the restart.
+    recovered: bool = False
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ recognised by the router (services/updates.py: `update_claim`). docs/reliability
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -221,6 +222,9 @@ class UpdatePump:
         self._cursors: dict[int, PositionState] = {}  # per sequence: where fetching what was missed has got to
         self._tasks: list[asyncio.Task] = []
         self.recovered = 0  # updates fetched with getDifference since start
+        # (chat, message id) of the private messages among them not dispatched yet: those are
+        # marked `recovered`, so the gates do not count one handled before the restart again.
+        self.replayable: set[tuple[int, int]] = set()
 
     def register(self, client: Client) -> None:
         """Before `client.start()`: the handlers, and (with a position store) the counting of updates handled."""
@@ -310,6 +314,7 @@ class UpdatePump:
                 missed.pts,
             )
         ticket = self.position.received([s for s in spans if s.hi > s.lo], packets=len(missed.packets))
+        self.replayable.update(_private_messages(missed.packets))
         updates_feed(client, missed.packets, ticket)
         self.recovered += len(missed.packets)
         if box == PTS:
@@ -358,6 +363,10 @@ class UpdatePump:
         if not self.accepting or message.from_user is None:
             return
         update = message_from(message, await access_hash_of(client, message.from_user.id))
+        key = (update.chat_id, update.message_id)
+        if key in self.replayable:  # fetched with getDifference: maybe handled before the restart
+            self.replayable.discard(key)
+            update = dataclasses.replace(update, recovered=True)
         await self.submit(self.router.handle_message, update)
 
     async def _on_channel_post(self, client: Client, message: ptypes.Message) -> None:
@@ -438,6 +447,21 @@ def _with_db(handle, update, arrived: float) -> None:
         handle_reported(handle, update, arrived=arrived)
     finally:
         close_old_connections()
+
+
+def _private_messages(packets: list[tuple]) -> set[tuple[int, int]]:
+    """(chat, message id) of the messages users sent the bot in private chats among `packets`."""
+    found = set()
+    for update, *_ in packets:
+        message = getattr(update, "message", None)
+        if (
+            isinstance(update, raw.types.UpdateNewMessage)
+            and isinstance(message, raw.types.Message)
+            and isinstance(message.peer_id, raw.types.PeerUser)
+            and not message.out
+        ):
+            found.add((message.peer_id.user_id, message.id))
+    return found
 
 
 def _admitted(admit, update) -> bool:

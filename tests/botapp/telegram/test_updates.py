@@ -205,3 +205,42 @@ def test_a_position_that_is_not_this_bots_is_forgotten_with_its_claims(transacti
     gateway.stop(after_stop=pump.close)
     assert not HandledUpdate.objects.exists()
     assert UpdatePosition.objects.get(box=0).bot_id == telegram.bot.id
+
+
+def test_a_message_handled_before_a_crash_does_not_count_again_toward_fair_use(transactional_db, prefix, monkeypatch):
+    """Without the check, Alice's /help fetched again after the restart counted a second time in
+    her one message a minute, and she was told she was sending too fast."""
+    from botapp.models import BotSettings, HandledUpdate, UpdatePosition
+    from botapp.telegram import quotas as quotas_module
+
+    monkeypatch.setattr(quotas_module.quotas(), "prefix", prefix)
+    conf = BotSettings.load()
+    conf.fair_use_enabled, conf.fair_use_commands_per_minute = True, 1
+    conf.save()
+    telegram = TelegramServer(now=clock.now, enforce_rates=False)
+    gateway, pump = keeping_start(telegram)
+    try:
+        start = telegram.pts
+        telegram.user_sends(ALICE, "/help")
+        assert wait_for(lambda: telegram.bot_messages(ALICE.id))
+        assert wait_for(lambda: stored_pts() > start)
+    finally:
+        gateway.stop(after_stop=pump.close)
+    UpdatePosition.objects.filter(box=0).update(pts=start)  # killed before the position passed it
+    bob = TgUser(id=1002, first_name="Bob")
+    telegram.user_sends(bob, "/help")  # while runbot is down: counted, and answered
+
+    gateway, pump = keeping_start(telegram)
+    try:
+        assert wait_for(lambda: telegram.bot_messages(bob.id))
+        # Her /help again: recognised as handled (a second claim attempt), or refused and told.
+        assert wait_for(
+            lambda: (
+                HandledUpdate.objects.filter(chat_id=ALICE.id, attempts=2).exists() or len(telegram.bot_messages(ALICE.id)) > 1
+            )
+        )
+    finally:
+        gateway.stop(after_stop=pump.close)
+    told = [m.text for m in telegram.bot_messages(ALICE.id)]
+    assert len(told) == 1 and "faster" not in told[0], told  # only the answer to her /help
+    assert not pump.replayable  # every private message fetched was dispatched
