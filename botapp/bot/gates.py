@@ -81,8 +81,10 @@ class Gates:
             return True
         if tg.id in self.router.admin_ids:
             return True
-        if getattr(update, "recovered", False) and update_claimed(
-            kind=Kind.MESSAGE, chat_id=update.chat_id, update_id=update.message_id
+        if (
+            isinstance(update, IncomingMessage)
+            and update.recovered
+            and update_claimed(kind=Kind.MESSAGE, chat_id=update.chat_id, update_id=update.message_id)
         ):
             return True  # handled before the restart, counted then: the router does not handle it again
         conf = BotSettings.load()

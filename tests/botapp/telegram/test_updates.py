@@ -150,10 +150,12 @@ def test_an_update_still_being_handled_holds_the_stored_position_back(transactio
         gateway.stop(after_stop=pump.close)
 
 
-def test_after_a_crash_what_came_meanwhile_is_answered_and_what_was_handled_is_not_again(transactional_db):
-    from botapp.models import HandledUpdate, UpdatePosition
+def crashed_after_alices_help(telegram) -> TgUser:
+    """runbot answers Alice's /help and stores its position past it, then its position is set back
+    before it, as if runbot had been killed before storing it; Bob writes /help while runbot is
+    down (a user it never met). Returns Bob."""
+    from botapp.models import UpdatePosition
 
-    telegram = TelegramServer(now=clock.now, enforce_rates=False)
     gateway, pump = keeping_start(telegram)
     try:
         start = telegram.pts
@@ -162,11 +164,17 @@ def test_after_a_crash_what_came_meanwhile_is_answered_and_what_was_handled_is_n
         assert wait_for(lambda: stored_pts() > start)
     finally:
         gateway.stop(after_stop=pump.close)
-    # As if runbot had been killed before it stored the position past Alice's /help.
     UpdatePosition.objects.filter(box=0).update(pts=start)
     bob = TgUser(id=1002, first_name="Bob")
-    telegram.user_sends(bob, "/help")  # while runbot is down: a user it never met
+    telegram.user_sends(bob, "/help")
+    return bob
 
+
+def test_after_a_crash_what_came_meanwhile_is_answered_and_what_was_handled_is_not_again(transactional_db):
+    from botapp.models import HandledUpdate
+
+    telegram = TelegramServer(now=clock.now, enforce_rates=False)
+    bob = crashed_after_alices_help(telegram)
     gateway, pump = keeping_start(telegram)
     try:
         assert wait_for(lambda: telegram.bot_messages(bob.id))
@@ -210,7 +218,7 @@ def test_a_position_that_is_not_this_bots_is_forgotten_with_its_claims(transacti
 def test_a_message_handled_before_a_crash_does_not_count_again_toward_fair_use(transactional_db, prefix, monkeypatch):
     """Without the check, Alice's /help fetched again after the restart counted a second time in
     her one message a minute, and she was told she was sending too fast."""
-    from botapp.models import BotSettings, HandledUpdate, UpdatePosition
+    from botapp.models import BotSettings, HandledUpdate
     from botapp.telegram import quotas as quotas_module
 
     monkeypatch.setattr(quotas_module.quotas(), "prefix", prefix)
@@ -218,18 +226,7 @@ def test_a_message_handled_before_a_crash_does_not_count_again_toward_fair_use(t
     conf.fair_use_enabled, conf.fair_use_commands_per_minute = True, 1
     conf.save()
     telegram = TelegramServer(now=clock.now, enforce_rates=False)
-    gateway, pump = keeping_start(telegram)
-    try:
-        start = telegram.pts
-        telegram.user_sends(ALICE, "/help")
-        assert wait_for(lambda: telegram.bot_messages(ALICE.id))
-        assert wait_for(lambda: stored_pts() > start)
-    finally:
-        gateway.stop(after_stop=pump.close)
-    UpdatePosition.objects.filter(box=0).update(pts=start)  # killed before the position passed it
-    bob = TgUser(id=1002, first_name="Bob")
-    telegram.user_sends(bob, "/help")  # while runbot is down: counted, and answered
-
+    bob = crashed_after_alices_help(telegram)  # Bob's /help: new, counted, and answered
     gateway, pump = keeping_start(telegram)
     try:
         assert wait_for(lambda: telegram.bot_messages(bob.id))
